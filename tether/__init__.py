@@ -1,0 +1,49 @@
+"""tether: durable runs for long-running LLM agents.
+
+An agent run writes every decision and every tool outcome to its own append-only journal
+(length-prefixed, checksummed, fsync'd msgspec records) before acting on it, so a process killed
+at any instant can be resumed without asking the model again and without repeating a side
+effect.
+"""
+
+from __future__ import annotations
+
+from ._errors import BlobError as BlobError
+from ._errors import InvalidRunIdError as InvalidRunIdError
+from ._errors import JournalBrokenError as JournalBrokenError
+from ._errors import JournalClosedError as JournalClosedError
+from ._errors import JournalCorruptError as JournalCorruptError
+from ._errors import JournalError as JournalError
+from ._errors import JournalLockedError as JournalLockedError
+from ._errors import JournalVersionError as JournalVersionError
+from ._errors import RecordTooLargeError as RecordTooLargeError
+from ._errors import RunExistsError as RunExistsError
+from ._errors import RunNotFoundError as RunNotFoundError
+from ._errors import TetherError as TetherError
+from ._version import __version__ as __version__
+from .journal import Budgets as Budgets
+from .journal import FileStore as FileStore
+from .journal import Journal as Journal
+from .journal import SecretRedactor as SecretRedactor
+from .journal import Store as Store
+
+__all__ = [
+    "BlobError",
+    "Budgets",
+    "FileStore",
+    "InvalidRunIdError",
+    "Journal",
+    "JournalBrokenError",
+    "JournalClosedError",
+    "JournalCorruptError",
+    "JournalError",
+    "JournalLockedError",
+    "JournalVersionError",
+    "RecordTooLargeError",
+    "RunExistsError",
+    "RunNotFoundError",
+    "SecretRedactor",
+    "Store",
+    "TetherError",
+    "__version__",
+]

@@ -1,0 +1,176 @@
+"""Every error tether raises, under one root.
+
+::
+
+    TetherError
+    ├── InvalidRunIdError (ValueError)   a run id that could be a path, or is empty/too long
+    ├── RunExistsError                   creating a run whose journal already exists
+    ├── RunNotFoundError (LookupError)   opening or reading a run that does not exist
+    ├── BlobError                        a blob is missing, or its bytes do not match its digest
+    └── JournalError                     anything about one journal file
+        ├── JournalCorruptError          damage followed by valid data (path, offset, seq, reason)
+        ├── JournalVersionError          written by a newer format than this reader knows
+        ├── JournalLockedError           another handle (task or process) holds the write lock
+        ├── JournalBrokenError           a write or fsync failed: this handle accepts no more
+        ├── JournalClosedError           the handle was closed
+        └── RecordTooLargeError (ValueError)  one encoded event exceeds the frame limit
+
+Errors carry what a person needs to act on them as attributes, and survive pickling
+(``__reduce__``) so they cross process boundaries intact.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class TetherError(Exception):
+    """Root of every error raised by tether."""
+
+
+class InvalidRunIdError(TetherError, ValueError):
+    """A run id that is empty, too long, or holds characters other than letters, digits, ``._-``."""
+
+    def __init__(self, run_id: str, reason: str) -> None:
+        self.run_id = run_id
+        self.reason = reason
+        super().__init__(f"invalid run id {run_id!r}: {reason}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.run_id, self.reason))
+
+
+class RunExistsError(TetherError):
+    """A run with this id already exists in the store."""
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        super().__init__(f"run {run_id!r} already exists")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.run_id,))
+
+
+class RunNotFoundError(TetherError, LookupError):
+    """No run with this id exists in the store."""
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        super().__init__(f"run {run_id!r} not found")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.run_id,))
+
+
+class BlobError(TetherError):
+    """A referenced blob is missing or does not match its content address."""
+
+    def __init__(self, digest: str, reason: str) -> None:
+        self.digest = digest
+        self.reason = reason
+        super().__init__(f"blob {digest}: {reason}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.digest, self.reason))
+
+
+class JournalError(TetherError):
+    """A problem with one journal file, named by ``path``."""
+
+    def __init__(self, path: str, message: str) -> None:
+        self.path = path
+        super().__init__(f"{path}: {message}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.path, str(self).removeprefix(f"{self.path}: ")))
+
+
+class JournalCorruptError(JournalError):
+    """The journal is damaged somewhere other than its unfinished tail.
+
+    Damage is *corruption* (not a torn tail) when valid data written later follows it, or when
+    it is in the header, or when a checksummed record breaks the format's rules (a gap or
+    duplicate in ``seq``, a foreign run id). Nothing is changed on disk; ``tether journal repair``
+    moves the damaged part aside when a person asks.
+
+    Attributes:
+        offset: byte offset of the first damaged frame or group.
+        seq: the sequence number expected at that point (``None`` for header damage).
+        reason: what is wrong, in words.
+    """
+
+    def __init__(self, path: str, offset: int, seq: int | None, reason: str) -> None:
+        self.offset = offset
+        self.seq = seq
+        self.reason = reason
+        at = f"offset {offset}" + ("" if seq is None else f" (seq {seq})")
+        JournalError.__init__(self, path, f"corrupt at {at}: {reason}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.path, self.offset, self.seq, self.reason))
+
+
+class JournalVersionError(JournalError):
+    """The journal was written by a newer format version than this reader supports."""
+
+    def __init__(self, path: str, version: int, supported: int) -> None:
+        self.version = version
+        self.supported = supported
+        JournalError.__init__(
+            self,
+            path,
+            f"format version {version} is newer than this tether supports ({supported}); "
+            "upgrade tether to read it",
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.path, self.version, self.supported))
+
+
+class JournalLockedError(JournalError):
+    """Another handle, in this process or another one, holds the journal's write lock."""
+
+    def __init__(self, path: str) -> None:
+        JournalError.__init__(self, path, "locked by another writer (task or process)")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.path,))
+
+
+class JournalBrokenError(JournalError):
+    """A write or fsync failed; this handle refuses further appends (fsync is never retried).
+
+    Reopen the journal to re-read what really reached the disk.
+    """
+
+    def __init__(self, path: str) -> None:
+        JournalError.__init__(
+            self, path, "a write or fsync failed earlier; reopen the journal to recover"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.path,))
+
+
+class JournalClosedError(JournalError):
+    """The journal handle was closed."""
+
+    def __init__(self, path: str) -> None:
+        JournalError.__init__(self, path, "journal handle is closed")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.path,))
+
+
+class RecordTooLargeError(JournalError, ValueError):
+    """One encoded event is larger than a frame may hold."""
+
+    def __init__(self, path: str, size: int, limit: int) -> None:
+        self.size = size
+        self.limit = limit
+        JournalError.__init__(
+            self, path, f"an encoded event of {size} bytes exceeds the {limit}-byte frame limit"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.path, self.size, self.limit))

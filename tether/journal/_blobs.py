@@ -1,0 +1,91 @@
+"""A content-addressed blob store for large tool outputs, beside the journals.
+
+A blob lives at ``<root>/blobs/<first two hex digits>/<sha256>``. It is written to a temporary
+file, fsync'd, renamed into place, and its directory fsync'd, all before the journal record that
+refers to it is appended, so a durable record never points at a blob that a crash could lose.
+Identical payloads share one file. Reads check the digest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+
+import aiofiles
+import anyio
+
+from .._errors import BlobError
+from ._file import FileOps
+from ._records import BlobRef
+
+SUMMARY_CHARS = 200
+
+
+class BlobStore:
+    """Blobs under ``root``; ``put`` is durable when it returns."""
+
+    def __init__(self, root: str, ops: FileOps) -> None:
+        self.root = root
+        self._ops = ops
+
+    def path(self, digest: str) -> str:
+        if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+            raise BlobError(digest, "not a sha256 hex digest")
+        return os.path.join(self.root, digest[:2], digest)
+
+    def put_sync(self, data: bytes) -> str:
+        """Store ``data`` durably and return its digest (blocking)."""
+        digest = hashlib.sha256(data).hexdigest()
+        dest = self.path(digest)
+        if os.path.exists(dest) and os.path.getsize(dest) == len(data):
+            return digest
+        folder = os.path.dirname(dest)
+        if not os.path.isdir(folder):
+            os.makedirs(folder, exist_ok=True)
+            self._ops.fsync_dir(self.root)
+        tmp = f"{dest}.{os.getpid()}.{threading.get_ident()}.tmp"
+        fd = self._ops.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            self._ops.write_all(fd, data, 0)
+            self._ops.fsync(fd)
+        finally:
+            self._ops.close(fd)
+        self._ops.replace(tmp, dest)
+        self._ops.fsync_dir(folder)
+        return digest
+
+    async def put(self, data: bytes, *, summary: str = "") -> BlobRef:
+        """Store ``data`` durably off the event loop; return a reference to it.
+
+        On cancellation: the write runs to completion in its thread; the blob may then exist
+        without a record pointing to it, which is harmless.
+        """
+        digest = await anyio.to_thread.run_sync(self.put_sync, data)
+        return BlobRef(digest=digest, size=len(data), summary=summary[:SUMMARY_CHARS])
+
+    async def get(self, digest: str) -> bytes:
+        """The bytes of blob ``digest``.
+
+        Raises:
+            BlobError: missing, or its content does not match the digest.
+        """
+        try:
+            async with aiofiles.open(self.path(digest), "rb") as f:
+                data = await f.read()
+        except FileNotFoundError:
+            raise BlobError(digest, f"missing from {self.root}") from None
+        if hashlib.sha256(data).hexdigest() != digest:
+            raise BlobError(digest, "content does not match its digest")
+        return data
+
+    def digests(self) -> list[str]:
+        """Every stored digest (blocking)."""
+        found: list[str] = []
+        if not os.path.isdir(self.root):
+            return found
+        for sub in sorted(os.listdir(self.root)):
+            folder = os.path.join(self.root, sub)
+            if len(sub) == 2 and os.path.isdir(folder):
+                found.extend(n for n in sorted(os.listdir(folder)) if len(n) == 64)
+        return found

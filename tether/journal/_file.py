@@ -1,0 +1,100 @@
+"""The file layer: every system call the journal makes goes through ``FileOps``.
+
+This is the fault seam. Tests (and ``tether.testing.FaultyFileOps``) subclass it to return short
+writes, raise ``ENOSPC`` or ``EIO`` on a chosen call, without patching ``os`` for the whole
+process. All methods are blocking and run on writer threads, never on the event loop.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import sys
+
+
+class FileOps:
+    """Blocking file operations on raw descriptors; subclass to inject faults."""
+
+    def open(self, path: str, flags: int, mode: int = 0o644) -> int:
+        return os.open(path, flags | getattr(os, "O_CLOEXEC", 0), mode)
+
+    def close(self, fd: int) -> None:
+        os.close(fd)
+
+    def pwrite(self, fd: int, data: memoryview, offset: int) -> int:
+        return os.pwrite(fd, data, offset)
+
+    def pread(self, fd: int, size: int, offset: int) -> bytes:
+        return os.pread(fd, size, offset)
+
+    def size(self, fd: int) -> int:
+        return os.fstat(fd).st_size
+
+    def fdatasync(self, fd: int) -> None:
+        if sys.platform == "darwin":  # pragma: no cover - macOS only
+            fcntl.fcntl(fd, fcntl.F_FULLFSYNC)
+        else:
+            os.fdatasync(fd)
+
+    def fsync(self, fd: int) -> None:
+        if sys.platform == "darwin":  # pragma: no cover - macOS only
+            fcntl.fcntl(fd, fcntl.F_FULLFSYNC)
+        else:
+            os.fsync(fd)
+
+    def ftruncate(self, fd: int, length: int) -> None:
+        os.ftruncate(fd, length)
+
+    def lock(self, fd: int) -> bool:
+        """Take an exclusive, non-blocking ``flock``; ``False`` if another holder has it."""
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        return True
+
+    def fsync_dir(self, path: str) -> None:
+        """Make the directory entries in ``path`` durable."""
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def link(self, src: str, dst: str) -> None:
+        os.link(src, dst)
+
+    def unlink(self, path: str) -> None:
+        os.unlink(path)
+
+    def replace(self, src: str, dst: str) -> None:
+        os.replace(src, dst)
+
+    # Compound operations, built from the primitives above so that faults reach them too.
+
+    def write_all(self, fd: int, data: bytes | bytearray | memoryview, offset: int) -> None:
+        """Write every byte of ``data`` at ``offset``, looping over short writes."""
+        view = memoryview(data)
+        while view:
+            n = self.pwrite(fd, view, offset)
+            if n <= 0:
+                raise OSError(errno.EIO, "write made no progress")
+            view = view[n:]
+            offset += n
+
+    def read_all(self, fd: int) -> bytes:
+        """The whole file, read from offset 0."""
+        size = self.size(fd)
+        chunks: list[bytes] = []
+        offset = 0
+        while offset < size:
+            chunk = self.pread(fd, min(size - offset, 1 << 24), offset)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            offset += len(chunk)
+        return b"".join(chunks)
+
+
+DEFAULT_FILE_OPS = FileOps()

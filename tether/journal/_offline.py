@@ -1,0 +1,102 @@
+"""Journal files by path, for people: verify, dump and repair (the ``tether journal`` commands)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from .._errors import JournalLockedError
+from ._file import DEFAULT_FILE_OPS, FileOps
+from ._reader import Scan, scan
+
+
+def read_file(path: str, ops: FileOps = DEFAULT_FILE_OPS) -> bytes:
+    fd = ops.open(path, os.O_RDONLY)
+    try:
+        return ops.read_all(fd)
+    finally:
+        ops.close(fd)
+
+
+def verify_file(path: str, ops: FileOps = DEFAULT_FILE_OPS) -> Scan:
+    """Scan the journal at ``path`` without locking or changing it.
+
+    Returns the scan; a torn tail is reported in ``Scan.damage`` (opening would truncate it).
+
+    Raises:
+        JournalCorruptError: damage followed by valid data, or a damaged header.
+        JournalVersionError: written by a newer format.
+        FileNotFoundError: no such file.
+    """
+    result = scan(read_file(path, ops), path)
+    result.raise_if_corrupt(path)
+    return result
+
+
+@dataclass(frozen=True)
+class RepairReport:
+    """What ``repair_file`` found and did."""
+
+    path: str
+    events_kept: int
+    end: int
+    bytes_removed: int
+    moved_to: str | None
+    reason: str | None
+    changed: bool
+
+
+def repair_file(path: str, *, apply: bool, ops: FileOps = DEFAULT_FILE_OPS) -> RepairReport:
+    """Cut the journal at ``path`` back to its last good group.
+
+    Everything after the last good group (damaged or not) is first copied to a ``.broken`` file
+    beside the journal and fsync'd; then the journal is truncated and fsync'd. With
+    ``apply=False`` nothing is changed and the report says what would be.
+
+    Raises:
+        JournalLockedError: a writer holds the journal.
+        JournalCorruptError: the header itself is damaged (nothing to keep).
+        JournalVersionError: written by a newer format.
+    """
+    fd = ops.open(path, os.O_RDWR)
+    try:
+        if not ops.lock(fd):
+            raise JournalLockedError(path)
+        data = ops.read_all(fd)
+        result = scan(data, path)
+        tail = data[result.end :]
+        removed = len(tail)
+        reason = result.damage.reason if result.damage else None
+        if not tail.strip(b"\x00"):
+            tail = b""
+        moved_to = _free_name(f"{path}.broken") if tail else None
+        if apply and removed:
+            if moved_to is not None:
+                out = ops.open(moved_to, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+                try:
+                    ops.write_all(out, tail, 0)
+                    ops.fsync(out)
+                finally:
+                    ops.close(out)
+                ops.fsync_dir(os.path.dirname(os.path.abspath(path)))
+            ops.ftruncate(fd, result.end)
+            ops.fsync(fd)
+        return RepairReport(
+            path=path,
+            events_kept=len(result.events),
+            end=result.end,
+            bytes_removed=removed,
+            moved_to=moved_to,
+            reason=reason,
+            changed=apply and removed > 0,
+        )
+    finally:
+        ops.close(fd)
+
+
+def _free_name(base: str) -> str:
+    name, n = base, 1
+    while os.path.exists(name):
+        name = f"{base}.{n}"
+        n += 1
+    return name

@@ -1,0 +1,212 @@
+"""Scanning a journal: verify every frame, fold groups, and classify damage. Pure; no I/O.
+
+The scanner tells three endings apart, like etcd's WAL decoder:
+
+- a clean end: the file ends after the last group, or only zeros (preallocated space) follow;
+- a *torn tail*: the last group is incomplete or damaged and no valid frame of a later group
+  follows. That group was never acknowledged (its fsync never returned), so dropping it loses
+  nothing that was promised;
+- *corruption*: damage followed by a valid frame of a later group, or a checksummed frame that
+  breaks the rules (undecodable payload, a gap or duplicate in ``seq``). Acknowledged data is at
+  stake, so the scanner reports it and never guesses.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Literal
+
+import msgspec
+
+from .._errors import JournalCorruptError, JournalVersionError
+from ._format import (
+    ALIGN,
+    FORMAT_VERSION,
+    FRAME_HEADER_SIZE,
+    HEADER_SIZE,
+    FrameHeader,
+    HeaderError,
+    decode_header,
+    frame_size,
+    is_zero,
+)
+from ._records import AnyEvent, decode_event
+
+_NONZERO = re.compile(rb"[^\x00]")
+
+
+@dataclass(frozen=True)
+class Damage:
+    """Where a scan stopped before the end of the file, and why.
+
+    Attributes:
+        kind: ``"torn"`` (an unfinished last group, safe to drop) or ``"corrupt"``.
+        offset: start of the group that is damaged; valid data ends here.
+        at: offset of the first bad frame within that group.
+        seq: the sequence number that was expected next.
+        reason: what is wrong, in words.
+    """
+
+    kind: Literal["torn", "corrupt"]
+    offset: int
+    at: int
+    seq: int
+    reason: str
+
+
+@dataclass
+class Scan:
+    """What a scan found: the valid events, where they end, and any damage after them."""
+
+    version: int
+    run_id: str
+    file_size: int
+    events: list[AnyEvent] = field(default_factory=list)
+    groups: int = 0
+    end: int = HEADER_SIZE
+    damage: Damage | None = None
+
+    @property
+    def last_seq(self) -> int:
+        """Sequence number of the last valid event, or -1 for an empty journal."""
+        return len(self.events) - 1
+
+    def raise_if_corrupt(self, path: str) -> None:
+        """Raise ``JournalCorruptError`` if the damage found is corruption, not a torn tail."""
+        if self.damage is not None and self.damage.kind == "corrupt":
+            d = self.damage
+            raise JournalCorruptError(path, d.at, d.seq, d.reason)
+
+
+class _GroupProblem(Exception):
+    def __init__(self, at: int, reason: str, *, definite: bool = False) -> None:
+        super().__init__(reason)
+        self.at = at
+        self.reason = reason
+        self.definite = definite
+
+
+def read_header(data: bytes | memoryview, path: str, expect_run_id: str | None) -> tuple[int, str]:
+    """Decode and check the header; raise the typed error a person can act on."""
+    try:
+        version, run_id = decode_header(data)
+    except HeaderError as exc:
+        if exc.version is not None:
+            raise JournalVersionError(path, exc.version, FORMAT_VERSION) from None
+        raise JournalCorruptError(path, 0, None, f"bad header: {exc.reason}") from None
+    if expect_run_id is not None and run_id != expect_run_id:
+        raise JournalCorruptError(
+            path, 0, None, f"header names run {run_id!r}, expected {expect_run_id!r}"
+        )
+    return version, run_id
+
+
+def scan(data: bytes, path: str, *, expect_run_id: str | None = None) -> Scan:
+    """Verify a whole journal held in ``data``.
+
+    Never raises for damage after the header: it is reported in ``Scan.damage`` so that callers
+    choose (open raises on corruption and truncates a torn tail, repair salvages, a read-only
+    reader of a live journal stops at an in-flight write).
+
+    Raises:
+        JournalCorruptError: the header is damaged or names another run.
+        JournalVersionError: the file was written by a newer format version.
+    """
+    version, run_id = read_header(data, path, expect_run_id)
+    size = len(data)
+    result = Scan(version=version, run_id=run_id, file_size=size)
+    pos = HEADER_SIZE
+    while pos < size:
+        if is_zero(data, pos, min(pos + FRAME_HEADER_SIZE, size)) and is_zero(data, pos, size):
+            break  # preallocated space: the end of data
+        try:
+            group, end = _read_group(data, pos, len(result.events))
+        except _GroupProblem as problem:
+            result.damage = _classify(data, pos, len(result.events), problem)
+            break
+        result.events.extend(group)
+        result.groups += 1
+        pos = end
+    result.end = pos
+    return result
+
+
+def _read_group(data: bytes, pos: int, seq: int) -> tuple[list[AnyEvent], int]:
+    size = len(data)
+    if size - pos < FRAME_HEADER_SIZE:
+        raise _GroupProblem(pos, "partial frame header at the end of the file")
+    first = FrameHeader(data, pos)
+    first_problem = first.problem(pos, size)
+    if first_problem is not None:
+        raise _GroupProblem(pos, first_problem)
+    if first.group_off != 0:
+        raise _GroupProblem(pos, "frame is not the start of a group")
+    group_end = pos + first.group_len
+    if group_end > size:
+        raise _GroupProblem(pos, "group runs past the end of the file")
+    events: list[AnyEvent] = []
+    off = pos
+    while off < group_end:
+        if group_end - off < FRAME_HEADER_SIZE:
+            raise _GroupProblem(off, "group ends inside a frame header")
+        hdr = FrameHeader(data, off)
+        problem = hdr.problem(off, size)
+        if problem is None and (hdr.group_off != off - pos or hdr.group_len != first.group_len):
+            problem = "frame does not belong to the group it sits in"
+        if problem is not None:
+            raise _GroupProblem(off, problem)
+        if not hdr.checksum_ok(data, off):
+            raise _GroupProblem(off, "checksum mismatch")
+        start = off + FRAME_HEADER_SIZE
+        try:
+            event = decode_event(memoryview(data)[start : start + hdr.length])
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise _GroupProblem(off, f"undecodable event: {exc}", definite=True) from None
+        expected = seq + len(events)
+        if event.seq != expected:
+            kind = "duplicate" if event.seq < expected else "gap"
+            raise _GroupProblem(
+                off, f"seq {event.seq} where {expected} was expected ({kind})", definite=True
+            )
+        events.append(event)
+        off += frame_size(hdr.length)
+    if off != group_end:
+        raise _GroupProblem(off, "frames overrun their group")
+    return events, group_end
+
+
+def _classify(data: bytes, pos: int, seq: int, problem: _GroupProblem) -> Damage:
+    if problem.definite:
+        return Damage("corrupt", pos, problem.at, seq, problem.reason)
+    later = _later_valid_frame(data, pos, problem.at)
+    if later is None:
+        return Damage("torn", pos, problem.at, seq, problem.reason)
+    reason = f"{problem.reason}; a valid frame of a later group follows at offset {later}"
+    return Damage("corrupt", pos, problem.at, seq, reason)
+
+
+def _later_valid_frame(data: bytes, group_start: int, bad: int) -> int | None:
+    """Offset of the first valid frame after ``bad`` that starts a group after ``group_start``.
+
+    Valid frames of the damaged group itself (a torn write persisted out of order) are skipped:
+    they say nothing about acknowledged data.
+    """
+    size = len(data)
+    y = bad + ALIGN
+    while y + FRAME_HEADER_SIZE <= size:
+        match = _NONZERO.search(data, y)
+        if match is None:
+            return None
+        # A valid header is never all zeros, so it starts at most 15 bytes before a nonzero byte.
+        y = max(y, (match.start() - (FRAME_HEADER_SIZE - 1)) & ~(ALIGN - 1))
+        if y + FRAME_HEADER_SIZE > size:
+            return None
+        hdr = FrameHeader(data, y)
+        if hdr.problem(y, size) is None and hdr.checksum_ok(data, y):
+            if y - hdr.group_off > group_start:
+                return y
+            y += frame_size(hdr.length)
+            continue
+        y += ALIGN
+    return None

@@ -1,0 +1,76 @@
+"""Redaction: secrets are removed from every event before it is encoded.
+
+A redactor is any ``Callable[[Event], Event]``. ``SecretRedactor`` is the default: it replaces
+strings that look like credentials (API keys, bearer tokens, private keys) anywhere in an event
+with ``[REDACTED]``. It first searches the event's JSON encoding once, so an event without a
+secret costs one encode and one regex scan and is returned unchanged.
+
+Redaction changes what replay sees: a tool argument that held a secret is replayed redacted.
+Keep secrets out of model-visible data; pass them to tools through closures or the environment.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
+import msgspec
+
+from ._records import Event
+
+E = TypeVar("E", bound=Event)
+Redactor = Callable[[Event], Event]
+
+DEFAULT_PATTERNS: tuple[str, ...] = (
+    r"sk-ant-[A-Za-z0-9_\-]{16,}",  # Anthropic API keys
+    r"sk-[A-Za-z0-9_\-]{32,}",  # OpenAI-style secret keys
+    r"AKIA[0-9A-Z]{16}",  # AWS access key ids
+    r"gh[pousr]_[A-Za-z0-9]{30,}",  # GitHub tokens
+    r"xox[abprs]-[A-Za-z0-9\-]{10,}",  # Slack tokens
+    r"(?i:bearer)\s+[A-Za-z0-9._~+/\-]{16,}=*",  # HTTP bearer credentials
+    r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----",
+)
+
+REDACTED = "[REDACTED]"
+
+
+class SecretRedactor:
+    """Replace credential-shaped strings in events.
+
+    Args:
+        patterns: regular expressions to redact; defaults to ``DEFAULT_PATTERNS``.
+        extra: more patterns, added to ``patterns``.
+    """
+
+    def __init__(self, patterns: Iterable[str] | None = None, *, extra: Iterable[str] = ()) -> None:
+        pats = list(DEFAULT_PATTERNS if patterns is None else patterns) + list(extra)
+        self._text = re.compile("|".join(f"(?:{p})" for p in pats)) if pats else None
+        self._json_enc = msgspec.json.Encoder()
+
+    def redact_text(self, text: str) -> str:
+        """``text`` with every match replaced by ``[REDACTED]``."""
+        return text if self._text is None else self._text.sub(REDACTED, text)
+
+    def __call__(self, event: E) -> E:
+        if self._text is None:
+            return event
+        # One search over the event's JSON text decides. JSON escapes the newlines inside a PEM
+        # block, so its marker is looked for separately.
+        raw = self._json_enc.encode(event).decode("utf-8")
+        if not self._text.search(raw) and "PRIVATE KEY-----" not in raw:
+            return event
+        builtins = msgspec.to_builtins(event)
+        cleaned = self._walk(builtins)
+        if cleaned == builtins:
+            return event
+        return msgspec.convert(cleaned, type(event))
+
+    def _walk(self, value: Any) -> Any:
+        if isinstance(value, str):
+            return self.redact_text(value)
+        if isinstance(value, list):
+            return [self._walk(v) for v in value]
+        if isinstance(value, dict):
+            return {k: self._walk(v) for k, v in value.items()}
+        return value

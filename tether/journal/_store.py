@@ -1,0 +1,256 @@
+"""Where runs live: the ``Store`` protocol and ``FileStore``, one journal file per run.
+
+Layout under the store's root::
+
+    runs/<run_id>.journal     one journal per run
+    blobs/<aa>/<sha256>       large payloads, content-addressed
+
+``FileStore`` claims a run with an exclusive ``flock`` on its journal: the kernel frees the lock
+when the owning process dies, so another process on the machine can take the run over at once.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from typing import Any, Protocol, final
+
+import anyio
+import msgspec
+
+from .._errors import RunNotFoundError
+from ._blobs import BlobStore
+from ._commit import GroupCommitter
+from ._file import DEFAULT_FILE_OPS, FileOps
+from ._reader import scan
+from ._records import ENCODER, AnyEvent, BlobRef, Event, ToolResult
+from ._redact import Redactor, SecretRedactor
+from ._runid import check_run_id
+from ._writer import Journal, create_file, journal_path, open_file
+
+DEFAULT_BLOB_THRESHOLD = 64 * 1024
+_DEFAULT = object()
+
+
+class Store(Protocol):
+    """What the runtime needs from the storage behind runs."""
+
+    async def create(self, run_id: str, events: Iterable[Event] = ()) -> Journal: ...
+
+    async def open(self, run_id: str) -> Journal: ...
+
+    async def read(self, run_id: str) -> list[AnyEvent]: ...
+
+    async def list_runs(self) -> list[str]: ...
+
+    async def exists(self, run_id: str) -> bool: ...
+
+
+@final
+class FileStore:
+    """Journals and blobs in a directory on the local filesystem.
+
+    Use as an async context manager: it starts the writer threads that make appends durable
+    and, on exit, closes every journal still open and stops the threads.
+
+    Args:
+        root: the store's directory (created if missing).
+        blob_threshold: a tool result whose encoded content is larger than this many bytes is
+            written to the blob store and referenced from the journal.
+        redact: applied to every event before it is encoded. Defaults to a ``SecretRedactor``;
+            pass ``None`` to write events exactly as given.
+        sync_threads: how many journals may fsync at the same time.
+        file_ops: the file layer (a fault-injecting one in tests).
+    """
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        *,
+        blob_threshold: int = DEFAULT_BLOB_THRESHOLD,
+        redact: Redactor | Any | None = _DEFAULT,
+        sync_threads: int = 16,
+        file_ops: FileOps | None = None,
+    ) -> None:
+        self.root = os.path.abspath(os.fspath(root))
+        self.runs_dir = os.path.join(self.root, "runs")
+        self._ops = file_ops or DEFAULT_FILE_OPS
+        self.blobs = BlobStore(os.path.join(self.root, "blobs"), self._ops)
+        self.blob_threshold = blob_threshold
+        self._redact: Redactor | None = SecretRedactor() if redact is _DEFAULT else redact
+        self._committer = GroupCommitter(threads=sync_threads)
+        self._open: set[Journal] = set()
+        self._entered = False
+
+    async def __aenter__(self) -> FileStore:
+        await anyio.to_thread.run_sync(self._prepare_dirs)
+        self._committer.start()
+        self._entered = True
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close every journal still open, then stop the writer threads. Idempotent.
+
+        On cancellation: shielded; every file is closed and every thread joined on return.
+        """
+        with anyio.CancelScope(shield=True):
+            for journal in list(self._open):
+                await journal.aclose()
+            await self._committer.aclose()
+
+    def _prepare_dirs(self) -> None:
+        for path in (self.root, self.runs_dir, self.blobs.root):
+            if not os.path.isdir(path):
+                os.makedirs(path, exist_ok=True)
+                self._ops.fsync_dir(os.path.dirname(path))
+        for name in os.listdir(self.runs_dir):
+            if name.startswith(".") and name.endswith(".tmp"):
+                _remove_stale_tmp(os.path.join(self.runs_dir, name), self._ops)
+
+    def path(self, run_id: str) -> str:
+        """The journal file of ``run_id``."""
+        return journal_path(self.runs_dir, check_run_id(run_id))
+
+    async def create(self, run_id: str, events: Iterable[Event] = ()) -> Journal:
+        """Create run ``run_id`` and open its journal for writing, appending ``events`` if any.
+
+        The run exists durably (header written, file and directory fsync'd) when this returns.
+
+        Raises:
+            InvalidRunIdError: ``run_id`` is not a valid run id.
+            RunExistsError: the run already exists.
+        """
+        self._check_entered()
+        check_run_id(run_id)
+        file = await anyio.to_thread.run_sync(create_file, self.runs_dir, run_id, self._ops)
+        journal = self._wrap(run_id, file, [])
+        initial = list(events)
+        if initial:
+            try:
+                await journal.append(initial)
+            except BaseException:
+                await journal.aclose()
+                raise
+        return journal
+
+    async def open(self, run_id: str) -> Journal:
+        """Open run ``run_id``'s journal for writing: lock it, verify it, recover a torn tail.
+
+        Raises:
+            InvalidRunIdError: ``run_id`` is not a valid run id.
+            RunNotFoundError: there is no such run.
+            JournalLockedError: another task or process has it open for writing.
+            JournalCorruptError: damage with valid data after it; nothing was changed.
+            JournalVersionError: written by a newer tether.
+        """
+        self._check_entered()
+        check_run_id(run_id)
+        file, result = await anyio.to_thread.run_sync(open_file, self.runs_dir, run_id, self._ops)
+        return self._wrap(run_id, file, list(result.events))
+
+    async def read(self, run_id: str) -> list[AnyEvent]:
+        """Every durable event of ``run_id``, without taking the write lock.
+
+        If a writer is appending at the same time, an unfinished last group is left out.
+
+        Raises:
+            RunNotFoundError, JournalCorruptError, JournalVersionError.
+        """
+        path = self.path(run_id)
+
+        def _read() -> bytes:
+            try:
+                fd = self._ops.open(path, os.O_RDONLY)
+            except FileNotFoundError:
+                raise RunNotFoundError(run_id) from None
+            try:
+                return self._ops.read_all(fd)
+            finally:
+                self._ops.close(fd)
+
+        data = await anyio.to_thread.run_sync(_read)
+        result = scan(data, path, expect_run_id=run_id)
+        result.raise_if_corrupt(path)
+        return result.events
+
+    async def list_runs(self) -> list[str]:
+        """Ids of every run in the store, sorted."""
+
+        def _list() -> list[str]:
+            try:
+                names = os.listdir(self.runs_dir)
+            except FileNotFoundError:
+                return []
+            return sorted(
+                n.removesuffix(".journal")
+                for n in names
+                if n.endswith(".journal") and not n.startswith(".")
+            )
+
+        return await anyio.to_thread.run_sync(_list)
+
+    async def exists(self, run_id: str) -> bool:
+        """Whether run ``run_id`` exists."""
+        path = self.path(run_id)
+        return await anyio.to_thread.run_sync(os.path.exists, path)
+
+    async def load_blob(self, ref: BlobRef) -> Any:
+        """The decoded content a ``ToolResult`` keeps in the blob store.
+
+        Raises:
+            BlobError: the blob is missing or damaged.
+        """
+        return msgspec.msgpack.decode(await self.blobs.get(ref.digest))
+
+    async def _prepare_event(self, event: Event) -> Event:
+        if self._redact is not None:
+            event = self._redact(event)
+        if isinstance(event, ToolResult) and event.blob is None and event.content is not None:
+            data = ENCODER.encode(event.content)
+            if len(data) > self.blob_threshold:
+                summary = _summarize(event.content)
+                ref = await self.blobs.put(data, summary=summary)
+                event = msgspec.structs.replace(event, content=None, blob=ref)
+        return event
+
+    def _wrap(self, run_id: str, file: Any, events: list[AnyEvent]) -> Journal:
+        journal: Journal
+
+        async def _closed() -> None:
+            self._open.discard(journal)
+
+        journal = Journal(
+            run_id=run_id,
+            file=file,
+            committer=self._committer,
+            events=events,
+            prepare=self._prepare_event,
+            on_close=_closed,
+        )
+        self._open.add(journal)
+        return journal
+
+    def _check_entered(self) -> None:
+        if not self._entered:
+            raise RuntimeError("use the FileStore as an async context manager first")
+
+
+def _summarize(content: Any) -> str:
+    text = content if isinstance(content, str) else msgspec.json.encode(content).decode()
+    return text[:200]
+
+
+def _remove_stale_tmp(path: str, ops: FileOps) -> None:
+    """Remove a creation leftover whose creator is gone (its lock is free)."""
+    try:
+        fd = ops.open(path, os.O_RDWR)
+    except FileNotFoundError:
+        return
+    try:
+        if ops.lock(fd):
+            ops.unlink(path)
+    finally:
+        ops.close(fd)

@@ -1,0 +1,309 @@
+"""Appending to a journal: the async ``Journal`` handle and its thread-side file.
+
+Invariants kept here:
+
+- ``append`` returns only after the group's bytes, and the file size when it changed, are
+  ``fdatasync``'d (DESIGN invariant 2).
+- A write or sync error poisons the handle for good: ``JournalBrokenError`` from then on, never
+  a retry (invariant 3). Reopening re-reads what is really on disk.
+- The handle holds an exclusive ``flock`` on the file from open to close (invariant 6, locally).
+
+Space after the data is preallocated with zeros in growing chunks, so that most appends
+overwrite blocks the filesystem already has and ``fdatasync`` has no size change to journal.
+The reader treats an all-zero frame header as the end of data. Close trims the zeros again, so a
+parked run's journal is exactly as long as its data.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from typing import final
+
+import anyio
+import msgspec
+
+from .._errors import (
+    JournalBrokenError,
+    JournalClosedError,
+    JournalLockedError,
+    RecordTooLargeError,
+    RunExistsError,
+    RunNotFoundError,
+)
+from ._commit import GroupCommitter
+from ._file import FileOps
+from ._format import HEADER_SIZE, MAX_PAYLOAD, build_group, encode_header, payload_crc
+from ._reader import Scan, scan
+from ._records import AnyEvent, Event, encode_event
+
+PREALLOC_MIN = 16 * 1024
+PREALLOC_MAX = 1024 * 1024
+LARGE_WRITE = 64 * 1024
+"""Writes at least this large extend the file exactly: zero-filling ahead would double their I/O
+for a saving (one metadata flush) that is small next to the data itself."""
+
+Prepare = Callable[[Event], Awaitable[Event]]
+
+
+class JournalFile:
+    """The blocking, thread-side half of an open journal (one descriptor, one lock)."""
+
+    def __init__(self, path: str, fd: int, ops: FileOps, end: int, alloc_end: int) -> None:
+        self.path = path
+        self.fd = fd
+        self.ops = ops
+        self.end = end
+        self.alloc_end = alloc_end
+        self.lock = threading.Lock()
+        self.pending: list[tuple[list[tuple[bytes, int]], asyncio.Future[None]]] = []
+        self.scheduled = False
+        self.failed: BaseException | None = None
+        self.syncs = 0
+
+    def write_batch(self, payloads: list[tuple[bytes, int]]) -> None:
+        data = build_group(payloads)
+        need = self.end + len(data)
+        if need > self.alloc_end:
+            if len(data) >= LARGE_WRITE:
+                new_alloc = need
+            else:
+                grow = min(max(self.alloc_end - HEADER_SIZE, PREALLOC_MIN), PREALLOC_MAX)
+                new_alloc = need + grow
+            data += bytes(new_alloc - need)
+            self.ops.write_all(self.fd, data, self.end)
+            self.alloc_end = new_alloc
+        else:
+            self.ops.write_all(self.fd, data, self.end)
+        self.ops.fdatasync(self.fd)
+        self.syncs += 1
+        self.end = need
+
+    def close(self, *, trim: bool) -> None:
+        """Trim the preallocated zeros (durably) when ``trim`` and healthy, then close."""
+        try:
+            if trim and self.failed is None and self.alloc_end > self.end:
+                self.ops.ftruncate(self.fd, self.end)
+                self.ops.fsync(self.fd)
+                self.alloc_end = self.end
+        finally:
+            self.ops.close(self.fd)
+
+
+def journal_path(runs_dir: str, run_id: str) -> str:
+    return os.path.join(runs_dir, f"{run_id}.journal")
+
+
+def create_file(runs_dir: str, run_id: str, ops: FileOps) -> JournalFile:
+    """Create a run's journal atomically: it appears with a complete, durable header or not at all.
+
+    The header is written and fsync'd in a temporary file, which is then hard-linked to its
+    final name (``link`` fails if the name exists, so two creators cannot both win) and the
+    directory is fsync'd before anything is acknowledged.
+    """
+    path = journal_path(runs_dir, run_id)
+    tmp = os.path.join(runs_dir, f".{run_id}.{os.getpid()}.{threading.get_ident()}.tmp")
+    fd = ops.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        if not ops.lock(fd):  # pragma: no cover - a fresh private file cannot be locked
+            raise JournalLockedError(tmp)
+        alloc_end = HEADER_SIZE + PREALLOC_MIN
+        ops.write_all(fd, encode_header(run_id) + bytes(PREALLOC_MIN), 0)
+        ops.fsync(fd)
+        try:
+            ops.link(tmp, path)
+        except FileExistsError:
+            raise RunExistsError(run_id) from None
+        finally:
+            ops.unlink(tmp)
+        ops.fsync_dir(runs_dir)
+    except BaseException:
+        ops.close(fd)
+        raise
+    return JournalFile(path, fd, ops, HEADER_SIZE, alloc_end)
+
+
+def open_file(runs_dir: str, run_id: str, ops: FileOps) -> tuple[JournalFile, Scan]:
+    """Lock and verify a run's journal; durably truncate a torn tail.
+
+    Raises:
+        RunNotFoundError: no journal for ``run_id``.
+        JournalLockedError: another handle holds the lock.
+        JournalCorruptError, JournalVersionError: what verification found.
+    """
+    path = journal_path(runs_dir, run_id)
+    try:
+        fd = ops.open(path, os.O_RDWR)
+    except FileNotFoundError:
+        raise RunNotFoundError(run_id) from None
+    try:
+        if not ops.lock(fd):
+            raise JournalLockedError(path)
+        data = ops.read_all(fd)
+        result = scan(data, path, expect_run_id=run_id)
+        result.raise_if_corrupt(path)
+        if result.damage is not None:
+            keep_torn_tail(path, data, result.end, ops)
+        if len(data) > result.end:
+            ops.ftruncate(fd, result.end)
+            ops.fsync(fd)
+    except BaseException:
+        ops.close(fd)
+        raise
+    return JournalFile(path, fd, ops, result.end, result.end), result
+
+
+def keep_torn_tail(path: str, data: bytes, end: int, ops: FileOps) -> str | None:
+    """Save the non-zero bytes of a torn tail to ``<path>.torn-<offset>`` before truncation."""
+    tail = data[end:].rstrip(b"\x00")
+    if not tail:
+        return None
+    dest = f"{path}.torn-{end}"
+    fd = ops.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        ops.write_all(fd, tail, 0)
+        ops.fsync(fd)
+    finally:
+        ops.close(fd)
+    ops.fsync_dir(os.path.dirname(path) or ".")
+    return dest
+
+
+@final
+class Journal:
+    """An open, locked journal of one run. Create or open one through a ``FileStore``.
+
+    ``events`` holds every event in the journal, in ``seq`` order: those found when it was
+    opened and those appended since.
+    """
+
+    def __init__(
+        self,
+        *,
+        run_id: str,
+        file: JournalFile,
+        committer: GroupCommitter,
+        events: list[AnyEvent],
+        prepare: Prepare | None = None,
+        on_close: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        self._run_id = run_id
+        self._file = file
+        self._committer = committer
+        self._events = events
+        self._next_seq = len(events)
+        self._prepare = prepare
+        self._on_close = on_close
+        self._closed = False
+        self._broken: BaseException | None = None
+        self._inflight: set[asyncio.Future[None]] = set()
+
+    @property
+    def run_id(self) -> str:
+        return self._run_id
+
+    @property
+    def path(self) -> str:
+        return self._file.path
+
+    @property
+    def events(self) -> list[AnyEvent]:
+        """Every durable event, oldest first. Do not mutate."""
+        return self._events
+
+    @property
+    def next_seq(self) -> int:
+        """The ``seq`` the next appended event will get."""
+        return self._next_seq
+
+    @property
+    def broken(self) -> bool:
+        """Whether a failed write or sync has poisoned this handle."""
+        return self._broken is not None
+
+    @property
+    def size(self) -> int:
+        """Bytes of durable data in the file (header included)."""
+        return self._file.end
+
+    async def __aenter__(self) -> Journal:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def append(self, events: Iterable[Event]) -> list[AnyEvent]:
+        """Append ``events`` as one atomic group and return them stamped with ``seq`` and ``at``.
+
+        Returns only when the group is durable. Concurrent appends to one journal are allowed:
+        each gets a contiguous ``seq`` range in call order, and they may share one fsync.
+
+        Raises:
+            JournalBrokenError: this write or an earlier one failed; the handle is poisoned.
+            JournalClosedError: the handle is closed.
+            RecordTooLargeError: an encoded event exceeds the frame limit (nothing is written).
+
+        On cancellation: once the group is queued the wait is shielded, so the call returns or
+        raises only when the group's fate is known; the cancellation is delivered afterwards.
+        A cancellation before that (while large payloads go to the blob store) writes nothing.
+        """
+        self._check_writable()
+        prepared: list[Event] = list(events)
+        if self._prepare is not None:
+            prepared = [await self._prepare(ev) for ev in prepared]
+            self._check_writable()
+        if not prepared:
+            return []
+        now = time.time()
+        stamped: list[AnyEvent] = []
+        payloads: list[tuple[bytes, int]] = []
+        seq = self._next_seq
+        for ev in prepared:
+            ev = msgspec.structs.replace(ev, seq=seq, at=ev.at or now)
+            data = encode_event(ev)
+            if len(data) > MAX_PAYLOAD:
+                raise RecordTooLargeError(self.path, len(data), MAX_PAYLOAD)
+            payloads.append((data, payload_crc(data)))
+            stamped.append(ev)  # type: ignore[arg-type]
+            seq += 1
+        self._next_seq = seq
+        fut = self._committer.submit(self._file, payloads)
+        self._inflight.add(fut)
+        try:
+            with anyio.CancelScope(shield=True):
+                await fut
+        except Exception as exc:
+            self._broken = exc
+            raise JournalBrokenError(self.path) from exc
+        finally:
+            self._inflight.discard(fut)
+        self._events.extend(stamped)
+        return stamped
+
+    def _check_writable(self) -> None:
+        if self._closed:
+            raise JournalClosedError(self.path)
+        if self._broken is not None:
+            raise JournalBrokenError(self.path) from self._broken
+
+    async def aclose(self) -> None:
+        """Trim preallocated space, release the lock and close the file. Idempotent.
+
+        Errors while trimming are raised (after the descriptor is closed and the lock freed).
+
+        On cancellation: closing is shielded and completes first.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        with anyio.CancelScope(shield=True):
+            if self._inflight:  # appends of other tasks still syncing: let them land first
+                await asyncio.wait(list(self._inflight))
+            try:
+                await anyio.to_thread.run_sync(lambda: self._file.close(trim=not self.broken))
+            finally:
+                if self._on_close is not None:
+                    await self._on_close()
