@@ -7,6 +7,12 @@
     ├── RunExistsError                   creating a run whose journal already exists
     ├── RunNotFoundError (LookupError)   opening or reading a run that does not exist
     ├── BlobError                        a blob is missing, or its bytes do not match its digest
+    ├── ModelError                       a model call failed for good (after the SDK's retries)
+    │   └── ModelResponseError           the model's answer is malformed (what and where)
+    ├── ToolError                        a problem with a tool's definition or a call to it
+    │   ├── ToolDefinitionError          a tool that cannot be registered (bad signature, policy)
+    │   ├── UnknownToolError             a call names a tool (or version) the registry lacks
+    │   └── ToolArgumentsError           a call's arguments do not match the tool's schema
     └── JournalError                     anything about one journal file
         ├── JournalCorruptError          damage followed by valid data (path, offset, seq, reason)
         ├── JournalVersionError          written by a newer format than this reader knows
@@ -174,3 +180,43 @@ class RecordTooLargeError(JournalError, ValueError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.path, self.size, self.limit))
+
+
+class ModelError(TetherError):
+    """A model call failed and retrying it will not help (or the retries are spent)."""
+
+    def __init__(self, model: str, reason: str) -> None:
+        self.model = model
+        self.reason = reason
+        super().__init__(f"model {model!r}: {reason}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.model, self.reason))
+
+
+class ModelResponseError(ModelError):
+    """The model answered with something tether cannot use; ``reason`` names what and where."""
+
+
+class ToolError(TetherError):
+    """A problem with a tool, named by ``tool``."""
+
+    def __init__(self, tool: str, reason: str) -> None:
+        self.tool = tool
+        self.reason = reason
+        super().__init__(f"tool {tool!r}: {reason}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.tool, self.reason))
+
+
+class ToolDefinitionError(ToolError):
+    """A tool cannot be registered as written (signature, policy or version problem)."""
+
+
+class UnknownToolError(ToolError):
+    """A call names a tool, or a version of one, that the registry does not hold."""
+
+
+class ToolArgumentsError(ToolError):
+    """A call's arguments do not match the tool's input schema."""

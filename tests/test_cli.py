@@ -1,0 +1,127 @@
+"""The ``tether journal`` commands, run in-process and once as a real console script."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from tether.cli import main
+from tether.journal import FileStore, Manifest, RunStarted, ToolResult, ToolStarted
+
+
+async def _make_journal(root: pathlib.Path, groups: int = 5) -> str:
+    async with FileStore(root) as store:
+        journal = await store.create(
+            "run-cli",
+            [RunStarted(run_id="run-cli", manifest=Manifest(model="m"), messages=[])],
+        )
+        for i in range(groups):
+            await journal.append(
+                [ToolStarted(call_id=f"c{i}"), ToolResult(call_id=f"c{i}", ok=True, content=i)]
+            )
+        await journal.aclose()
+        return store.path("run-cli")
+
+
+def _flip(path: str, offset: int) -> None:
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        byte = f.read(1)[0]
+        f.seek(offset)
+        f.write(bytes([byte ^ 0x01]))
+
+
+async def test_verify_sound_journal(
+    store_root: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = await _make_journal(store_root)
+    assert main(["journal", "verify", path]) == 0
+    out = capsys.readouterr().out
+    assert "ok:" in out
+    assert "11 records in 6 groups" in out
+    assert "last seq 10" in out
+
+
+async def test_verify_reports_corruption_with_offset(
+    store_root: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = await _make_journal(store_root)
+    _flip(path, 256 + 20)  # inside the first group's payload; later groups are intact
+    assert main(["journal", "verify", path]) == 1
+    err = capsys.readouterr().err
+    assert "corrupt at offset 256" in err
+    assert "checksum mismatch" in err
+
+
+async def test_verify_reports_torn_tail_without_failing(
+    store_root: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = await _make_journal(store_root)
+    size = os.path.getsize(path)
+    os.truncate(path, size - 5)
+    assert main(["journal", "verify", path]) == 0
+    out = capsys.readouterr().out
+    assert "torn tail" in out
+    assert "9 records" in out
+
+
+async def test_dump_prints_json_lines(
+    store_root: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = await _make_journal(store_root, groups=2)
+    assert main(["journal", "dump", path]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    events = [json.loads(line) for line in lines]
+    assert [e["seq"] for e in events] == [0, 1, 2, 3, 4]
+    assert [e["type"] for e in events] == [
+        "run_started",
+        "tool_started",
+        "tool_result",
+        "tool_started",
+        "tool_result",
+    ]
+
+
+async def test_repair_refuses_without_yes_then_repairs(
+    store_root: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = await _make_journal(store_root)
+    _flip(path, 256 + 20)
+    before = pathlib.Path(path).read_bytes()
+    assert main(["journal", "repair", path]) == 1
+    assert "refusing" in capsys.readouterr().err
+    assert pathlib.Path(path).read_bytes() == before
+
+    assert main(["journal", "repair", path, "--yes"]) == 0
+    assert pathlib.Path(path + ".broken").read_bytes() == before[256:]
+    assert pathlib.Path(path).read_bytes() == before[:256]
+    capsys.readouterr()
+    assert main(["journal", "verify", path]) == 0
+    assert "0 records" in capsys.readouterr().out
+
+
+def test_missing_file_exit_code(tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["journal", "verify", str(tmp_path / "nope.journal")]) == 3
+    assert "No such file" in capsys.readouterr().err
+
+
+def test_console_script_runs(tmp_path: pathlib.Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "tether.cli", "journal", "verify", str(tmp_path / "x")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 3
+    help_proc = subprocess.run(
+        [sys.executable, "-m", "tether.cli", "journal", "repair", "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "--yes" in help_proc.stdout

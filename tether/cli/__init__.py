@@ -1,0 +1,42 @@
+"""The ``tether`` command line: a thin layer over the public API.
+
+Exit codes: 0 success, 1 the operation found a problem (corruption, a refused change),
+2 bad usage (argparse's own), 3 a file could not be read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from .._version import __version__
+from ._journal import add_journal_commands
+
+EXIT_OK = 0
+EXIT_PROBLEM = 1
+EXIT_IO = 3
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full argument parser (exposed for tests and documentation)."""
+    parser = argparse.ArgumentParser(
+        prog="tether",
+        description="Durable runs for long-running LLM agents: journals, replay, supervision.",
+    )
+    parser.add_argument("--version", action="version", version=f"tether {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    add_journal_commands(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line with ``argv`` (default: ``sys.argv[1:]``); return the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    code: int = args.handler(args)
+    return code
+
+
+def _entry() -> None:  # pragma: no cover - console script shim
+    sys.exit(main())
