@@ -12,6 +12,7 @@ when the owning process dies, so another process on the machine can take the run
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterable
 from typing import Any, Protocol, final
 
@@ -81,6 +82,7 @@ class FileStore:
         self._committer = GroupCommitter(threads=sync_threads)
         self._open: set[Journal] = set()
         self._entered = False
+        self._closed = False
 
     async def __aenter__(self) -> FileStore:
         await anyio.to_thread.run_sync(self._prepare_dirs)
@@ -96,10 +98,19 @@ class FileStore:
 
         On cancellation: shielded; every file is closed and every thread joined on return.
         """
+        self._closed = True
+        first_error: BaseException | None = None
         with anyio.CancelScope(shield=True):
-            for journal in list(self._open):
-                await journal.aclose()
-            await self._committer.aclose()
+            try:
+                for journal in list(self._open):
+                    try:
+                        await journal.aclose()
+                    except Exception as exc:  # close the others; report the first failure
+                        first_error = first_error or exc
+            finally:
+                await self._committer.aclose()
+        if first_error is not None:
+            raise first_error
 
     def _prepare_dirs(self) -> None:
         for path in (self.root, self.runs_dir, self.blobs.root):
@@ -234,6 +245,8 @@ class FileStore:
         return journal
 
     def _check_entered(self) -> None:
+        if self._closed:
+            raise RuntimeError("the FileStore is closed")
         if not self._entered:
             raise RuntimeError("use the FileStore as an async context manager first")
 
@@ -243,9 +256,18 @@ def _summarize(content: Any) -> str:
     return text[:200]
 
 
+STALE_TMP_AGE = 60.0
+
+
 def _remove_stale_tmp(path: str, ops: FileOps) -> None:
-    """Remove a creation leftover whose creator is gone (its lock is free)."""
+    """Remove a creation leftover whose creator is gone: old, and its lock is free.
+
+    A creator takes the lock right after creating the file; the age check keeps this from
+    racing that instant in another process.
+    """
     try:
+        if time.time() - os.path.getmtime(path) < STALE_TMP_AGE:
+            return
         fd = ops.open(path, os.O_RDWR)
     except FileNotFoundError:
         return

@@ -17,6 +17,7 @@ parked run's journal is exactly as long as its data.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import threading
 import time
@@ -107,6 +108,7 @@ def create_file(runs_dir: str, run_id: str, ops: FileOps) -> JournalFile:
     path = journal_path(runs_dir, run_id)
     tmp = os.path.join(runs_dir, f".{run_id}.{os.getpid()}.{threading.get_ident()}.tmp")
     fd = ops.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+    tmp_exists = True
     try:
         if not ops.lock(fd):  # pragma: no cover - a fresh private file cannot be locked
             raise JournalLockedError(tmp)
@@ -118,9 +120,13 @@ def create_file(runs_dir: str, run_id: str, ops: FileOps) -> JournalFile:
         except FileExistsError:
             raise RunExistsError(run_id) from None
         finally:
+            tmp_exists = False
             ops.unlink(tmp)
         ops.fsync_dir(runs_dir)
     except BaseException:
+        if tmp_exists:  # a failed create must not block the next one under the same name
+            with contextlib.suppress(OSError):
+                ops.unlink(tmp)
         ops.close(fd)
         raise
     return JournalFile(path, fd, ops, HEADER_SIZE, alloc_end)
@@ -269,8 +275,8 @@ class Journal:
             payloads.append((data, payload_crc(data)))
             stamped.append(ev)  # type: ignore[arg-type]
             seq += 1
-        self._next_seq = seq
         fut = self._committer.submit(self._file, payloads)
+        self._next_seq = seq
         self._inflight.add(fut)
         try:
             with anyio.CancelScope(shield=True):
