@@ -16,18 +16,35 @@ from ._errors import JournalCorruptError as JournalCorruptError
 from ._errors import JournalError as JournalError
 from ._errors import JournalLockedError as JournalLockedError
 from ._errors import JournalVersionError as JournalVersionError
+from ._errors import ModelError as ModelError
+from ._errors import ModelResponseError as ModelResponseError
 from ._errors import RecordTooLargeError as RecordTooLargeError
 from ._errors import RunExistsError as RunExistsError
 from ._errors import RunNotFoundError as RunNotFoundError
 from ._errors import TetherError as TetherError
+from ._errors import ToolArgumentsError as ToolArgumentsError
+from ._errors import ToolDefinitionError as ToolDefinitionError
+from ._errors import ToolError as ToolError
+from ._errors import UnknownToolError as UnknownToolError
 from ._version import __version__ as __version__
 from .journal import Budgets as Budgets
 from .journal import FileStore as FileStore
 from .journal import Journal as Journal
 from .journal import SecretRedactor as SecretRedactor
 from .journal import Store as Store
+from .models import AnthropicModel as AnthropicModel
+from .models import Model as Model
+from .models import ModelReply as ModelReply
+from .models import ScriptedModel as ScriptedModel
+from .tools import ApprovalTimeout as ApprovalTimeout
+from .tools import ReplayPolicy as ReplayPolicy
+from .tools import ToolContext as ToolContext
+from .tools import ToolRegistry as ToolRegistry
+from .tools import ToolSpec as ToolSpec
 
 __all__ = [
+    "AnthropicModel",
+    "ApprovalTimeout",
     "BlobError",
     "Budgets",
     "FileStore",
@@ -39,11 +56,24 @@ __all__ = [
     "JournalError",
     "JournalLockedError",
     "JournalVersionError",
+    "Model",
+    "ModelError",
+    "ModelReply",
+    "ModelResponseError",
     "RecordTooLargeError",
+    "ReplayPolicy",
     "RunExistsError",
     "RunNotFoundError",
+    "ScriptedModel",
     "SecretRedactor",
     "Store",
     "TetherError",
+    "ToolArgumentsError",
+    "ToolContext",
+    "ToolDefinitionError",
+    "ToolError",
+    "ToolRegistry",
+    "ToolSpec",
+    "UnknownToolError",
     "__version__",
 ]

@@ -1,5 +1,25 @@
-"""tether.models: not yet implemented in this release; the package reserves the name."""
+"""tether.models: the model seam and its adapters.
+
+A ``Model`` is called with Anthropic Messages-API shaped plain dicts and returns a
+``ModelReply`` of plain-dict content blocks. ``ScriptedModel`` answers deterministically from a
+script (tests, demos, crash matrices); ``AnthropicModel`` calls Claude through the official SDK,
+which is imported only when first needed.
+"""
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from ._anthropic import AnthropicModel as AnthropicModel
+from ._base import BLOCK_TYPES as BLOCK_TYPES
+from ._base import Model as Model
+from ._base import ModelReply as ModelReply
+from ._base import check_reply_blocks as check_reply_blocks
+from ._scripted import ScriptedModel as ScriptedModel
+
+__all__ = [
+    "BLOCK_TYPES",
+    "AnthropicModel",
+    "Model",
+    "ModelReply",
+    "ScriptedModel",
+    "check_reply_blocks",
+]

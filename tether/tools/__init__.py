@@ -1,5 +1,22 @@
-"""tether.tools: not yet implemented in this release; the package reserves the name."""
+"""Tools: async functions an agent may call, with the policies that make resuming them safe.
+
+Create a ``ToolRegistry``, register ``async def`` functions with ``@registry.tool(...)``, and
+pass the registry to the supervisor. Each tool's input schema comes from its signature, and
+each declares a ``ReplayPolicy`` for a call that was started but has no recorded result.
+"""
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from ._context import ToolContext as ToolContext
+from ._policy import ApprovalTimeout as ApprovalTimeout
+from ._policy import ReplayPolicy as ReplayPolicy
+from ._registry import ToolRegistry as ToolRegistry
+from ._spec import ToolSpec as ToolSpec
+
+__all__ = [
+    "ApprovalTimeout",
+    "ReplayPolicy",
+    "ToolContext",
+    "ToolRegistry",
+    "ToolSpec",
+]

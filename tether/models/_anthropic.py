@@ -1,0 +1,260 @@
+"""``AnthropicModel``: the ``Model`` protocol on the official ``anthropic`` SDK.
+
+The SDK is imported only when a model is first called (or a client is handed in), so importing
+``tether.models`` stays cheap for the child processes that run agents. Transient failures
+(connection errors, timeouts, 408/409/429/5xx including 529 ``overloaded_error``) are retried
+by the SDK itself, honouring ``retry-after`` headers; tether sees only the final outcome and
+turns the SDK's exceptions into ``ModelError`` at this boundary.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import TYPE_CHECKING, Any, final
+
+import anyio
+
+from .._errors import ModelError, ModelResponseError
+from ..journal._records import Usage
+from ._base import ModelReply, check_reply_blocks
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+    import anthropic
+
+# Arguments AnthropicModel supplies itself; passing them as params would clash or (``stream``)
+# change the shape of the answer.
+_RESERVED_PARAMS = frozenset({"model", "messages", "system", "tools", "stream", "max_tokens"})
+
+
+@final
+class AnthropicModel:
+    """A Claude model reached through ``anthropic.AsyncAnthropic``.
+
+    Use it as an async context manager (or call ``aclose``) when it builds its own client, so
+    the client's connection pool is released.
+
+    Args:
+        model: the model id, e.g. ``"claude-haiku-4-5"``; it is also this model's ``name``.
+        client: the SDK client to use. By default one is built from the environment
+            (``ANTHROPIC_API_KEY``, ...) on the first call; configure retries and timeouts by
+            passing your own (``max_retries=``, ``timeout=``).
+        max_tokens: the most tokens one answer may hold.
+        **params: further ``messages.create`` keyword arguments that shape answers
+            (``stop_sequences``, ``thinking``, ``tool_choice``, ``metadata``, ...). Which ones
+            exist depends on the installed SDK; a body field it has no argument for can still
+            be sent with ``extra_body={...}``. They must be JSON-able: they are pinned into
+            each run's manifest.
+
+    Raises:
+        ValueError: ``model`` is empty, ``max_tokens`` is below 1, or ``params`` names an
+            argument the model supplies itself (``model``, ``messages``, ``system``,
+            ``tools``, ``stream``).
+        TypeError: ``params`` is not JSON-able.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        client: anthropic.AsyncAnthropic | None = None,
+        max_tokens: int = 1024,
+        **params: Any,
+    ) -> None:
+        if not model:
+            raise ValueError("model must be a non-empty model id")
+        if max_tokens < 1:
+            raise ValueError(f"max_tokens must be at least 1, got {max_tokens}")
+        clash = sorted(_RESERVED_PARAMS & params.keys())
+        if clash:
+            raise ValueError(f"params may not set {', '.join(clash)}: AnthropicModel supplies it")
+        try:
+            json.dumps(params, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"params must be JSON-able (they are pinned into runs): {exc}") from exc
+        self._name = model
+        self._params: dict[str, Any] = {"max_tokens": max_tokens, **copy.deepcopy(params)}
+        self._client = client
+        self._owns_client = False
+        self._closed = False
+
+    @property
+    def name(self) -> str:
+        """The model id."""
+        return self._name
+
+    @property
+    def params(self) -> dict[str, Any]:
+        """``{"max_tokens": ..., **params}``, as pinned into a run's manifest (a copy)."""
+        return copy.deepcopy(self._params)
+
+    def __repr__(self) -> str:
+        return f"AnthropicModel({self._name!r}, params={self._params!r})"
+
+    async def __aenter__(self) -> AnthropicModel:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the client this model built for itself, if any; later calls fail.
+
+        A client passed in is left open: whoever made it closes it. Closing twice does nothing.
+
+        Cancellation: closing is shielded, so the client is released even if the caller is
+        cancelled meanwhile.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        client, self._client = self._client, None
+        if client is not None and self._owns_client:
+            with anyio.CancelScope(shield=True):
+                await client.close()
+
+    async def __call__(
+        self,
+        *,
+        system: str | None,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+    ) -> ModelReply:
+        """Ask the model for the next assistant turn with one ``messages.create`` request.
+
+        Args:
+            system: the system prompt, or ``None`` to send none.
+            messages: the conversation so far; it is not modified.
+            tools: Anthropic tool definitions; none are sent when the list is empty.
+
+        Returns:
+            The reply: content blocks as plain JSON dicts (``None`` fields dropped), usage
+            (``input_tokens`` includes tokens written to and read from the prompt cache) and
+            ``stop_reason``.
+
+        Raises:
+            ModelError: the API refused the request (a 4xx, or a 5xx/429 that outlasted the
+                SDK's retries; ``reason`` holds the status, error type and message), the
+                connection failed or timed out after the retries, the SDK refused the
+                arguments (an unknown param) or found no credentials, or the model was closed.
+            ModelResponseError: the answer's content is malformed (see ``check_reply_blocks``).
+
+        Cancellation: the in-flight HTTP request (or the SDK's wait before a retry) is
+            abandoned and the cancellation propagates unchanged. Nothing about the call is
+            journaled, so a resumed run asks the model again.
+        """
+        client = await self._get_client()
+        request: dict[str, Any] = {"model": self._name, "messages": messages, **self._params}
+        if system is not None:
+            request["system"] = system
+        if tools:
+            request["tools"] = tools
+
+        import anthropic
+
+        try:
+            response: anthropic.types.Message = await client.messages.create(**request)
+        except anthropic.APIStatusError as exc:
+            raise ModelError(self._name, _status_reason(exc)) from exc
+        except anthropic.APITimeoutError as exc:
+            raise ModelError(self._name, "request timed out (after the SDK's retries)") from exc
+        except anthropic.APIConnectionError as exc:
+            cause = exc.__cause__
+            detail = f": {type(cause).__name__}: {cause}" if cause is not None else ""
+            raise ModelError(
+                self._name, f"connection failed (after the SDK's retries){detail}"
+            ) from exc
+        except anthropic.APIResponseValidationError as exc:
+            raise ModelResponseError(self._name, f"response failed validation: {exc}") from exc
+        except anthropic.AnthropicError as exc:
+            raise ModelError(self._name, f"{type(exc).__name__}: {exc}") from exc
+        except TypeError as exc:
+            # The SDK checks arguments and credentials before sending anything: a param the
+            # installed SDK does not know, or a client with no way to authenticate.
+            raise ModelError(self._name, f"the SDK refused the request: {exc}") from exc
+        return self._to_reply(response)
+
+    async def _get_client(self) -> anthropic.AsyncAnthropic:
+        if self._closed:
+            raise ModelError(self._name, "the model was closed")
+        if self._client is not None:
+            return self._client
+        import anthropic
+
+        try:
+            client = anthropic.AsyncAnthropic()
+        except anthropic.AnthropicError as exc:
+            raise ModelError(self._name, f"cannot build an Anthropic client: {exc}") from exc
+        if all(getattr(client, a, None) is None for a in ("api_key", "auth_token", "credentials")):
+            with anyio.CancelScope(shield=True):
+                await client.close()
+            raise ModelError(
+                self._name,
+                "no Anthropic credentials: set ANTHROPIC_API_KEY or pass client=",
+            )
+        self._client = client
+        self._owns_client = True
+        return client
+
+    def _to_reply(self, response: anthropic.types.Message) -> ModelReply:
+        content = getattr(response, "content", None)
+        if not isinstance(content, list):
+            raise ModelResponseError(self._name, "response has no content list")
+        blocks: list[object] = []
+        for index, block in enumerate(content):
+            if isinstance(block, dict):
+                blocks.append(copy.deepcopy(block))
+            elif hasattr(block, "model_dump"):
+                blocks.append(block.model_dump(mode="json", exclude_none=True))
+            else:
+                raise ModelResponseError(
+                    self._name, f"block {index}: unexpected {type(block).__name__}"
+                )
+        checked = check_reply_blocks(self._name, blocks)
+        return ModelReply(
+            content=checked,
+            usage=_usage(response),
+            stop_reason=getattr(response, "stop_reason", None),
+        )
+
+
+def _usage(response: anthropic.types.Message) -> Usage:
+    usage = getattr(response, "usage", None)
+    if usage is None:
+        return Usage()
+
+    def tokens(field: str) -> int:
+        value = getattr(usage, field, None)
+        return value if isinstance(value, int) else 0
+
+    # The API splits input into uncached, cache-written and cache-read parts; a budget counts
+    # all of them, or prompt caching would make runs look almost free.
+    return Usage(
+        input_tokens=tokens("input_tokens")
+        + tokens("cache_creation_input_tokens")
+        + tokens("cache_read_input_tokens"),
+        output_tokens=tokens("output_tokens"),
+    )
+
+
+def _status_reason(exc: anthropic.APIStatusError) -> str:
+    # The body is {"type": "error", "error": {"type": ..., "message": ...}} for API errors; a
+    # proxy in between may send anything, so fall back to the SDK's own message.
+    error = exc.body.get("error") if isinstance(exc.body, dict) else None
+    error_type = error.get("type") if isinstance(error, dict) else None
+    message = error.get("message") if isinstance(error, dict) else None
+    reason = f"HTTP {exc.status_code}"
+    if isinstance(error_type, str):
+        reason += f" {error_type}"
+    reason += f": {message if isinstance(message, str) else exc.message}"
+    request_id = exc.response.headers.get("request-id")
+    if request_id:
+        reason += f" (request-id {request_id})"
+    return reason

@@ -1,0 +1,164 @@
+"""The model seam: the ``Model`` protocol every adapter implements, and the reply it returns.
+
+A model is called with Anthropic Messages-API shaped plain dicts and answers with the assistant's
+content blocks as plain dicts, so what the runtime journals is exactly what the next call (or a
+resumed process) sends back. ``check_reply_blocks`` is the one place that decides whether an
+answer is usable; every adapter runs it before returning.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Protocol
+
+import msgspec
+
+from .._errors import ModelResponseError
+from ..journal._records import Usage
+
+BLOCK_TYPES: frozenset[str] = frozenset({"text", "tool_use", "thinking", "redacted_thinking"})
+"""Assistant content block types the runtime understands; any other type is a malformed reply."""
+
+# For each block type: the fields it must carry and the type each must have.
+_REQUIRED_FIELDS: dict[str, tuple[tuple[str, type], ...]] = {
+    "text": (("text", str),),
+    "tool_use": (("id", str), ("name", str), ("input", dict)),
+    "thinking": (("thinking", str), ("signature", str)),
+    "redacted_thinking": (("data", str),),
+}
+# Fields that must also be non-empty strings (an empty tool call id or name cannot be answered).
+_NON_EMPTY: frozenset[tuple[str, str]] = frozenset({("tool_use", "id"), ("tool_use", "name")})
+
+_JSON_NAMES: dict[type, str] = {str: "a string", dict: "an object", list: "an array"}
+
+
+class ModelReply(msgspec.Struct, frozen=True, kw_only=True):
+    """One answer from a model.
+
+    Attributes:
+        content: the assistant's content blocks as plain, JSON-able dicts, already checked by
+            ``check_reply_blocks``.
+        usage: the tokens the call consumed.
+        stop_reason: why the model stopped (``"end_turn"``, ``"tool_use"``, ``"max_tokens"``,
+            ...), or ``None`` when the model does not say.
+    """
+
+    content: list[dict[str, Any]]
+    usage: Usage = msgspec.field(default_factory=Usage)
+    stop_reason: str | None = None
+
+    def as_message(self) -> dict[str, Any]:
+        """The reply as an assistant message to append to the conversation.
+
+        Returns:
+            ``{"role": "assistant", "content": [...]}`` holding a deep copy of ``content``.
+        """
+        return {"role": "assistant", "content": copy.deepcopy(self.content)}
+
+
+class Model(Protocol):
+    """What the runtime needs from a language model.
+
+    ``name`` and ``params`` are pinned into a run's manifest when it starts and compared when it
+    resumes, so ``params`` must be JSON-able and must not change between processes for the same
+    configuration (no timestamps, object ids or unordered collections).
+    """
+
+    @property
+    def name(self) -> str:
+        """The model's identifier, e.g. ``"claude-haiku-4-5"``."""
+        ...
+
+    @property
+    def params(self) -> dict[str, Any]:
+        """The settings that shape the model's answers, as a JSON-able dict."""
+        ...
+
+    async def __call__(
+        self,
+        *,
+        system: str | None,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+    ) -> ModelReply:
+        """Ask the model for the next assistant turn.
+
+        Args:
+            system: the system prompt, or ``None`` for none.
+            messages: the conversation so far, Messages-API shaped; it is not modified.
+            tools: Anthropic tool definitions (``{"name", "description", "input_schema"}``).
+
+        Returns:
+            The assistant's reply.
+
+        Raises:
+            ModelError: the call failed for good (an adapter retries transient failures first).
+            ModelResponseError: the answer is malformed; ``reason`` names the block and problem.
+
+        Cancellation: the call is abandoned and the cancellation propagates. Nothing about an
+        unfinished call is journaled, so a resumed run asks the model again.
+        """
+        ...
+
+
+def check_reply_blocks(model_name: str, blocks: object) -> list[dict[str, Any]]:
+    """Check that ``blocks`` is a list of assistant content blocks the runtime can use.
+
+    Each block must be a dict whose ``"type"`` is one of ``BLOCK_TYPES`` and that carries that
+    type's fields: ``text`` a string ``text``; ``tool_use`` a non-empty string ``id`` and ``name``
+    and a dict ``input``; ``thinking`` string ``thinking`` and ``signature``; ``redacted_thinking``
+    a string ``data``. ``tool_use`` ids must be unique within the reply. Other keys are allowed
+    and kept.
+
+    Args:
+        model_name: the model that produced the blocks, for the error.
+        blocks: the candidate content.
+
+    Returns:
+        ``blocks`` itself, typed, when it is valid.
+
+    Raises:
+        ModelResponseError: the first problem found, naming the block's index and what is wrong.
+    """
+    if not isinstance(blocks, list):
+        raise ModelResponseError(
+            model_name, f"content must be a list of blocks, got {type(blocks).__name__}"
+        )
+    seen_ids: dict[str, int] = {}
+    for index, block in enumerate(blocks):
+        if not isinstance(block, dict):
+            raise ModelResponseError(
+                model_name, f"block {index}: must be an object, got {type(block).__name__}"
+            )
+        block_type = block.get("type")
+        if not isinstance(block_type, str):
+            raise ModelResponseError(model_name, f"block {index}: has no string 'type'")
+        fields = _REQUIRED_FIELDS.get(block_type)
+        if fields is None:
+            known = ", ".join(sorted(BLOCK_TYPES))
+            raise ModelResponseError(
+                model_name, f"block {index}: unknown type {block_type!r} (known: {known})"
+            )
+        for field, field_type in fields:
+            value = block.get(field)
+            if not isinstance(value, field_type):
+                got = "missing" if field not in block else f"got {type(value).__name__}"
+                raise ModelResponseError(
+                    model_name,
+                    f"block {index} ({block_type}): {field!r} must be "
+                    f"{_JSON_NAMES[field_type]} ({got})",
+                )
+            if (block_type, field) in _NON_EMPTY and not value:
+                raise ModelResponseError(
+                    model_name, f"block {index} ({block_type}): {field!r} is empty"
+                )
+        if block_type == "tool_use":
+            call_id: str = block["id"]
+            if call_id in seen_ids:
+                raise ModelResponseError(
+                    model_name,
+                    f"block {index} (tool_use): id {call_id!r} is already used by block "
+                    f"{seen_ids[call_id]}",
+                )
+            seen_ids[call_id] = index
+    return blocks

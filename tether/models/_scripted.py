@@ -1,0 +1,231 @@
+"""``ScriptedModel``: a deterministic model for tests, demos and crash matrices.
+
+The answer to a call is chosen by how many assistant messages the conversation already holds,
+never by anything the object remembers. A fresh process that resumes a run from its journal
+therefore gets exactly the answers the killed process would have got.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import inspect
+import json
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, TypeAlias, final
+
+import anyio.lowlevel
+
+from .._errors import ModelResponseError
+from ..journal._records import Usage
+from ._base import ModelReply, check_reply_blocks
+
+ScriptedAnswer: TypeAlias = str | list[dict[str, Any]]
+"""One scripted answer: content blocks, or a string as shorthand for one text block."""
+
+ScriptFunction: TypeAlias = Callable[
+    [list[dict[str, Any]]], ScriptedAnswer | Awaitable[ScriptedAnswer]
+]
+"""Computes the answer from the conversation so far (sync or async)."""
+
+UsageFunction: TypeAlias = Callable[[list[dict[str, Any]], list[dict[str, Any]]], Usage]
+"""Computes a call's usage from ``(messages, reply_blocks)``."""
+
+
+def _canonical_json(value: object) -> str:
+    # Sorted keys and fixed separators: the same value gives the same text in every process.
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _size_json(value: object) -> str:
+    # For token estimates only: anything that is not JSON counts as its type's name, which is
+    # still the same in every process (unlike a repr holding an object id).
+    return json.dumps(
+        value,
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+        default=lambda obj: type(obj).__name__,
+    )
+
+
+def _expand(answer: object) -> object:
+    """Turn the string shorthand into its one text block; copy anything else."""
+    if isinstance(answer, str):
+        return [{"type": "text", "text": answer}]
+    return copy.deepcopy(answer)
+
+
+@final
+class ScriptedModel:
+    """A model that answers from a script instead of a network.
+
+    Call ``i`` of a run (counted from 0) is the call made when ``messages`` holds ``i``
+    assistant messages, and it gets ``responses[i]``. Because the position comes from the
+    conversation, two instances given the same script and the same messages always answer
+    alike, which is what a resumed run needs.
+
+    Every answer goes through ``check_reply_blocks`` when it is served, so a script may hold
+    a malformed answer on purpose to exercise the runtime's handling of ``ModelResponseError``.
+    Answers are deep copies: changing a reply never changes the script.
+
+    Args:
+        responses: the script. A sequence whose item ``i`` answers call ``i``, each item a
+            list of content-block dicts or a string (shorthand for one text block); or a
+            function (sync or async) taking a copy of ``messages`` and returning such an item.
+        name: the model name pinned into a run's manifest.
+        usage: the usage to report for every call, or a function of ``(messages, blocks)``
+            returning it. By default it is estimated from sizes: a quarter of the length of
+            the canonical JSON of ``system``, ``messages`` and ``tools`` for input and of the
+            reply's blocks for output (at least 1 each), so budget tests are reproducible.
+
+    Raises:
+        TypeError: ``responses`` is a string, or a sequence that is not JSON-able.
+    """
+
+    def __init__(
+        self,
+        responses: Sequence[ScriptedAnswer] | ScriptFunction,
+        *,
+        name: str = "scripted",
+        usage: Usage | UsageFunction | None = None,
+    ) -> None:
+        self._name = name
+        self._usage = usage
+        self._calls = 0
+        self._script: list[object] | None
+        self._function: ScriptFunction | None
+        if callable(responses):
+            self._script = None
+            self._function = responses
+            self._params: dict[str, Any] = {"script": "callable"}
+        elif isinstance(responses, str | bytes):
+            raise TypeError("responses must be a sequence of answers or a function, not a string")
+        else:
+            self._script = [_expand(answer) for answer in responses]
+            self._function = None
+            digest = hashlib.sha256(_canonical_json(self._script).encode()).hexdigest()
+            self._params = {"script_hash": digest, "responses": len(self._script)}
+
+    @property
+    def name(self) -> str:
+        """The model name pinned into a run's manifest."""
+        return self._name
+
+    @property
+    def params(self) -> dict[str, Any]:
+        """Describes the script: its SHA-256 and length, or ``{"script": "callable"}``.
+
+        Equal scripts give equal params in every process, so a run resumed with a changed
+        script is caught by the manifest check.
+        """
+        return dict(self._params)
+
+    @property
+    def calls(self) -> int:
+        """How many calls this object has answered (failed calls are not counted)."""
+        return self._calls
+
+    def __repr__(self) -> str:
+        return f"ScriptedModel(name={self._name!r}, params={self._params!r})"
+
+    async def __call__(
+        self,
+        *,
+        system: str | None,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+    ) -> ModelReply:
+        """Answer with the script's item for this point of the conversation.
+
+        Args:
+            system: the system prompt (only used for the default usage estimate).
+            messages: the conversation so far; its assistant messages pick the answer.
+            tools: the tool definitions (only used for the default usage estimate).
+
+        Returns:
+            The scripted reply; ``stop_reason`` is ``"tool_use"`` when it holds a ``tool_use``
+            block and ``"end_turn"`` otherwise.
+
+        Raises:
+            ModelResponseError: the script has no item for this call, or the item is malformed.
+
+        Cancellation: the call yields once to the event loop, where it can be cancelled, and a
+        script function that is async can be cancelled while it runs. A cancelled call serves
+        nothing and is not counted.
+        """
+        await anyio.lowlevel.checkpoint()
+        index = sum(
+            1
+            for message in messages
+            if isinstance(message, dict) and message.get("role") == "assistant"
+        )
+        if self._script is not None:
+            if index >= len(self._script):
+                raise ModelResponseError(
+                    self._name,
+                    f"script has {len(self._script)} responses; call {index} (made after "
+                    f"{index} assistant messages) has none",
+                )
+            answer = copy.deepcopy(self._script[index])
+        else:
+            assert self._function is not None
+            produced = self._function(copy.deepcopy(messages))
+            if inspect.isawaitable(produced):
+                produced = await produced
+            answer = _expand(produced)
+        blocks = check_reply_blocks(self._name, answer)
+        usage = self._usage_for(system=system, messages=messages, tools=tools, blocks=blocks)
+        stop_reason = "tool_use" if any(b["type"] == "tool_use" for b in blocks) else "end_turn"
+        self._calls += 1
+        return ModelReply(content=blocks, usage=usage, stop_reason=stop_reason)
+
+    def _usage_for(
+        self,
+        *,
+        system: str | None,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        blocks: list[dict[str, Any]],
+    ) -> Usage:
+        if isinstance(self._usage, Usage):
+            return self._usage
+        if self._usage is not None:
+            return self._usage(copy.deepcopy(messages), copy.deepcopy(blocks))
+        request = {"system": system, "messages": messages, "tools": tools}
+        return Usage(
+            input_tokens=max(1, len(_size_json(request)) // 4),
+            output_tokens=max(1, len(_size_json(blocks)) // 4),
+        )
+
+    @staticmethod
+    def text(text: str) -> dict[str, Any]:
+        """A ``text`` content block.
+
+        Args:
+            text: what the assistant says.
+
+        Returns:
+            ``{"type": "text", "text": text}``.
+        """
+        return {"type": "text", "text": text}
+
+    @staticmethod
+    def tool_use(id: str, name: str, input: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """A ``tool_use`` content block.
+
+        Args:
+            id: the call's id, unique within the run (e.g. ``"toolu_1"``).
+            name: the tool to call.
+            input: the call's arguments (default: none).
+
+        Returns:
+            ``{"type": "tool_use", "id": id, "name": name, "input": {...}}`` with a copy of
+            ``input``.
+        """
+        return {
+            "type": "tool_use",
+            "id": id,
+            "name": name,
+            "input": copy.deepcopy(dict(input or {})),
+        }

@@ -1,0 +1,280 @@
+"""``ToolRegistry``: the tools one application offers, each in one or more versions."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, TypeVar, final, overload
+
+from .._errors import ToolDefinitionError, UnknownToolError
+from ..journal._records import ToolPin
+from ._policy import ApprovalTimeout, ApprovalTimeoutName, PolicyName, ReplayPolicy
+from ._spec import ToolFunction, ToolSpec, build_spec
+
+_F = TypeVar("_F", bound=ToolFunction)
+
+_CHUNK = re.compile(r"\d+|\D+")
+
+
+def _version_key(version: str) -> tuple[tuple[int, int, str], ...]:
+    """Sort key that orders versions naturally: ``"2" < "10"``, ``"1.9" < "1.10"``.
+
+    A version is split into runs of digits and of other characters. Digit runs compare as
+    numbers, other runs as text, and a digit run sorts before a text run at the same place.
+    So dates (``"2024-05-01"``) and dotted numbers (``"1.2.10"``) order as expected.
+    """
+    return tuple(
+        (0, int(chunk), "") if chunk.isdigit() else (1, 0, chunk)
+        for chunk in _CHUNK.findall(version)
+    )
+
+
+@final
+class ToolRegistry:
+    """The tools an application offers its agents. Create one and pass it where it is needed.
+
+    Tools are ``async def`` functions registered with the ``tool`` decorator. A registry can
+    hold several versions of one tool name, so that a run finishes on the contract it started
+    with (its manifest pins ``(name, version, schema_hash)``) while new runs get the latest.
+
+    The *latest* version of a name is the highest in natural order, where runs of digits
+    compare as numbers (``"2" < "10"``, ``"1.9" < "1.10"``, ``"2024-05-01" < "2024-06-01"``).
+    It is not the most recently registered one, so reordering definitions in the source never
+    changes which contract new runs get. Two version strings that compare equal (``"1"`` and
+    ``"01"``) cannot both be registered.
+
+    Iterating yields the latest ``ToolSpec`` of each name, in the order the names were first
+    registered. ``name in registry`` tests for a name; ``(name, version) in registry`` for one
+    version of it.
+    """
+
+    def __init__(self) -> None:
+        # name -> version -> spec; names keep their first-registration order.
+        self._tools: dict[str, dict[str, ToolSpec]] = {}
+
+    @overload
+    def tool(self, fn: _F, /) -> _F: ...
+
+    @overload
+    def tool(
+        self,
+        fn: None = None,
+        /,
+        *,
+        name: str | None = None,
+        version: str = "1",
+        description: str | None = None,
+        policy: ReplayPolicy | PolicyName = ReplayPolicy.ESCALATE,
+        verify: ToolFunction | None = None,
+        approval: bool = False,
+        approval_timeout: float | None = None,
+        on_approval_timeout: ApprovalTimeout | ApprovalTimeoutName | None = None,
+    ) -> Callable[[_F], _F]: ...
+
+    def tool(
+        self,
+        fn: _F | None = None,
+        /,
+        *,
+        name: str | None = None,
+        version: str = "1",
+        description: str | None = None,
+        policy: ReplayPolicy | PolicyName = ReplayPolicy.ESCALATE,
+        verify: ToolFunction | None = None,
+        approval: bool = False,
+        approval_timeout: float | None = None,
+        on_approval_timeout: ApprovalTimeout | ApprovalTimeoutName | None = None,
+    ) -> _F | Callable[[_F], _F]:
+        """Register an async function as a tool; use as ``@registry.tool`` or with options.
+
+        The function is returned unchanged, so it can still be called and tested directly.
+        Its parameters, with their annotations and defaults, become the tool's input schema;
+        a parameter annotated ``ToolContext`` (any name) is left out of the schema and receives
+        the call's context. Describe a parameter to the model with
+        ``Annotated[str, msgspec.Meta(description=...)]``.
+
+        Args:
+            fn: the function (when used as a bare decorator).
+            name: the name the model calls it by; defaults to the function's ``__name__``.
+                1 to 64 letters, digits, ``_`` or ``-``.
+            version: the version of this tool's contract. Register a new version whenever
+                the arguments, description or behaviour change in a way a started run must
+                not see.
+            description: what the model is told; defaults to the first paragraph of the
+                function's docstring.
+            policy: what to do with a dangling call on resume (see ``ReplayPolicy``);
+                ``"escalate"`` by default.
+            verify: for ``policy="verify"`` only, and required then: an async function taking
+                the same parameters as the tool (its ``ToolContext`` parameter optional) that
+                returns the call's result if the call landed, or ``None`` if it did not.
+            approval: whether a person must approve each call before it runs.
+            approval_timeout: with ``approval``: seconds to wait for a decision; ``None``
+                sets no deadline of the tool's own.
+            on_approval_timeout: with ``approval``: ``"reject"`` (the default) or
+                ``"escalate"`` when the wait expires.
+
+        Returns:
+            ``fn`` itself, or a decorator that registers and returns its argument.
+
+        Raises:
+            ToolDefinitionError: naming the tool and what is wrong: not an ``async def``;
+                ``*args``, ``**kwargs`` or positional-only parameters; a parameter without an
+                annotation or with one msgspec cannot describe; an unknown policy; ``verify``
+                missing, not allowed, or with different parameters; approval options without
+                ``approval=True``; a bad name or version; the same (name, version) twice.
+        """
+        if fn is not None:
+            self.register(fn)
+            return fn
+
+        def decorate(func: _F) -> _F:
+            self.register(
+                func,
+                name=name,
+                version=version,
+                description=description,
+                policy=policy,
+                verify=verify,
+                approval=approval,
+                approval_timeout=approval_timeout,
+                on_approval_timeout=on_approval_timeout,
+            )
+            return func
+
+        return decorate
+
+    def register(
+        self,
+        fn: ToolFunction,
+        *,
+        name: str | None = None,
+        version: str = "1",
+        description: str | None = None,
+        policy: ReplayPolicy | PolicyName = ReplayPolicy.ESCALATE,
+        verify: ToolFunction | None = None,
+        approval: bool = False,
+        approval_timeout: float | None = None,
+        on_approval_timeout: ApprovalTimeout | ApprovalTimeoutName | None = None,
+    ) -> ToolSpec:
+        """Register ``fn`` as a tool and return its spec; ``tool`` without the decorator.
+
+        Takes the same options as ``tool``.
+
+        Raises:
+            ToolDefinitionError: as for ``tool``. Nothing is registered then.
+        """
+        spec = build_spec(
+            fn,
+            name=name,
+            version=version,
+            description=description,
+            policy=policy,
+            verify=verify,
+            approval=approval,
+            approval_timeout=approval_timeout,
+            on_approval_timeout=on_approval_timeout,
+        )
+        known = self._tools.get(spec.name, {})
+        key = _version_key(spec.version)
+        for other in known:
+            if _version_key(other) == key:
+                same = "is already registered" if other == spec.version else f"equals {other!r}"
+                raise ToolDefinitionError(spec.name, f"version {spec.version!r} {same}")
+        known = {**known, spec.version: spec}
+        self._tools[spec.name] = dict(sorted(known.items(), key=lambda item: _version_key(item[0])))
+        return spec
+
+    def get(self, name: str, version: str | None = None) -> ToolSpec:
+        """The spec of ``name`` at ``version``, or at its latest version when ``None``.
+
+        Raises:
+            UnknownToolError: no tool by that name, or not in that version.
+        """
+        known = self._versions_of(name)
+        if version is None:
+            return known[next(reversed(known))]
+        try:
+            return known[version]
+        except KeyError:
+            held = ", ".join(repr(v) for v in known)
+            raise UnknownToolError(
+                name, f"version {version!r} is not registered (registered: {held})"
+            ) from None
+
+    def versions(self, name: str) -> tuple[str, ...]:
+        """The registered versions of ``name``, oldest first (the last one is the latest).
+
+        Raises:
+            UnknownToolError: no tool by that name.
+        """
+        return tuple(self._versions_of(name))
+
+    def resolve(self, pin: ToolPin) -> ToolSpec:
+        """The spec a run pinned, checked against the contract it pinned.
+
+        Raises:
+            UnknownToolError: the pinned name or version is not registered, or it is but its
+                schema hash differs from the pinned one (its contract changed under the same
+                version; register the changed contract as a new version instead).
+        """
+        spec = self.get(pin.name, pin.version)
+        if spec.schema_hash != pin.schema_hash:
+            raise UnknownToolError(
+                pin.name,
+                f"version {pin.version!r} changed since the run pinned it (schema hash "
+                f"{pin.schema_hash[:12]}..., now {spec.schema_hash[:12]}...); keep the old "
+                "contract registered under its version and give the new one a new version",
+            )
+        return spec
+
+    def definitions(
+        self, pins: Iterable[ToolPin | tuple[str, str]] | None = None
+    ) -> list[dict[str, Any]]:
+        """Anthropic tool definitions (``{"name", "description", "input_schema"}``).
+
+        Args:
+            pins: which versions to describe, in order: ``ToolPin``s (checked as by
+                ``resolve``) or ``(name, version)`` pairs. ``None``: the latest version of
+                every tool, in registration order.
+
+        Raises:
+            UnknownToolError: a pin names a tool or version that is not registered, or a
+                ``ToolPin``'s schema hash does not match.
+        """
+        if pins is None:
+            return [spec.definition() for spec in self]
+        specs = [
+            self.resolve(pin) if isinstance(pin, ToolPin) else self.get(pin[0], pin[1])
+            for pin in pins
+        ]
+        return [spec.definition() for spec in specs]
+
+    def pins(self) -> list[ToolPin]:
+        """The contracts of the latest versions, for a new run's manifest."""
+        return [spec.pin() for spec in self]
+
+    def __contains__(self, item: object) -> bool:
+        if isinstance(item, str):
+            return item in self._tools
+        if isinstance(item, tuple) and len(item) == 2:
+            name, version = item
+            if isinstance(name, str) and isinstance(version, str):
+                return version in self._tools.get(name, {})
+        return False
+
+    def __iter__(self) -> Iterator[ToolSpec]:
+        for known in self._tools.values():
+            yield known[next(reversed(known))]
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def __repr__(self) -> str:
+        tools = ", ".join(f"{name}@{','.join(known)}" for name, known in self._tools.items())
+        return f"<ToolRegistry {tools}>"
+
+    def _versions_of(self, name: str) -> dict[str, ToolSpec]:
+        try:
+            return self._tools[name]
+        except KeyError:
+            raise UnknownToolError(name, "no tool by this name is registered") from None

@@ -1,0 +1,305 @@
+"""One registered version of a tool: its contract with the model, its policies, its functions."""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import math
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar, final
+
+import msgspec
+
+from .._errors import ToolArgumentsError, ToolDefinitionError, ToolError
+from ..journal._records import ToolPin
+from ._context import ToolContext
+from ._policy import ApprovalTimeout, ApprovalTimeoutName, PolicyName, ReplayPolicy
+from ._signature import args_type, input_schema, read_signature, type_name
+
+ToolFunction = Callable[..., Awaitable[Any]]
+"""An ``async def`` function registered as a tool, or as a tool's ``verify`` function."""
+
+_E = TypeVar("_E", ReplayPolicy, ApprovalTimeout)
+
+_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+@final
+@dataclass(frozen=True, kw_only=True, eq=False)
+class ToolSpec:
+    """One version of one tool, as registered: what the model sees and how calls are run.
+
+    Built by ``ToolRegistry``; do not construct it yourself.
+
+    Attributes:
+        name: the name the model calls the tool by.
+        version: the version of its contract (arguments, description, behaviour).
+        description: what the model is told the tool does.
+        policy: what to do with a dangling call (see ``ReplayPolicy``).
+        approval: whether a person must approve each call before it runs.
+        approval_timeout: seconds a call waits for approval before ``on_approval_timeout``
+            applies; ``None`` sets no deadline of the tool's own.
+        on_approval_timeout: what an expired approval wait becomes.
+        fn: the tool function itself, unchanged.
+        verify: the function that checks whether a dangling call landed (policy ``verify``
+            only).
+        schema_hash: SHA-256 (hex) of the canonical JSON of the name, version, description and
+            input schema: what a run pins, so a changed contract is detected on resume.
+    """
+
+    name: str
+    version: str
+    description: str
+    policy: ReplayPolicy
+    approval: bool
+    approval_timeout: float | None
+    on_approval_timeout: ApprovalTimeout
+    fn: ToolFunction
+    verify: ToolFunction | None
+    schema_hash: str
+    _args_type: type[msgspec.Struct] = field(repr=False)
+    _schema_json: str = field(repr=False)
+    _ctx_param: str | None = field(repr=False)
+    _verify_ctx_param: str | None = field(repr=False)
+
+    @property
+    def takes_ctx(self) -> bool:
+        """Whether ``fn`` declares a ``ToolContext`` parameter."""
+        return self._ctx_param is not None
+
+    @property
+    def input_schema(self) -> dict[str, Any]:
+        """The JSON schema of the arguments: a top-level object schema, freshly copied."""
+        schema: dict[str, Any] = json.loads(self._schema_json)
+        return schema
+
+    def definition(self) -> dict[str, Any]:
+        """This tool as an Anthropic Messages API tool definition.
+
+        Returns:
+            ``{"name", "description", "input_schema"}``; ``description`` is left out when empty.
+        """
+        out: dict[str, Any] = {"name": self.name}
+        if self.description:
+            out["description"] = self.description
+        out["input_schema"] = self.input_schema
+        return out
+
+    def pin(self) -> ToolPin:
+        """The contract a run pins in its manifest when it starts with this version."""
+        return ToolPin(name=self.name, version=self.version, schema_hash=self.schema_hash)
+
+    def validate(self, args: object) -> dict[str, Any]:
+        """Check the model's arguments against the schema and convert them to Python values.
+
+        Nested types are built as declared (a ``msgspec.Struct`` or dataclass parameter
+        receives an instance), defaults are filled in, and unknown fields are refused.
+
+        Args:
+            args: the ``input`` of the model's ``tool_use`` block.
+
+        Returns:
+            Keyword arguments for the tool function, without the ``ToolContext``.
+
+        Raises:
+            ToolArgumentsError: ``args`` is not an object, lacks a required field, has an
+                unknown one or a value of the wrong type; msgspec's message names the field's
+                path (``$.address.zip``).
+        """
+        if not isinstance(args, dict):
+            raise ToolArgumentsError(
+                self.name, f"arguments must be a JSON object, got {type(args).__name__}"
+            )
+        try:
+            value = msgspec.convert(args, self._args_type)
+        except msgspec.ValidationError as exc:
+            raise ToolArgumentsError(self.name, str(exc)) from exc
+        return {name: getattr(value, name) for name in self._args_type.__struct_fields__}
+
+    async def invoke(self, args: object, ctx: ToolContext) -> Any:
+        """Validate ``args`` and run the tool once.
+
+        ``ctx`` is passed only if the function declares a ``ToolContext`` parameter. This runs
+        the tool unconditionally: consulting the journal and the replay policy is the caller's
+        job. Cancellation propagates from inside the tool unchanged.
+
+        Args:
+            args: the model's arguments for this call.
+            ctx: the call's identity.
+
+        Returns:
+            The tool's return value as plain JSON values (dicts with string keys, lists, str,
+            int, float, bool, ``None``), exactly as a resumed run reads it back from the
+            journal: Structs, dataclasses and datetimes are converted the way msgspec encodes
+            them, tuples become lists and non-finite floats become ``None``.
+
+        Raises:
+            ToolArgumentsError: ``args`` do not match the schema; the tool was not called.
+            ToolError: the return value cannot be encoded as JSON.
+            Exception: whatever the tool itself raises, unchanged.
+        """
+        kwargs = self.validate(args)
+        if self._ctx_param is not None:
+            kwargs[self._ctx_param] = ctx
+        return self._to_json(await self.fn(**kwargs), "result")
+
+    async def check_landed(self, args: object, ctx: ToolContext) -> Any | None:
+        """Ask the ``verify`` function whether a dangling call's effect happened.
+
+        Cancellation propagates from inside the verify function unchanged.
+
+        Args:
+            args: the arguments the dangling call was made with.
+            ctx: the call's identity (same ``idempotency_key`` as the dangling attempt).
+
+        Returns:
+            ``None`` if the call did not land (run it again with the same key); otherwise the
+            call's result, converted to JSON values as in ``invoke``.
+
+        Raises:
+            ToolError: the tool has no verify function, or its answer cannot be encoded.
+            ToolArgumentsError: ``args`` do not match the schema.
+            Exception: whatever the verify function itself raises, unchanged.
+        """
+        if self.verify is None:
+            raise ToolError(self.name, f"version {self.version} has no verify function")
+        kwargs = self.validate(args)
+        if self._verify_ctx_param is not None:
+            kwargs[self._verify_ctx_param] = ctx
+        result = await self.verify(**kwargs)
+        return None if result is None else self._to_json(result, "verify function's result")
+
+    def _to_json(self, value: object, what: str) -> Any:
+        try:
+            return msgspec.json.decode(msgspec.json.encode(value))
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise ToolError(self.name, f"{what} cannot be encoded as JSON: {exc}") from exc
+
+
+def build_spec(
+    fn: ToolFunction,
+    *,
+    name: str | None,
+    version: str,
+    description: str | None,
+    policy: ReplayPolicy | PolicyName,
+    verify: ToolFunction | None,
+    approval: bool,
+    approval_timeout: float | None,
+    on_approval_timeout: ApprovalTimeout | ApprovalTimeoutName | None,
+) -> ToolSpec:
+    """Check a tool function and its options and build its ``ToolSpec``.
+
+    See ``ToolRegistry.tool`` for the options.
+
+    Raises:
+        ToolDefinitionError: naming the tool and what is wrong.
+    """
+    tool = _tool_name(fn, name)
+    if not isinstance(version, str) or not version:
+        raise ToolDefinitionError(tool, f"version must be a non-empty string, got {version!r}")
+    replay = _choice(tool, "policy", ReplayPolicy, policy)
+
+    sig = read_signature(tool, fn, what="function")
+    args = args_type(tool, fn, sig)
+    schema = input_schema(tool, args, sig)
+
+    verify_ctx: str | None = None
+    if replay is ReplayPolicy.VERIFY:
+        if verify is None:
+            raise ToolDefinitionError(tool, "policy 'verify' needs a verify= function")
+        verify_sig = read_signature(tool, verify, what="verify function")
+        _same_parameters(tool, sig.hints, verify_sig.hints)
+        verify_ctx = verify_sig.ctx_param
+    elif verify is not None:
+        raise ToolDefinitionError(
+            tool, f"verify= is only used with policy 'verify', not {replay.value!r}"
+        )
+
+    if not approval and (approval_timeout is not None or on_approval_timeout is not None):
+        raise ToolDefinitionError(
+            tool, "approval_timeout and on_approval_timeout need approval=True"
+        )
+    if approval_timeout is not None and (
+        isinstance(approval_timeout, bool)
+        or not isinstance(approval_timeout, int | float)
+        or not math.isfinite(approval_timeout)
+        or approval_timeout <= 0
+    ):
+        raise ToolDefinitionError(
+            tool, f"approval_timeout must be a positive number of seconds, got {approval_timeout!r}"
+        )
+    on_timeout = _choice(
+        tool,
+        "on_approval_timeout",
+        ApprovalTimeout,
+        ApprovalTimeout.REJECT if on_approval_timeout is None else on_approval_timeout,
+    )
+
+    text = _first_paragraph(inspect.getdoc(fn)) if description is None else description.strip()
+    schema_json = json.dumps(schema, separators=(",", ":"), ensure_ascii=False)
+    contract = {"name": tool, "version": version, "description": text, "input_schema": schema}
+    canonical = json.dumps(contract, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return ToolSpec(
+        name=tool,
+        version=version,
+        description=text,
+        policy=replay,
+        approval=bool(approval),
+        approval_timeout=None if approval_timeout is None else float(approval_timeout),
+        on_approval_timeout=on_timeout,
+        fn=fn,
+        verify=verify,
+        schema_hash=hashlib.sha256(canonical.encode()).hexdigest(),
+        _args_type=args,
+        _schema_json=schema_json,
+        _ctx_param=sig.ctx_param,
+        _verify_ctx_param=verify_ctx,
+    )
+
+
+def _tool_name(fn: ToolFunction, name: str | None) -> str:
+    if name is None:
+        name = getattr(fn, "__name__", None)
+        if not isinstance(name, str):
+            raise ToolDefinitionError(repr(fn), "has no __name__; pass name=")
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise ToolDefinitionError(
+            str(name), "a tool name must be 1 to 64 letters, digits, '_' or '-'"
+        )
+    return name
+
+
+def _choice(tool: str, option: str, enum: type[_E], value: str) -> _E:
+    try:
+        return enum(value)
+    except ValueError:
+        allowed = ", ".join(repr(member.value) for member in enum)
+        raise ToolDefinitionError(
+            tool, f"unknown {option} {value!r}; use one of {allowed}"
+        ) from None
+
+
+def _same_parameters(tool: str, want: dict[str, Any], got: dict[str, Any]) -> None:
+    problems = [f"missing {name!r}" for name in want if name not in got]
+    problems += [f"extra {name!r}" for name in got if name not in want]
+    problems += [
+        f"{name!r} is {type_name(got[name])}, the tool's is {type_name(hint)}"
+        for name, hint in want.items()
+        if name in got and got[name] != hint
+    ]
+    if problems:
+        raise ToolDefinitionError(
+            tool,
+            "the verify function must take the same parameters as the tool: " + "; ".join(problems),
+        )
+
+
+def _first_paragraph(doc: str | None) -> str:
+    if not doc:
+        return ""
+    paragraph = doc.strip().split("\n\n", 1)[0]
+    return " ".join(line.strip() for line in paragraph.splitlines())
