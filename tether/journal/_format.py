@@ -109,10 +109,16 @@ def decode_header(data: bytes | memoryview) -> tuple[int, str]:
     magic, version, _flags, rid_len, _ = _HEADER_FIXED.unpack_from(data, 0)
     if magic != MAGIC:
         raise HeaderError("not a tether journal (bad magic)")
-    if version > FORMAT_VERSION:
-        raise HeaderError(f"format version {version}", version=version)
     (stored,) = _CRC.unpack_from(data, _HEADER_CRC_AT)
-    if stored != crc32(memoryview(data)[:_HEADER_CRC_AT]):
+    checksum_ok = stored == crc32(memoryview(data)[:_HEADER_CRC_AT])
+    if version > FORMAT_VERSION:
+        if checksum_ok:
+            raise HeaderError(f"format version {version}", version=version)
+        raise HeaderError(
+            f"header checksum mismatch (the version field reads {version}: a damaged header, "
+            "or one from a newer tether whose layout this version cannot check)"
+        )
+    if not checksum_ok:
         raise HeaderError("header checksum mismatch")
     if version < 1:
         raise HeaderError(f"unknown format version {version}")

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from .._errors import JournalLockedError
 from ._file import DEFAULT_FILE_OPS, FileOps
-from ._reader import Scan, scan
+from ._reader import Scan, scan, scan_live
 
 
 def read_file(path: str, ops: FileOps = DEFAULT_FILE_OPS) -> bytes:
@@ -28,7 +28,7 @@ def verify_file(path: str, ops: FileOps = DEFAULT_FILE_OPS) -> Scan:
         JournalVersionError: written by a newer format.
         FileNotFoundError: no such file.
     """
-    result = scan(read_file(path, ops), path)
+    result = scan_live(lambda: read_file(path, ops), path)
     result.raise_if_corrupt(path)
     return result
 

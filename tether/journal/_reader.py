@@ -14,6 +14,8 @@ The scanner tells three endings apart, like etcd's WAL decoder:
 from __future__ import annotations
 
 import re
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -132,6 +134,36 @@ def scan(data: bytes, path: str, *, expect_run_id: str | None = None) -> Scan:
     return result
 
 
+def scan_live(
+    read: Callable[[], bytes],
+    path: str,
+    *,
+    expect_run_id: str | None = None,
+    attempts: int = 5,
+    pause: float = 0.01,
+) -> Scan:
+    """Scan a journal that a writer may be appending to, without its lock (blocking).
+
+    A copy taken while groups land can hold preallocated zeros where one group is about to be
+    written and, read a moment later, the next group after them: that looks like corruption
+    but is a race. Appends only ever write past the durable end, so real damage stays where it
+    is. The file is therefore read again until two reads agree on the damage before it is
+    reported as corruption.
+    """
+    previous: Damage | None = None
+    for attempt in range(attempts):
+        result = scan(read(), path, expect_run_id=expect_run_id)
+        damage = result.damage
+        if damage is None or damage.kind == "torn":
+            return result
+        if previous is not None and (previous.at, previous.reason) == (damage.at, damage.reason):
+            return result
+        previous = damage
+        if attempt + 1 < attempts:
+            time.sleep(pause * (attempt + 1))
+    return result
+
+
 def _read_group(data: bytes, pos: int, seq: int) -> tuple[list[AnyEvent], int]:
     size = len(data)
     if size - pos < FRAME_HEADER_SIZE:
@@ -161,7 +193,7 @@ def _read_group(data: bytes, pos: int, seq: int) -> tuple[list[AnyEvent], int]:
         start = off + FRAME_HEADER_SIZE
         try:
             event = decode_event(memoryview(data)[start : start + hdr.length])
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as exc:
             raise _GroupProblem(off, f"undecodable event: {exc}", definite=True) from None
         expected = seq + len(events)
         if event.seq != expected:

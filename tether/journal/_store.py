@@ -23,7 +23,7 @@ from .._errors import RunNotFoundError
 from ._blobs import BlobStore
 from ._commit import GroupCommitter
 from ._file import DEFAULT_FILE_OPS, FileOps
-from ._reader import scan
+from ._reader import scan_live
 from ._records import ENCODER, AnyEvent, BlobRef, Event, ToolResult
 from ._redact import Redactor, SecretRedactor
 from ._runid import check_run_id
@@ -182,8 +182,9 @@ class FileStore:
             finally:
                 self._ops.close(fd)
 
-        data = await anyio.to_thread.run_sync(_read)
-        result = scan(data, path, expect_run_id=run_id)
+        result = await anyio.to_thread.run_sync(
+            lambda: scan_live(_read, path, expect_run_id=run_id)
+        )
         result.raise_if_corrupt(path)
         return result.events
 

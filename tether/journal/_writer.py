@@ -167,8 +167,10 @@ def keep_torn_tail(path: str, data: bytes, end: int, ops: FileOps) -> str | None
     tail = data[end:].rstrip(b"\x00")
     if not tail:
         return None
-    dest = f"{path}.torn-{end}"
-    fd = ops.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    dest, n = f"{path}.torn-{end}", 1
+    while os.path.exists(dest):  # an earlier torn tail at the same offset: keep both
+        dest, n = f"{path}.torn-{end}.{n}", n + 1
+    fd = ops.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     try:
         ops.write_all(fd, tail, 0)
         ops.fsync(fd)

@@ -1,0 +1,97 @@
+"""A child process for the crash tests: ``python _journal_proc.py MODE ROOT RUN_ID [SEED]``.
+
+Modes:
+
+``append``
+    Wait for a line on stdin (so that the parent can start the interpreter ahead of time),
+    open the journal, print ``open <next_seq>``, then append forever: one group at a time, or
+    from several tasks at once (their groups may share one write), mixing one-event and
+    multi-event groups of varied sizes. After each append returns, print
+    ``ack <first_seq> <last_seq> <token>``; every event of that append has ``call_id``
+    ``<token>:<i>``.
+``hold``
+    Open the journal, print ``open <next_seq>`` and sleep until killed.
+``try``
+    Try to open the journal once; print ``locked`` or ``open <next_seq>`` and exit.
+
+Every line is flushed at once, so a line the parent reads was written after the fact it reports.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+
+import anyio
+
+from tether import JournalLockedError
+from tether.journal import Event, FileStore, Journal, ModelResponse, ToolResult, ToolStarted
+
+
+def say(line: str) -> None:
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+def make_events(rng: random.Random, token: str) -> list[Event]:
+    n = rng.choice((1, 1, 1, 2, 3, 5, 8))
+    events: list[Event] = []
+    for i in range(n):
+        r = rng.random()
+        if r < 0.75:
+            size = rng.randint(0, 300)
+        elif r < 0.97:
+            size = rng.randint(300, 8000)
+        elif r < 0.995:
+            size = rng.randint(60_000, 120_000)  # groups this large extend the file exactly
+        else:
+            size = rng.randint(300_000, 1_000_000)  # a long pwrite, which a kill may tear
+        text = rng.choice("abcdefgh") * size
+        call_id = f"{token}:{i}"
+        kind = rng.randrange(3)
+        if kind == 0:
+            events.append(ToolStarted(call_id=call_id, name=text))
+        elif kind == 1:
+            events.append(ToolResult(call_id=call_id, ok=True, content=text))
+        else:
+            # ModelResponse has no call_id field: the message carries it.
+            events.append(ModelResponse(message={"call_id": call_id, "text": text}))
+    return events
+
+
+async def appender(journal: Journal, rng: random.Random, name: str) -> None:
+    n = 0
+    while True:
+        token = f"{name}-{n}"
+        n += 1
+        stamped = await journal.append(make_events(rng, token))
+        say(f"ack {stamped[0].seq} {stamped[-1].seq} {token}")
+
+
+async def main(mode: str, root: str, run_id: str, seed: int) -> None:
+    async with FileStore(root, redact=None, blob_threshold=1 << 30, sync_threads=2) as store:
+        if mode == "try":
+            try:
+                journal = await store.open(run_id)
+            except JournalLockedError:
+                say("locked")
+                return
+            say(f"open {journal.next_seq}")
+            await journal.aclose()
+            return
+        if mode == "append":
+            await anyio.to_thread.run_sync(sys.stdin.readline)
+        journal = await store.open(run_id)
+        say(f"open {journal.next_seq}")
+        if mode == "hold":
+            await anyio.sleep_forever()
+        rng = random.Random(seed)
+        tasks = rng.choice((1, 1, 2, 3))
+        async with anyio.create_task_group() as tg:
+            for t in range(tasks):
+                tg.start_soon(appender, journal, random.Random(rng.random()), f"s{seed}t{t}")
+
+
+if __name__ == "__main__":
+    seed = int(sys.argv[4]) if len(sys.argv) > 4 else 0
+    anyio.run(main, sys.argv[1], sys.argv[2], sys.argv[3], seed)
