@@ -7,6 +7,7 @@
     ├── RunExistsError                   creating a run whose journal already exists
     ├── RunNotFoundError (LookupError)   opening or reading a run that does not exist
     ├── BlobError                        a blob is missing, or its bytes do not match its digest
+    ├── RunStateError (ValueError)       an action the run's current state does not allow
     ├── ModelError                       a model call failed for good (after the SDK's retries)
     │   └── ModelResponseError           the model's answer is malformed (what and where)
     ├── ToolError                        a problem with a tool's definition or a call to it
@@ -220,3 +221,15 @@ class UnknownToolError(ToolError):
 
 class ToolArgumentsError(ToolError):
     """A call's arguments do not match the tool's input schema."""
+
+
+class RunStateError(TetherError, ValueError):
+    """An action the run's current state does not allow (deciding a call nobody asked about)."""
+
+    def __init__(self, run_id: str, reason: str) -> None:
+        self.run_id = run_id
+        self.reason = reason
+        super().__init__(f"run {run_id!r}: {reason}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.run_id, self.reason))

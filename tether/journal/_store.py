@@ -112,6 +112,11 @@ class FileStore:
         if first_error is not None:
             raise first_error
 
+    @property
+    def entered(self) -> bool:
+        """Whether the store is open for use (entered and not closed)."""
+        return self._entered and not self._closed
+
     def _prepare_dirs(self) -> None:
         for path in (self.root, self.runs_dir, self.blobs.root):
             if not os.path.isdir(path):

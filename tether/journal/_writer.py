@@ -203,6 +203,7 @@ class Journal:
         self._committer = committer
         self._events = events
         self._next_seq = len(events)
+        self._landed: dict[int, list[AnyEvent]] = {}
         self._prepare = prepare
         self._on_close = on_close
         self._closed = False
@@ -288,7 +289,11 @@ class Journal:
             raise JournalBrokenError(self.path) from exc
         finally:
             self._inflight.discard(fut)
-        self._events.extend(stamped)
+        # Concurrent appends can be acknowledged in either order; ``events`` only ever grows by
+        # the contiguous, durable prefix, in seq order.
+        self._landed[stamped[0].seq] = stamped
+        while (ready := self._landed.pop(len(self._events), None)) is not None:
+            self._events.extend(ready)
         return stamped
 
     def _check_writable(self) -> None:

@@ -1,5 +1,16 @@
-"""tether.supervisor: not yet implemented in this release; the package reserves the name."""
+"""The supervisor: one child task per active run, the one agent loop, restarts.
+
+See ``_loop`` for the ordering rules every step keeps and ``_state`` for how a run's state is
+folded from its journal.
+"""
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from ._loop import Outcome as Outcome
+from ._state import RunState as RunState
+from ._state import RunStatus as RunStatus
+from ._state import fold as fold
+from ._supervisor import RunView as RunView
+from ._supervisor import Supervisor as Supervisor
+
+__all__ = ["Outcome", "RunState", "RunStatus", "RunView", "Supervisor", "fold"]

@@ -1,0 +1,221 @@
+"""A run's state, folded from its journal. Pure: no I/O, no clock.
+
+Replay does not regenerate anything: the conversation the model sees, the tool calls awaiting a
+result, and every counter a budget checks are all computed here from journal events, the same
+way for a fresh run and for one resumed in another process (DESIGN invariants 4 and 7).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+import msgspec
+
+from ..journal._records import (
+    AnyEvent,
+    Budgets,
+    Decision,
+    Escalated,
+    Manifest,
+    ModelResponse,
+    Resolved,
+    Resumed,
+    RunFinished,
+    RunStarted,
+    ToolResult,
+    ToolStarted,
+)
+
+
+class RunStatus(StrEnum):
+    """Where a run stands.
+
+    ``running`` is the only status that needs a task; every other one is a resting status
+    (``sup.wait`` returns on it). ``waiting_for_approval`` and ``needs_attention`` wait for a
+    person; ``done``, ``failed`` and ``cancelled`` are final.
+    """
+
+    RUNNING = "running"
+    WAITING_FOR_APPROVAL = "waiting_for_approval"
+    NEEDS_ATTENTION = "needs_attention"
+    DONE = "done"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def final(self) -> bool:
+        """Whether the run can never continue."""
+        return self in (RunStatus.DONE, RunStatus.FAILED, RunStatus.CANCELLED)
+
+    @property
+    def resting(self) -> bool:
+        """Whether the run needs no task right now."""
+        return self is not RunStatus.RUNNING
+
+
+@dataclass
+class Call:
+    """One tool call of the model's latest turn, with everything the journal says about it."""
+
+    id: str
+    name: str
+    input: Any
+    started_at: float
+    attempts: int = 0
+    result: ToolResult | None = None
+    decision: Decision | None = None
+    escalation: Escalated | None = None
+    resolution: Resolved | None = None
+    attempts_at_resolution: int = 0
+
+    @property
+    def done(self) -> bool:
+        return self.result is not None
+
+    @property
+    def escalated(self) -> bool:
+        """Escalated and not yet resolved by a person."""
+        return self.escalation is not None and self.resolution is None
+
+
+@dataclass
+class RunState:
+    """Everything replay knows about a run; ``apply`` one event at a time, in seq order."""
+
+    run_id: str = ""
+    started: RunStarted | None = None
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    calls: dict[str, Call] = field(default_factory=dict)
+    model_calls: int = 0
+    tool_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    restarts: int = 0
+    finished: RunFinished | None = None
+    applied: int = 0
+    last: AnyEvent | None = None
+
+    @property
+    def manifest(self) -> Manifest:
+        assert self.started is not None
+        return self.started.manifest
+
+    @property
+    def budgets(self) -> Budgets:
+        return self.started.budgets if self.started is not None else Budgets()
+
+    @property
+    def tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    @property
+    def turn_open(self) -> bool:
+        """Whether the model's latest turn has tool calls still without a result."""
+        return any(not c.done for c in self.calls.values())
+
+    @property
+    def final_text(self) -> str | None:
+        """The text of the model's last message, if the conversation ends with one."""
+        if not self.messages or self.messages[-1].get("role") != "assistant":
+            return None
+        content = self.messages[-1].get("content")
+        if isinstance(content, str):
+            return content
+        texts = [b.get("text", "") for b in content or [] if b.get("type") == "text"]
+        return "".join(texts) if texts else None
+
+    def catch_up(self, events: list[AnyEvent], blobs: dict[str, Any] | None = None) -> None:
+        """Apply ``events[self.applied:]``."""
+        for event in events[self.applied :]:
+            self.apply(event, blobs)
+
+    def apply(self, event: AnyEvent, blobs: dict[str, Any] | None = None) -> None:
+        """Fold one event into the state.
+
+        Raises:
+            ValueError: the event is out of order or refers to a call the run never made.
+        """
+        if event.seq != self.applied:
+            raise ValueError(f"event seq {event.seq} applied where {self.applied} was expected")
+        self.applied += 1
+        self.last = event
+        if isinstance(event, RunStarted):
+            self.run_id = event.run_id
+            self.started = event
+            self.messages = [dict(m) for m in event.messages]
+        elif isinstance(event, ModelResponse):
+            self.messages.append(event.message)
+            self.model_calls += 1
+            self.input_tokens += event.usage.input_tokens
+            self.output_tokens += event.usage.output_tokens
+            self.calls = {
+                b["id"]: Call(id=b["id"], name=b["name"], input=b.get("input"), started_at=event.at)
+                for b in _blocks(event.message)
+                if b.get("type") == "tool_use"
+            }
+        elif isinstance(event, ToolStarted):
+            self._call(event.call_id).attempts += 1
+            self.tool_calls += 1
+        elif isinstance(event, ToolResult):
+            self._call(event.call_id).result = event
+            if not self.turn_open:
+                self.messages.append(self._results_message(blobs or {}))
+        elif isinstance(event, Decision):
+            self._call(event.call_id).decision = event
+        elif isinstance(event, Escalated):
+            call = self._call(event.call_id)
+            call.escalation = event
+            call.resolution = None
+        elif isinstance(event, Resolved):
+            call = self._call(event.call_id)
+            call.resolution = event
+            call.attempts_at_resolution = call.attempts
+        elif isinstance(event, Resumed):
+            self.restarts += 1
+        elif isinstance(event, RunFinished):
+            self.finished = event
+
+    def _call(self, call_id: str) -> Call:
+        try:
+            return self.calls[call_id]
+        except KeyError:
+            raise ValueError(f"event refers to unknown tool call {call_id!r}") from None
+
+    def _results_message(self, blobs: dict[str, Any]) -> dict[str, Any]:
+        blocks = []
+        for call in self.calls.values():
+            result = call.result
+            assert result is not None
+            content = result.content
+            if result.blob is not None:
+                content = blobs.get(result.blob.digest, result.blob.summary)
+            blocks.append(
+                {
+                    "type": "tool_result",
+                    "tool_use_id": call.id,
+                    "content": result_text(content),
+                    "is_error": not result.ok,
+                }
+            )
+        return {"role": "user", "content": blocks}
+
+
+def result_text(content: Any) -> str:
+    """A tool result as the text the model reads: strings as they are, anything else as JSON."""
+    if isinstance(content, str):
+        return content
+    return msgspec.json.encode(content).decode()
+
+
+def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
+    content = message.get("content")
+    return content if isinstance(content, list) else []
+
+
+def fold(events: list[AnyEvent], blobs: dict[str, Any] | None = None) -> RunState:
+    """The state after ``events`` (a whole journal, in order)."""
+    state = RunState()
+    state.catch_up(events, blobs)
+    return state

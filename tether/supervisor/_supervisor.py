@@ -1,0 +1,398 @@
+"""``Supervisor``: runs one child task per active run, restarts it when it crashes.
+
+Each active run is a child task in the supervisor's task group. A child holds the run's journal
+(and its lock) only while it advances the run; a run that parks, waiting for a person, holds no
+task, no lock and no file descriptor. A decision or resolution is one durable record, appended
+under the journal's lock, after which a child picks the run up again.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Sequence
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from typing import Any, Literal, final
+
+import anyio
+import anyio.abc
+
+from .._errors import (
+    JournalBrokenError,
+    JournalClosedError,
+    JournalError,
+    JournalLockedError,
+    RunStateError,
+    TetherError,
+)
+from ..journal._records import Budgets, Decision, Resolved, RunFinished, RunStarted
+from ..journal._store import FileStore
+from ..journal._writer import Journal
+from ..models._base import Model
+from ..tools._registry import ToolRegistry
+from ._loop import Outcome, Runtime, build_manifest, classify, drive, manifest_problem
+from ._state import RunState, RunStatus, fold
+
+log = logging.getLogger("tether.supervisor")
+
+
+@dataclass(frozen=True)
+class RunView:
+    """A run as ``Supervisor.inspect`` sees it, computed from its journal."""
+
+    run_id: str
+    status: RunStatus
+    reason: str
+    messages: list[dict[str, Any]]
+    model_calls: int
+    tool_calls: int
+    input_tokens: int
+    output_tokens: int
+    restarts: int
+    pending: tuple[str, ...]
+    final_text: str | None
+    events: int
+
+
+@dataclass
+class _Entry:
+    status: RunStatus = RunStatus.RUNNING
+    reason: str = ""
+    pending: tuple[str, ...] = ()
+    changed: anyio.Event = field(default_factory=anyio.Event)
+    lock: anyio.Lock = field(default_factory=anyio.Lock)
+    scope: anyio.CancelScope | None = None
+
+    def set(self, outcome: Outcome) -> None:
+        self.status, self.reason, self.pending = outcome.status, outcome.reason, outcome.pending
+        self.changed.set()
+        self.changed = anyio.Event()
+
+
+@final
+class Supervisor:
+    """Runs agent runs durably over a store; use as an async context manager.
+
+    On entry it resumes every unfinished run of the store that no other process holds. On exit
+    it cancels its children: every point is safe, since all progress is in the journals.
+
+    Args:
+        store: where runs live. Entered (and closed) by the supervisor if not entered yet.
+        model: the model new runs pin; resumed runs must find their pinned model here.
+        tools: the tools new runs pin (latest versions); resumed runs need their pinned ones.
+        app_version: recorded in each new run's manifest, for people reading it.
+        max_restarts: restart budget of a run whose ``Budgets`` sets none.
+        restart_backoff: first delay before restarting a crashed run; doubles each time, with
+            jitter, up to ``max_backoff``.
+        model_concurrency: at most this many model calls at once across all runs.
+        resume: resume unfinished runs on entry.
+    """
+
+    def __init__(
+        self,
+        store: FileStore,
+        *,
+        model: Model,
+        tools: ToolRegistry | None = None,
+        app_version: str = "",
+        max_restarts: int = 3,
+        restart_backoff: float = 0.05,
+        max_backoff: float = 5.0,
+        model_concurrency: int | None = None,
+        resume: bool = True,
+    ) -> None:
+        self._store = store
+        self._rt = Runtime(
+            model=model,
+            tools=tools or ToolRegistry(),
+            load_blob=store.load_blob,
+            max_restarts=max_restarts,
+            model_gate=anyio.Semaphore(model_concurrency) if model_concurrency else None,
+        )
+        self._app_version = app_version
+        self._backoff = restart_backoff
+        self._max_backoff = max_backoff
+        self._resume = resume
+        self._runs: dict[str, _Entry] = {}
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._stack: AsyncExitStack | None = None
+
+    async def __aenter__(self) -> Supervisor:
+        async with AsyncExitStack() as stack:
+            if not self._store.entered:
+                await stack.enter_async_context(self._store)
+            self._tg = await stack.enter_async_context(anyio.create_task_group())
+            stack.callback(self._tg.cancel_scope.cancel)
+            if self._resume:
+                await self._sweep()
+            self._stack = stack.pop_all()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        stack, self._stack = self._stack, None
+        if stack is not None:
+            await stack.aclose()
+        self._tg = None
+
+    # ------------------------------------------------------------------ public actions
+
+    async def start(
+        self,
+        run_id: str,
+        prompt: str | Sequence[dict[str, Any]],
+        *,
+        system: str | None = None,
+        budgets: Budgets | None = None,
+    ) -> None:
+        """Create run ``run_id`` and start it. Returns once the run exists durably.
+
+        Args:
+            prompt: the user's message, or a list of messages in the Messages API shape.
+            system: the system prompt (pinned with its hash).
+            budgets: limits counted from the journal, so restarts cannot reset them.
+
+        Raises:
+            RunExistsError: a run with this id exists.
+            InvalidRunIdError: ``run_id`` is not a valid run id.
+        """
+        messages = (
+            [{"role": "user", "content": prompt}]
+            if isinstance(prompt, str)
+            else [dict(m) for m in prompt]
+        )
+        manifest = build_manifest(self._rt, system=system, app_version=self._app_version)
+        started = RunStarted(
+            run_id=run_id, manifest=manifest, messages=messages, budgets=budgets or Budgets()
+        )
+        journal = await self._store.create(run_id, [started])
+        entry = self._entry(run_id)
+        entry.set(Outcome(RunStatus.RUNNING))
+        self._spawn(run_id, journal, fresh=True)
+
+    async def wait(
+        self,
+        run_id: str,
+        timeout: float | None = None,  # noqa: ASYNC109 - the documented API, as asyncio.wait_for
+    ) -> RunStatus:
+        """Wait until the run reaches a resting status and return it.
+
+        Raises:
+            RunNotFoundError: no such run.
+            TimeoutError: ``timeout`` seconds passed first.
+
+        On cancellation: stops waiting; the run is not affected.
+        """
+        entry = self._runs.get(run_id)
+        if entry is None:
+            return (await self.inspect(run_id)).status
+        with anyio.fail_after(timeout):
+            while entry.status is RunStatus.RUNNING:
+                await entry.changed.wait()
+        return entry.status
+
+    async def decide(
+        self, run_id: str, call_id: str, *, approved: bool, by: str, note: str = ""
+    ) -> None:
+        """Record a person's approval or rejection of a tool call, then continue the run.
+
+        A rejection reaches the model as an error tool result carrying ``note``.
+
+        Raises:
+            RunStateError: the call is not waiting for approval.
+            RunNotFoundError: no such run.
+            JournalLockedError: another process owns the run right now.
+        """
+
+        def check(state: RunState) -> None:
+            call = state.calls.get(call_id)
+            if call is None or call.done:
+                raise RunStateError(run_id, f"call {call_id!r} is not awaiting a decision")
+            spec = self._rt.tools.get(call.name) if call.name in self._rt.tools else None
+            if spec is not None and not spec.approval:
+                raise RunStateError(run_id, f"tool {call.name!r} does not require approval")
+            if call.decision is not None:
+                raise RunStateError(run_id, f"call {call_id!r} was already decided")
+
+        record = Decision(call_id=call_id, approved=approved, by=by, note=note)
+        await self._record(run_id, check, record)
+
+    async def resolve(
+        self,
+        run_id: str,
+        call_id: str,
+        *,
+        outcome: Literal["succeeded", "retry", "failed"],
+        result: Any = None,
+        by: str = "",
+        note: str = "",
+    ) -> None:
+        """Record a person's answer to an escalated call, then continue the run.
+
+        ``succeeded``: the call happened, ``result`` is its result. ``retry``: run it again (with
+        the same idempotency key). ``failed``: the model gets an error result (``note``).
+
+        Raises:
+            RunStateError: the call is not escalated.
+            RunNotFoundError: no such run.
+            JournalLockedError: another process owns the run right now.
+        """
+        if outcome not in ("succeeded", "retry", "failed"):
+            raise ValueError(f"outcome must be succeeded, retry or failed, not {outcome!r}")
+
+        def check(state: RunState) -> None:
+            call = state.calls.get(call_id)
+            if call is None or call.done or not call.escalated:
+                raise RunStateError(run_id, f"call {call_id!r} is not waiting for a resolution")
+
+        record = Resolved(call_id=call_id, outcome=outcome, result=result, by=by, note=note)
+        await self._record(run_id, check, record)
+
+    async def cancel(self, run_id: str, *, reason: str = "cancelled") -> None:
+        """Stop a run for good: its task (if any) is cancelled and ``cancelled`` recorded.
+
+        Raises:
+            RunNotFoundError: no such run.
+            RunStateError: the run already finished.
+        """
+        entry = self._entry(run_id)
+        if entry.scope is not None:
+            entry.scope.cancel()
+        async with entry.lock:
+            journal = await self._store.open(run_id)
+            async with journal:
+                state = fold(journal.events)
+                if state.finished is not None:
+                    raise RunStateError(run_id, f"run already {state.finished.status}")
+                await journal.append([RunFinished(status=RunStatus.CANCELLED.value, reason=reason)])
+            entry.set(Outcome(RunStatus.CANCELLED, reason))
+
+    async def inspect(self, run_id: str) -> RunView:
+        """The run as its journal tells it, with the status this supervisor knows.
+
+        Raises:
+            RunNotFoundError: no such run.
+        """
+        events = await self._store.read(run_id)
+        blobs: dict[str, Any] = {}
+        state = fold(events, blobs)
+        outcome = classify(state, self._rt)
+        entry = self._runs.get(run_id)
+        if entry is not None and (entry.status.resting or not outcome.status.resting):
+            outcome = Outcome(entry.status, entry.reason, entry.pending)
+        return RunView(
+            run_id=run_id,
+            status=outcome.status,
+            reason=outcome.reason,
+            messages=state.messages,
+            model_calls=state.model_calls,
+            tool_calls=state.tool_calls,
+            input_tokens=state.input_tokens,
+            output_tokens=state.output_tokens,
+            restarts=state.restarts,
+            pending=outcome.pending,
+            final_text=state.final_text,
+            events=len(events),
+        )
+
+    # ------------------------------------------------------------------ internals
+
+    def _entry(self, run_id: str) -> _Entry:
+        entry = self._runs.get(run_id)
+        if entry is None:
+            entry = self._runs[run_id] = _Entry()
+        return entry
+
+    def _spawn(self, run_id: str, journal: Journal | None, *, fresh: bool) -> None:
+        if self._tg is None:
+            raise RuntimeError("use the Supervisor as an async context manager")
+        self._tg.start_soon(self._child, run_id, journal, fresh, name=f"tether-run-{run_id}")
+
+    async def _record(self, run_id: str, check: Any, record: Any) -> None:
+        entry = self._entry(run_id)
+        async with entry.lock:  # waits while a child advances the run
+            journal = await self._store.open(run_id)
+            async with journal:
+                check(fold(journal.events))
+                await journal.append([record])
+        entry.set(Outcome(RunStatus.RUNNING))
+        self._spawn(run_id, None, fresh=False)
+
+    async def _child(self, run_id: str, journal: Journal | None, fresh: bool) -> None:
+        entry = self._entry(run_id)
+        with anyio.CancelScope() as scope:
+            entry.scope = scope
+            try:
+                async with entry.lock:
+                    outcome = await self._run(run_id, journal, fresh)
+                if outcome is not None:
+                    entry.set(outcome)
+                    if outcome.wake_at is not None:
+                        self._tg_start(self._wake_at, run_id, outcome.wake_at)
+            finally:
+                entry.scope = None
+
+    def _tg_start(self, func: Any, *args: Any) -> None:
+        if self._tg is not None:
+            self._tg.start_soon(func, *args)
+
+    async def _run(self, run_id: str, journal: Journal | None, fresh: bool) -> Outcome | None:
+        """Drive the run, restarting it after a crash; ``None`` if another process owns it."""
+        failures = 0
+        last_error: str | None = None
+        while True:
+            try:
+                if journal is None:
+                    journal = await self._store.open(run_id)
+                async with journal:
+                    return await drive(journal, self._rt, fresh=fresh, last_error=last_error)
+            except Exception as exc:
+                if isinstance(exc, JournalLockedError) and failures == 0:
+                    log.info("run %s is owned by another process", run_id)
+                    return None
+                if isinstance(exc, JournalError) and not _recoverable(exc):
+                    log.error("run %s cannot be opened: %s", run_id, exc)
+                    return Outcome(RunStatus.NEEDS_ATTENTION, str(exc))
+                failures += 1
+                last_error = f"{type(exc).__name__}: {exc}"
+                log.warning("run %s crashed (%s); restarting", run_id, last_error)
+                journal, fresh = None, False
+                delay = min(self._max_backoff, self._backoff * 2 ** (failures - 1))
+                await anyio.sleep(delay * (0.5 + random.random()))
+
+    async def _wake_at(self, run_id: str, when: float) -> None:
+        await anyio.sleep(max(0.0, when - time.time()))
+        entry = self._entry(run_id)
+        if entry.status.resting and not entry.status.final:
+            entry.set(Outcome(RunStatus.RUNNING))
+            await self._child(run_id, None, False)
+
+    async def _sweep(self) -> None:
+        for run_id in await self._store.list_runs():
+            try:
+                events = await self._store.read(run_id)
+                state = fold(events)
+            except (TetherError, ValueError) as exc:
+                log.error("run %s cannot be read: %s", run_id, exc)
+                self._entry(run_id).set(Outcome(RunStatus.NEEDS_ATTENTION, str(exc)))
+                continue
+            if state.started is None:
+                continue
+            outcome = classify(state, self._rt)
+            if outcome.status is RunStatus.RUNNING:
+                problem = manifest_problem(self._rt, state.manifest)
+                if problem is not None:
+                    outcome = Outcome(RunStatus.NEEDS_ATTENTION, problem)
+                else:
+                    self._entry(run_id).set(outcome)
+                    self._spawn(run_id, None, fresh=False)
+                    continue
+            self._entry(run_id).set(outcome)
+            if outcome.wake_at is not None:
+                self._tg_start(self._wake_at, run_id, outcome.wake_at)
+
+
+def _recoverable(exc: JournalError) -> bool:
+    """A broken or closed handle heals by reopening; corruption and newer formats do not."""
+    return isinstance(exc, (JournalBrokenError, JournalClosedError))
