@@ -130,7 +130,7 @@ def classify(state: RunState, rt: Runtime) -> Outcome:
             escalated.append(call)
             continue
         if call.resolution is None and call.decision is None:
-            spec = _spec_for(state, rt, call.name)
+            spec = spec_for(state, rt, call.name)
             if spec is not None and spec.approval:
                 deadline = _approval_deadline(spec, call)
                 if deadline is None or now < deadline:
@@ -186,14 +186,14 @@ async def drive(
     if problem is not None:
         return Outcome(RunStatus.NEEDS_ATTENTION, problem)
     if not fresh and _was_interrupted(state, rt):
-        await _append(journal, state, blobs, [_resumed(state, rt)])
+        await _append(journal, state, rt, blobs, [_resumed(state, rt)])
         limit = state.budgets.max_restarts
         limit = rt.max_restarts if limit is None else limit
         if state.restarts > limit:
             reason = f"restart budget exhausted: {state.restarts} restarts (limit {limit})"
             if last_error:
                 reason += f"; last error: {last_error}"
-            return await _finish(journal, state, blobs, RunStatus.FAILED, reason)
+            return await _finish(journal, state, rt, blobs, RunStatus.FAILED, reason)
     while True:
         outcome = classify(state, rt)
         if outcome.status is not RunStatus.RUNNING:
@@ -203,7 +203,7 @@ async def drive(
         else:
             over = _budget_problem(state, rt, for_model=True)
             if over is not None:
-                return await _finish(journal, state, blobs, RunStatus.FAILED, over)
+                return await _finish(journal, state, rt, blobs, RunStatus.FAILED, over)
             await _call_model(journal, state, rt, blobs)
 
 
@@ -221,7 +221,7 @@ async def _call_model(
     records: list[Event] = [ModelResponse(message=reply.as_message(), usage=reply.usage)]
     if not any(b.get("type") == "tool_use" for b in reply.content):
         records.append(RunFinished(status=RunStatus.DONE.value))
-    await _append(journal, state, blobs, records)
+    await _append(journal, state, rt, blobs, records)
     crashpoint("model_saved")
 
 
@@ -236,7 +236,7 @@ async def _advance_calls(
     for call in state.calls.values():
         if call.done or call.escalated:
             continue
-        spec = _spec_for(state, rt, call.name)
+        spec = spec_for(state, rt, call.name)
         if spec is None:
             records.append(_error(call, f"unknown tool {call.name!r}"))
             continue
@@ -294,19 +294,19 @@ async def _advance_calls(
             )
             records.append(Escalated(call_id=call.id, reason=reason))
     if records:
-        await _append(journal, state, blobs, records)
+        await _append(journal, state, rt, blobs, records)
     if not runnable and not verify:
         return
     over = _budget_problem(state, rt, for_model=False, starting=len(runnable))
     if over is not None:
-        await _finish(journal, state, blobs, RunStatus.FAILED, over)
+        await _finish(journal, state, rt, blobs, RunStatus.FAILED, over)
         return
     async with anyio.create_task_group() as tg:
         for call, spec in runnable:
             tg.start_soon(_run_call, journal, state, call, spec)
         for call, spec in verify:
             tg.start_soon(_verify_call, journal, state, call, spec)
-    state.catch_up(journal.events, blobs)
+    await _catch_up(journal, state, rt, blobs)
 
 
 async def _run_call(journal: Journal, state: RunState, call: Call, spec: ToolSpec) -> None:
@@ -335,26 +335,39 @@ async def _verify_call(journal: Journal, state: RunState, call: Call, spec: Tool
 
 
 async def _append(
-    journal: Journal, state: RunState, blobs: dict[str, Any], records: list[Event]
+    journal: Journal, state: RunState, rt: Runtime, blobs: dict[str, Any], records: list[Event]
 ) -> None:
     await journal.append(records)
+    await _catch_up(journal, state, rt, blobs)
+
+
+async def _catch_up(journal: Journal, state: RunState, rt: Runtime, blobs: dict[str, Any]) -> None:
+    """Fold new durable events, with the content of any blob they refer to."""
+    await _load_blobs(journal, rt, blobs)
     state.catch_up(journal.events, blobs)
 
 
 async def _finish(
-    journal: Journal, state: RunState, blobs: dict[str, Any], status: RunStatus, reason: str
+    journal: Journal,
+    state: RunState,
+    rt: Runtime,
+    blobs: dict[str, Any],
+    status: RunStatus,
+    reason: str,
 ) -> Outcome:
-    await _append(journal, state, blobs, [RunFinished(status=status.value, reason=reason)])
+    await _append(journal, state, rt, blobs, [RunFinished(status=status.value, reason=reason)])
     return Outcome(status, reason)
 
 
 async def _load_blobs(journal: Journal, rt: Runtime, blobs: dict[str, Any]) -> None:
+    """Load every blob the journal refers to that ``blobs`` does not hold yet."""
     for event in journal.events:
-        if isinstance(event, ToolResult) and event.blob is not None:
-            blobs[event.blob.digest] = await rt.load_blob(event.blob)
+        ref = event.blob if isinstance(event, ToolResult) else None
+        if ref is not None and ref.digest not in blobs:
+            blobs[ref.digest] = await rt.load_blob(ref)
 
 
-def _spec_for(state: RunState, rt: Runtime, name: str) -> ToolSpec | None:
+def spec_for(state: RunState, rt: Runtime, name: str) -> ToolSpec | None:
     for pin in state.manifest.tools:
         if pin.name == name:
             try:
@@ -395,7 +408,21 @@ def _was_interrupted(state: RunState, rt: Runtime) -> bool:
     """Whether the last owner stopped mid-work (a restart), not at a rest or a person's answer."""
     if isinstance(state.last, (Decision, Resolved)):
         return False
+    open_calls = [c for c in state.calls.values() if not c.done]
+    if open_calls and all(_awaits_approval(state, rt, c) for c in open_calls):
+        return False  # parked for a person, woken by its approval deadline
     return classify(state, rt).status is RunStatus.RUNNING
+
+
+def _awaits_approval(state: RunState, rt: Runtime, call: Call) -> bool:
+    spec = spec_for(state, rt, call.name)
+    return (
+        spec is not None
+        and spec.approval
+        and call.attempts == 0
+        and call.decision is None
+        and call.escalation is None
+    )
 
 
 def _resumed(state: RunState, rt: Runtime) -> Resumed:

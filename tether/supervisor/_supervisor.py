@@ -24,6 +24,7 @@ from .._errors import (
     JournalClosedError,
     JournalError,
     JournalLockedError,
+    RunNotFoundError,
     RunStateError,
     TetherError,
 )
@@ -32,7 +33,15 @@ from ..journal._store import FileStore
 from ..journal._writer import Journal
 from ..models._base import Model
 from ..tools._registry import ToolRegistry
-from ._loop import Outcome, Runtime, build_manifest, classify, drive, manifest_problem
+from ._loop import (
+    Outcome,
+    Runtime,
+    build_manifest,
+    classify,
+    drive,
+    manifest_problem,
+    spec_for,
+)
 from ._state import RunState, RunStatus, fold
 
 log = logging.getLogger("tether.supervisor")
@@ -209,9 +218,13 @@ class Supervisor:
             call = state.calls.get(call_id)
             if call is None or call.done:
                 raise RunStateError(run_id, f"call {call_id!r} is not awaiting a decision")
-            spec = self._rt.tools.get(call.name) if call.name in self._rt.tools else None
+            spec = spec_for(state, self._rt, call.name)
             if spec is not None and not spec.approval:
                 raise RunStateError(run_id, f"tool {call.name!r} does not require approval")
+            if call.escalated:
+                raise RunStateError(
+                    run_id, f"call {call_id!r} is escalated; answer it with resolve()"
+                )
             if call.decision is not None:
                 raise RunStateError(run_id, f"call {call_id!r} was already decided")
 
@@ -256,7 +269,7 @@ class Supervisor:
             RunNotFoundError: no such run.
             RunStateError: the run already finished.
         """
-        entry = self._entry(run_id)
+        entry = await self._known(run_id)
         if entry.scope is not None:
             entry.scope.cancel()
         async with entry.lock:
@@ -309,12 +322,20 @@ class Supervisor:
             raise RuntimeError("use the Supervisor as an async context manager")
         self._tg.start_soon(self._child, run_id, journal, fresh, name=f"tether-run-{run_id}")
 
+    async def _known(self, run_id: str) -> _Entry:
+        if run_id not in self._runs and not await self._store.exists(run_id):
+            raise RunNotFoundError(run_id)
+        return self._entry(run_id)
+
     async def _record(self, run_id: str, check: Any, record: Any) -> None:
-        entry = self._entry(run_id)
+        entry = await self._known(run_id)
         async with entry.lock:  # waits while a child advances the run
             journal = await self._store.open(run_id)
             async with journal:
-                check(fold(journal.events))
+                state = fold(journal.events)
+                if state.finished is not None:
+                    raise RunStateError(run_id, f"run already {state.finished.status}")
+                check(state)
                 await journal.append([record])
         entry.set(Outcome(RunStatus.RUNNING))
         self._spawn(run_id, None, fresh=False)
@@ -351,11 +372,19 @@ class Supervisor:
                 if isinstance(exc, JournalLockedError) and failures == 0:
                     log.info("run %s is owned by another process", run_id)
                     return None
+                if isinstance(exc, RunNotFoundError):
+                    log.error("run %s disappeared from the store", run_id)
+                    return None
                 if isinstance(exc, JournalError) and not _recoverable(exc):
                     log.error("run %s cannot be opened: %s", run_id, exc)
                     return Outcome(RunStatus.NEEDS_ATTENTION, str(exc))
                 failures += 1
                 last_error = f"{type(exc).__name__}: {exc}"
+                if failures > max(self._rt.max_restarts, 10) + 1:
+                    # The journal's restart budget normally ends a crash loop; this catches
+                    # failures that happen before a restart can even be recorded.
+                    log.error("run %s keeps failing: %s", run_id, last_error)
+                    return Outcome(RunStatus.NEEDS_ATTENTION, f"keeps failing: {last_error}")
                 log.warning("run %s crashed (%s); restarting", run_id, last_error)
                 journal, fresh = None, False
                 delay = min(self._max_backoff, self._backoff * 2 ** (failures - 1))

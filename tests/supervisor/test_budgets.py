@@ -1,0 +1,269 @@
+"""Budgets: model calls, tool calls, tokens, wall-clock deadline and restarts, all counted from
+the journal so that a restart cannot reset them."""
+
+from __future__ import annotations
+
+import pathlib
+from typing import Any
+
+import anyio
+
+import tether
+from tether.journal import Budgets, ModelResponse, Resumed, RunFinished, ToolStarted, Usage
+from tether.models import ModelReply
+from tether.supervisor import RunStatus, Supervisor
+
+from ._helpers import WAIT, of_type, read_events
+
+use = tether.ScriptedModel.tool_use
+RUN = "run-1"
+
+
+def step_tools(ran: list[str], *, sleep: float = 0.0) -> tether.ToolRegistry:
+    tools = tether.ToolRegistry()
+
+    @tools.tool(policy="rerun")
+    async def step(name: str) -> str:
+        """Do one step."""
+        ran.append(name)
+        if sleep:
+            await anyio.sleep(sleep)
+        return f"did {name}"
+
+    @tools.tool(policy="rerun", approval=True)
+    async def gated_step(name: str) -> str:
+        """Do one step a person approved."""
+        ran.append(name)
+        return f"did {name}"
+
+    return tools
+
+
+def steps(*names: str) -> list[Any]:
+    return [[use(f"toolu_{n}", "step", {"name": n})] for n in names]
+
+
+async def finish(
+    root: pathlib.Path,
+    model: tether.models.Model,
+    tools: tether.ToolRegistry,
+    budgets: Budgets,
+    **options: Any,
+) -> Any:
+    async with Supervisor(tether.FileStore(root), model=model, tools=tools, **options) as sup:
+        await sup.start(RUN, "go", budgets=budgets)
+        status = await sup.wait(RUN, timeout=WAIT)
+        view = await sup.inspect(RUN)
+    assert status is view.status
+    return view
+
+
+async def assert_failed_in_journal(root: pathlib.Path, reason: str) -> None:
+    events = await read_events(root, RUN)
+    last = events[-1]
+    assert isinstance(last, RunFinished)
+    assert (last.status, last.reason) == ("failed", reason)
+    assert len(of_type(events, RunFinished)) == 1
+
+
+async def test_model_call_budget(tmp_path: pathlib.Path) -> None:
+    ran: list[str] = []
+    model = tether.ScriptedModel([*steps("a", "b", "c"), "done"])
+    view = await finish(tmp_path, model, step_tools(ran), Budgets(max_model_calls=2))
+
+    assert view.status is RunStatus.FAILED
+    assert view.reason == "model call budget exhausted: 2 of 2"
+    assert model.calls == 2
+    assert view.model_calls == 2
+    assert ran == ["a", "b"]  # the second answer's call still ran; the third answer was never asked
+    await assert_failed_in_journal(tmp_path, view.reason)
+
+
+async def test_tool_call_budget(tmp_path: pathlib.Path) -> None:
+    ran: list[str] = []
+    model = tether.ScriptedModel(
+        [
+            *steps("a"),
+            [use("toolu_b", "step", {"name": "b"}), use("toolu_c", "step", {"name": "c"})],
+            "done",
+        ]
+    )
+    view = await finish(tmp_path, model, step_tools(ran), Budgets(max_tool_calls=2))
+
+    assert view.status is RunStatus.FAILED
+    assert "tool call budget exhausted" in view.reason
+    assert "limit 2" in view.reason
+    # A turn whose calls do not all fit runs none of them.
+    assert ran == ["a"]
+    assert view.tool_calls == 1
+    assert model.calls == 2
+    await assert_failed_in_journal(tmp_path, view.reason)
+
+
+async def test_token_budget(tmp_path: pathlib.Path) -> None:
+    ran: list[str] = []
+    model = tether.ScriptedModel(
+        [*steps("a", "b", "c"), "done"], usage=Usage(input_tokens=60, output_tokens=40)
+    )
+    view = await finish(tmp_path, model, step_tools(ran), Budgets(max_tokens=150))
+
+    assert view.status is RunStatus.FAILED
+    assert view.reason == "token budget exhausted: 200 of 150"
+    assert (view.input_tokens, view.output_tokens) == (120, 80)
+    assert model.calls == 2
+    await assert_failed_in_journal(tmp_path, view.reason)
+
+
+async def test_deadline(tmp_path: pathlib.Path) -> None:
+    ran: list[str] = []
+    model = tether.ScriptedModel([*steps("slow"), "done"])
+    view = await finish(tmp_path, model, step_tools(ran, sleep=0.3), Budgets(deadline_s=0.2))
+
+    assert view.status is RunStatus.FAILED
+    assert view.reason == "deadline of 0.2 s passed"
+    assert ran == ["slow"]
+    assert model.calls == 1
+    await assert_failed_in_journal(tmp_path, view.reason)
+
+
+async def test_budgets_survive_a_restart(tmp_path: pathlib.Path) -> None:
+    ran: list[str] = []
+    tools = step_tools(ran)
+    script = [
+        *steps("a"),
+        [use("toolu_g", "gated_step", {"name": "g"})],
+        *steps("c"),
+        "done",
+    ]
+    first = tether.ScriptedModel(script)
+    async with Supervisor(tether.FileStore(tmp_path), model=first, tools=tools) as sup:
+        await sup.start(RUN, "go", budgets=Budgets(max_model_calls=3, max_tool_calls=10))
+        assert await sup.wait(RUN, timeout=WAIT) is RunStatus.WAITING_FOR_APPROVAL
+    assert first.calls == 2
+
+    second = tether.ScriptedModel(script)
+    async with Supervisor(tether.FileStore(tmp_path), model=second, tools=tools) as sup:
+        assert await sup.wait(RUN, timeout=WAIT) is RunStatus.WAITING_FOR_APPROVAL
+        assert (await sup.inspect(RUN)).model_calls == 2
+        await sup.decide(RUN, "toolu_g", approved=True, by="priya")
+        assert await sup.wait(RUN, timeout=WAIT) is RunStatus.FAILED
+        view = await sup.inspect(RUN)
+
+    assert view.reason == "model call budget exhausted: 3 of 3"
+    assert second.calls == 1  # the new process had one call left, not three
+    assert view.model_calls == 3
+    assert ran == ["a", "g", "c"]
+    events = await read_events(tmp_path, RUN)
+    assert len(of_type(events, ModelResponse)) == 3
+    await assert_failed_in_journal(tmp_path, view.reason)
+
+
+class ExplodingModel:
+    """A model whose every call raises: the run's task crashes each time it asks."""
+
+    def __init__(self, *, hang_at: int | None = None) -> None:
+        self.calls = 0
+        self.hang_at = hang_at
+        self.hanging = anyio.Event()
+
+    @property
+    def name(self) -> str:
+        return "exploding"
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return {}
+
+    async def __call__(
+        self,
+        *,
+        system: str | None,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+    ) -> ModelReply:
+        self.calls += 1
+        if self.calls == self.hang_at:
+            self.hanging.set()
+            await anyio.sleep_forever()
+        raise RuntimeError("model exploded")
+
+
+async def test_restart_budget(tmp_path: pathlib.Path) -> None:
+    model = ExplodingModel()
+    view = await finish(
+        tmp_path,
+        model,
+        tether.ToolRegistry(),
+        Budgets(),
+        max_restarts=2,
+        restart_backoff=0.01,
+    )
+
+    assert view.status is RunStatus.FAILED
+    assert "restart budget exhausted" in view.reason
+    assert "3 restarts (limit 2)" in view.reason
+    assert "RuntimeError: model exploded" in view.reason
+    assert model.calls == 3  # the first try and two restarts
+    assert view.restarts == 3
+    events = await read_events(tmp_path, RUN)
+    assert [e.attempt for e in of_type(events, Resumed)] == [1, 2, 3]
+    await assert_failed_in_journal(tmp_path, view.reason)
+
+
+async def test_a_runs_own_restart_budget_wins(tmp_path: pathlib.Path) -> None:
+    model = ExplodingModel()
+    view = await finish(
+        tmp_path,
+        model,
+        tether.ToolRegistry(),
+        Budgets(max_restarts=1),
+        max_restarts=5,
+        restart_backoff=0.01,
+    )
+    assert view.status is RunStatus.FAILED
+    assert "2 restarts (limit 1)" in view.reason
+    assert model.calls == 2
+
+
+async def test_restarts_are_counted_across_processes(tmp_path: pathlib.Path) -> None:
+    first = ExplodingModel(hang_at=3)  # crashes twice, then the process stops during call 3
+    async with Supervisor(
+        tether.FileStore(tmp_path), model=first, max_restarts=100, restart_backoff=0.01
+    ) as sup:
+        await sup.start(RUN, "go")
+        with anyio.fail_after(WAIT):
+            await first.hanging.wait()
+    assert len(of_type(await read_events(tmp_path, RUN), Resumed)) == 2
+
+    second = ExplodingModel()
+    async with Supervisor(
+        tether.FileStore(tmp_path), model=second, max_restarts=3, restart_backoff=0.01
+    ) as sup:
+        assert await sup.wait(RUN, timeout=WAIT) is RunStatus.FAILED
+        view = await sup.inspect(RUN)
+
+    # Two restarts were spent before: this process gets only what is left of the budget.
+    assert "restart budget exhausted: 4 restarts (limit 3)" in view.reason
+    assert view.restarts == 4
+    assert second.calls == 1
+    events = await read_events(tmp_path, RUN)
+    assert [e.attempt for e in of_type(events, Resumed)] == [1, 2, 3, 4]
+    assert of_type(events, ToolStarted) == []
+
+
+async def test_an_approval_after_the_runs_deadline_does_not_run_the_tool(
+    tmp_path: pathlib.Path,
+) -> None:
+    ran: list[str] = []
+    model = tether.ScriptedModel([[use("toolu_g", "gated_step", {"name": "g"})], "done"])
+    async with Supervisor(tether.FileStore(tmp_path), model=model, tools=step_tools(ran)) as sup:
+        await sup.start(RUN, "go", budgets=Budgets(deadline_s=0.2))
+        assert await sup.wait(RUN, timeout=WAIT) is RunStatus.WAITING_FOR_APPROVAL
+        await anyio.sleep(0.25)
+        await sup.decide(RUN, "toolu_g", approved=True, by="priya")
+        assert await sup.wait(RUN, timeout=WAIT) is RunStatus.FAILED
+        view = await sup.inspect(RUN)
+    assert view.reason == "deadline of 0.2 s passed"
+    assert ran == []
+    assert model.calls == 1
+    await assert_failed_in_journal(tmp_path, view.reason)
