@@ -11,6 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from .._version import __version__
+from ._demo import add_demo_commands
 from ._journal import add_journal_commands
 
 EXIT_OK = 0
@@ -27,6 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"tether {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     add_journal_commands(commands)
+    add_demo_commands(commands)
     return parser
 
 

@@ -32,6 +32,7 @@ from ..journal._records import Budgets, Decision, Resolved, RunFinished, RunStar
 from ..journal._store import FileStore
 from ..journal._writer import Journal
 from ..models._base import Model
+from ..testing._crashpoints import crashpoint
 from ..tools._registry import ToolRegistry
 from ._loop import (
     Outcome,
@@ -45,6 +46,9 @@ from ._loop import (
 from ._state import RunState, RunStatus, fold
 
 log = logging.getLogger("tether.supervisor")
+
+REMOTE_POLL = 0.2
+"""Seconds between looks at the journal of a run that another process is advancing."""
 
 
 @dataclass(frozen=True)
@@ -74,8 +78,11 @@ class _Entry:
     lock: anyio.Lock = field(default_factory=anyio.Lock)
     scope: anyio.CancelScope | None = None
 
+    remote: bool = False
+
     def set(self, outcome: Outcome) -> None:
         self.status, self.reason, self.pending = outcome.status, outcome.reason, outcome.pending
+        self.remote = False
         self.changed.set()
         self.changed = anyio.Event()
 
@@ -198,7 +205,14 @@ class Supervisor:
             return (await self.inspect(run_id)).status
         with anyio.fail_after(timeout):
             while entry.status is RunStatus.RUNNING:
-                await entry.changed.wait()
+                if entry.remote:  # another process advances it: watch its journal
+                    status = (await self.inspect(run_id)).status
+                    if status.resting:
+                        return status
+                    with anyio.move_on_after(REMOTE_POLL):
+                        await entry.changed.wait()
+                else:
+                    await entry.changed.wait()
         return entry.status
 
     async def decide(
@@ -367,10 +381,14 @@ class Supervisor:
                 if journal is None:
                     journal = await self._store.open(run_id)
                 async with journal:
-                    return await drive(journal, self._rt, fresh=fresh, last_error=last_error)
+                    outcome = await drive(journal, self._rt, fresh=fresh, last_error=last_error)
+                if outcome.status.resting and not outcome.status.final:
+                    crashpoint("parked")
+                return outcome
             except Exception as exc:
                 if isinstance(exc, JournalLockedError) and failures == 0:
                     log.info("run %s is owned by another process", run_id)
+                    self._entry(run_id).remote = True
                     return None
                 if isinstance(exc, RunNotFoundError):
                     log.error("run %s disappeared from the store", run_id)
