@@ -21,6 +21,7 @@ from ._errors import ModelResponseError as ModelResponseError
 from ._errors import RecordTooLargeError as RecordTooLargeError
 from ._errors import RunExistsError as RunExistsError
 from ._errors import RunNotFoundError as RunNotFoundError
+from ._errors import RunStateError as RunStateError
 from ._errors import TetherError as TetherError
 from ._errors import ToolArgumentsError as ToolArgumentsError
 from ._errors import ToolDefinitionError as ToolDefinitionError
@@ -36,6 +37,9 @@ from .models import AnthropicModel as AnthropicModel
 from .models import Model as Model
 from .models import ModelReply as ModelReply
 from .models import ScriptedModel as ScriptedModel
+from .supervisor import RunStatus as RunStatus
+from .supervisor import RunView as RunView
+from .supervisor import Supervisor as Supervisor
 from .tools import ApprovalTimeout as ApprovalTimeout
 from .tools import ReplayPolicy as ReplayPolicy
 from .tools import ToolContext as ToolContext
@@ -64,9 +68,13 @@ __all__ = [
     "ReplayPolicy",
     "RunExistsError",
     "RunNotFoundError",
+    "RunStateError",
+    "RunStatus",
+    "RunView",
     "ScriptedModel",
     "SecretRedactor",
     "Store",
+    "Supervisor",
     "TetherError",
     "ToolArgumentsError",
     "ToolContext",
