@@ -242,3 +242,35 @@ async def test_a_parked_run_on_a_changed_contract_stops_when_it_would_continue(
     assert "changed its contract" in view.reason
     assert model.calls == 0
     assert of_type(await read_events(tmp_path, RUN), ToolStarted) == []
+
+
+async def test_app_version_is_pinned_and_enforced_only_when_strict(tmp_path: pathlib.Path) -> None:
+    store = tether.FileStore(tmp_path)
+    model, tools = original()
+    async with Supervisor(store, model=model, tools=tools, app_version="1.0") as sup:
+        await sup.start(RUN, "hi")
+        await sup.wait(RUN, timeout=WAIT)
+    started = of_type(await read_events(tmp_path, RUN), RunStarted)[0]
+    assert started.manifest.app_version == "1.0"
+
+    await craft_dangling(tmp_path, "run-2", model=model, tools=tools, block=FETCH_CALL)
+    events = await read_events(tmp_path, "run-2")
+    pinned = of_type(events, RunStarted)[0].manifest.app_version
+    model, tools = original()
+    async with Supervisor(
+        tether.FileStore(tmp_path),
+        model=model,
+        tools=tools,
+        app_version=pinned + "-next",
+        strict_app_version=True,
+    ) as sup:
+        assert await sup.wait("run-2", timeout=WAIT) is RunStatus.NEEDS_ATTENTION
+        reason = (await sup.inspect("run-2")).reason
+    assert "pinned app version" in reason
+    assert await read_events(tmp_path, "run-2") == events
+
+    model, tools = original()
+    async with Supervisor(
+        tether.FileStore(tmp_path), model=model, tools=tools, app_version=pinned + "-next"
+    ) as sup:
+        assert await sup.wait("run-2", timeout=WAIT) is RunStatus.DONE

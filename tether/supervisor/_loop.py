@@ -67,6 +67,8 @@ class Runtime:
     tools: ToolRegistry
     load_blob: Callable[[Any], Awaitable[Any]]
     max_restarts: int = 3
+    app_version: str = ""
+    strict_app_version: bool = False
     model_gate: anyio.Semaphore | None = None
     clock: Callable[[], float] = time.time
     host: str = field(default_factory=socket.gethostname)
@@ -100,6 +102,11 @@ def manifest_problem(rt: Runtime, manifest: Manifest) -> str | None:
         )
     if manifest.system_hash != _sha256(manifest.system or ""):
         return "the pinned system prompt does not match its hash"
+    if rt.strict_app_version and manifest.app_version != rt.app_version:
+        return (
+            f"pinned app version {manifest.app_version!r} is not this process's "
+            f"({rt.app_version!r})"
+        )
     for pin in manifest.tools:
         if (pin.name, pin.version) not in rt.tools:
             return f"pinned tool {pin.name!r} version {pin.version!r} is not registered"

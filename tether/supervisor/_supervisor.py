@@ -98,7 +98,10 @@ class Supervisor:
         store: where runs live. Entered (and closed) by the supervisor if not entered yet.
         model: the model new runs pin; resumed runs must find their pinned model here.
         tools: the tools new runs pin (latest versions); resumed runs need their pinned ones.
-        app_version: recorded in each new run's manifest, for people reading it.
+        app_version: pinned in each new run's manifest.
+        strict_app_version: resume only runs that pinned this same ``app_version``; others
+            stop as ``needs_attention``. Off by default: a deploy usually fixes bugs without
+            changing any contract, and the model and tool contracts are always checked.
         max_restarts: restart budget of a run whose ``Budgets`` sets none.
         restart_backoff: first delay before restarting a crashed run; doubles each time, with
             jitter, up to ``max_backoff``.
@@ -113,6 +116,7 @@ class Supervisor:
         model: Model,
         tools: ToolRegistry | None = None,
         app_version: str = "",
+        strict_app_version: bool = False,
         max_restarts: int = 3,
         restart_backoff: float = 0.05,
         max_backoff: float = 5.0,
@@ -125,6 +129,8 @@ class Supervisor:
             tools=tools or ToolRegistry(),
             load_blob=store.load_blob,
             max_restarts=max_restarts,
+            app_version=app_version,
+            strict_app_version=strict_app_version,
             model_gate=anyio.Semaphore(model_concurrency) if model_concurrency else None,
         )
         self._app_version = app_version
