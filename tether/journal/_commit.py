@@ -115,20 +115,36 @@ class GroupCommitter:
             target = self._ready.get()
             if target is None:
                 return
+            self._serve(target)
+
+    def _serve(self, target: CommitTarget) -> None:
+        """Write ``target``'s pending groups until it has none, or until another journal waits.
+
+        Acknowledgements go out before the next write starts. Groups that arrived during a write
+        are written at once by this thread while no other journal is queued (no hand-off to
+        another thread); otherwise the journal goes to the back of the queue, so one busy journal
+        cannot hold a thread while others wait. Once closing, a journal is finished here rather
+        than queued behind the stop markers.
+        """
+        while True:
             with target.lock:
                 batch, target.pending = target.pending, []
             error = target.failed
             if error is None:
                 try:
-                    target.write_batch([p for group, _ in batch for p in group])
+                    target.write_batch(
+                        batch[0][0] if len(batch) == 1 else [p for group, _ in batch for p in group]
+                    )
                 except BaseException as exc:  # every failure poisons the journal
                     target.failed = error = exc
-            with target.lock:
-                if target.pending:
-                    self._ready.put(target)
-                else:
-                    target.scheduled = False
             self._complete([(fut, error) for _, fut in batch])
+            with target.lock:
+                if not target.pending:
+                    target.scheduled = False
+                    return
+            if not self._ready.empty() and not self._closed:
+                self._ready.put(target)
+                return
 
     def _complete(self, items: list[_Completion]) -> None:
         with self._done_lock:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import threading
 import time
@@ -255,9 +256,10 @@ class Journal:
             JournalClosedError: the handle is closed.
             RecordTooLargeError: an encoded event exceeds the frame limit (nothing is written).
 
-        On cancellation: once the group is queued the wait is shielded, so the call returns or
-        raises only when the group's fate is known; the cancellation is delivered afterwards.
-        A cancellation before that (while large payloads go to the blob store) writes nothing.
+        On cancellation: the call raises at once, but a group already queued is still written;
+        if it becomes durable it appears in ``events`` (and a failure still poisons the handle),
+        and ``aclose`` waits for it. A cancellation while large payloads go to the blob store
+        writes nothing.
         """
         self._check_writable()
         prepared: list[Event] = list(events)
@@ -281,20 +283,31 @@ class Journal:
         fut = self._committer.submit(self._file, payloads)
         self._next_seq = seq
         self._inflight.add(fut)
+        # The group's fate is recorded when it is known, whether or not anyone still waits.
+        fut.add_done_callback(functools.partial(self._settle, stamped))
         try:
-            with anyio.CancelScope(shield=True):
-                await fut
+            # shield: cancelling the caller must not cancel the future, or the outcome is lost
+            await asyncio.shield(fut)
+        except asyncio.CancelledError:
+            raise
         except Exception as exc:
-            self._broken = exc
             raise JournalBrokenError(self.path) from exc
-        finally:
-            self._inflight.discard(fut)
+        return stamped
+
+    def _settle(self, stamped: list[AnyEvent], fut: asyncio.Future[None]) -> None:
+        self._inflight.discard(fut)
+        if fut.cancelled():  # nothing cancels it, but an unknown outcome must not pass as ok
+            self._broken = self._broken or JournalClosedError(self.path)
+            return
+        error = fut.exception()
+        if error is not None:
+            self._broken = self._broken or error
+            return
         # Concurrent appends can be acknowledged in either order; ``events`` only ever grows by
         # the contiguous, durable prefix, in seq order.
         self._landed[stamped[0].seq] = stamped
         while (ready := self._landed.pop(len(self._events), None)) is not None:
             self._events.extend(ready)
-        return stamped
 
     def _check_writable(self) -> None:
         if self._closed:
