@@ -44,6 +44,8 @@ class Store(Protocol):
 
     async def list_runs(self) -> list[str]: ...
 
+    def run_stats(self) -> dict[str, tuple[int, int]]: ...
+
     async def exists(self, run_id: str) -> bool: ...
 
 
@@ -208,6 +210,27 @@ class FileStore:
             )
 
         return await anyio.to_thread.run_sync(_list)
+
+    def run_stats(self) -> dict[str, tuple[int, int]]:
+        """``(size, mtime_ns)`` of every run's journal (blocking; call it off the event loop).
+
+        A change in either means the journal was written since the last look.
+        """
+        stats: dict[str, tuple[int, int]] = {}
+        try:
+            entries = list(os.scandir(self.runs_dir))
+        except FileNotFoundError:
+            return stats
+        for item in entries:
+            name = item.name
+            if not name.endswith(".journal") or name.startswith("."):
+                continue
+            try:
+                st = item.stat()
+            except FileNotFoundError:
+                continue
+            stats[name.removesuffix(".journal")] = (st.st_size, st.st_mtime_ns)
+        return stats
 
     async def exists(self, run_id: str) -> bool:
         """Whether run ``run_id`` exists."""

@@ -11,6 +11,21 @@ from ._state import RunState as RunState
 from ._state import RunStatus as RunStatus
 from ._state import fold as fold
 from ._supervisor import RunView as RunView
+from ._supervisor import StatusChange as StatusChange
 from ._supervisor import Supervisor as Supervisor
+from ._worker import WorkerApp as WorkerApp
+from ._worker import load_app as load_app
+from ._worker import run_worker as run_worker
 
-__all__ = ["Outcome", "RunState", "RunStatus", "RunView", "Supervisor", "fold"]
+__all__ = [
+    "Outcome",
+    "RunState",
+    "RunStatus",
+    "RunView",
+    "StatusChange",
+    "Supervisor",
+    "WorkerApp",
+    "fold",
+    "load_app",
+    "run_worker",
+]

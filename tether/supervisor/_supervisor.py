@@ -8,16 +8,18 @@ under the journal's lock, after which a child picks the run up again.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import Any, Literal, final
 
 import anyio
 import anyio.abc
+from anyio.streams.memory import MemoryObjectSendStream
 
 from .._errors import (
     JournalBrokenError,
@@ -47,6 +49,8 @@ from ._state import RunState, RunStatus, fold
 
 log = logging.getLogger("tether.supervisor")
 
+EVENT_BUFFER = 10_000
+
 REMOTE_POLL = 0.2
 """Seconds between looks at the journal of a run that another process is advancing."""
 
@@ -69,6 +73,17 @@ class RunView:
     events: int
 
 
+@dataclass(frozen=True)
+class StatusChange:
+    """One change of a run's status, as ``Supervisor.events`` reports it."""
+
+    run_id: str
+    status: RunStatus
+    reason: str
+    pending: tuple[str, ...]
+    at: float
+
+
 @dataclass
 class _Entry:
     status: RunStatus = RunStatus.RUNNING
@@ -79,6 +94,7 @@ class _Entry:
     scope: anyio.CancelScope | None = None
 
     remote: bool = False
+    seen: tuple[int, int] | None = None
 
     def set(self, outcome: Outcome) -> None:
         self.status, self.reason, self.pending = outcome.status, outcome.reason, outcome.pending
@@ -106,7 +122,13 @@ class Supervisor:
         restart_backoff: first delay before restarting a crashed run; doubles each time, with
             jitter, up to ``max_backoff``.
         model_concurrency: at most this many model calls at once across all runs.
-        resume: resume unfinished runs on entry.
+        max_active_runs: at most this many runs advance at once; the others queue. Parked runs
+            never count.
+        sweep_interval: every this many seconds, look for runs to take over (their owner
+            process died, releasing the journal's lock) or to continue (a decision was recorded
+            by another process); ``None`` looks only on entry.
+        resume: resume unfinished runs on entry (and sweep); ``False`` only serves runs
+            started or acted on through this supervisor.
     """
 
     def __init__(
@@ -121,6 +143,8 @@ class Supervisor:
         restart_backoff: float = 0.05,
         max_backoff: float = 5.0,
         model_concurrency: int | None = None,
+        max_active_runs: int | None = None,
+        sweep_interval: float | None = 5.0,
         resume: bool = True,
     ) -> None:
         self._store = store
@@ -137,6 +161,9 @@ class Supervisor:
         self._backoff = restart_backoff
         self._max_backoff = max_backoff
         self._resume = resume
+        self._sweep_interval = sweep_interval
+        self._active = anyio.CapacityLimiter(max_active_runs) if max_active_runs else None
+        self._watchers: set[MemoryObjectSendStream[StatusChange]] = set()
         self._runs: dict[str, _Entry] = {}
         self._tg: anyio.abc.TaskGroup | None = None
         self._stack: AsyncExitStack | None = None
@@ -147,8 +174,11 @@ class Supervisor:
                 await stack.enter_async_context(self._store)
             self._tg = await stack.enter_async_context(anyio.create_task_group())
             stack.callback(self._tg.cancel_scope.cancel)
+            stack.callback(self._close_watchers)
             if self._resume:
                 await self._sweep()
+                if self._sweep_interval is not None:
+                    self._tg.start_soon(self._sweeper, name="tether-sweeper")
             self._stack = stack.pop_all()
         return self
 
@@ -189,8 +219,7 @@ class Supervisor:
             run_id=run_id, manifest=manifest, messages=messages, budgets=budgets or Budgets()
         )
         journal = await self._store.create(run_id, [started])
-        entry = self._entry(run_id)
-        entry.set(Outcome(RunStatus.RUNNING))
+        self._set(run_id, Outcome(RunStatus.RUNNING))
         self._spawn(run_id, journal, fresh=True)
 
     async def wait(
@@ -299,7 +328,7 @@ class Supervisor:
                 if state.finished is not None:
                     raise RunStateError(run_id, f"run already {state.finished.status}")
                 await journal.append([RunFinished(status=RunStatus.CANCELLED.value, reason=reason)])
-            entry.set(Outcome(RunStatus.CANCELLED, reason))
+            self._set(run_id, Outcome(RunStatus.CANCELLED, reason))
 
     async def inspect(self, run_id: str) -> RunView:
         """The run as its journal tells it, with the status this supervisor knows.
@@ -329,7 +358,50 @@ class Supervisor:
             events=len(events),
         )
 
+    async def events(self) -> AsyncIterator[StatusChange]:
+        """Every status change of every run from now on, as it happens.
+
+        Iterate with ``async for``; the iteration ends when the supervisor exits. Changes are
+        buffered (up to 10,000) for a slow reader; past that, changes are dropped with a
+        warning rather than slowing the runs down.
+        """
+        send, receive = anyio.create_memory_object_stream[StatusChange](EVENT_BUFFER)
+        self._watchers.add(send)
+        try:
+            async with receive:
+                async for change in receive:
+                    yield change
+        finally:
+            self._watchers.discard(send)
+            send.close()
+
     # ------------------------------------------------------------------ internals
+
+    def _set(self, run_id: str, outcome: Outcome) -> None:
+        """Record a run's new status, wake its waiters and tell every watcher."""
+        self._entry(run_id).set(outcome)
+        log.info(
+            "run %s is %s%s",
+            run_id,
+            outcome.status.value,
+            f": {outcome.reason}" if outcome.reason else "",
+            extra={"run_id": run_id, "status": outcome.status.value, "reason": outcome.reason},
+        )
+        if not self._watchers:
+            return
+        change = StatusChange(run_id, outcome.status, outcome.reason, outcome.pending, time.time())
+        for send in list(self._watchers):
+            try:
+                send.send_nowait(change)
+            except anyio.WouldBlock:
+                log.warning("a status watcher is too slow; dropped a change of run %s", run_id)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                self._watchers.discard(send)
+
+    def _close_watchers(self) -> None:
+        for send in self._watchers:
+            send.close()
+        self._watchers.clear()
 
     def _entry(self, run_id: str) -> _Entry:
         entry = self._runs.get(run_id)
@@ -357,7 +429,7 @@ class Supervisor:
                     raise RunStateError(run_id, f"run already {state.finished.status}")
                 check(state)
                 await journal.append([record])
-        entry.set(Outcome(RunStatus.RUNNING))
+        self._set(run_id, Outcome(RunStatus.RUNNING))
         self._spawn(run_id, None, fresh=False)
 
     async def _child(self, run_id: str, journal: Journal | None, fresh: bool) -> None:
@@ -365,10 +437,13 @@ class Supervisor:
         with anyio.CancelScope() as scope:
             entry.scope = scope
             try:
-                async with entry.lock:
-                    outcome = await self._run(run_id, journal, fresh)
+                async with contextlib.AsyncExitStack() as slots:
+                    if self._active is not None:
+                        await slots.enter_async_context(self._active)
+                    async with entry.lock:
+                        outcome = await self._run(run_id, journal, fresh)
                 if outcome is not None:
-                    entry.set(outcome)
+                    self._set(run_id, outcome)
                     if outcome.wake_at is not None:
                         self._tg_start(self._wake_at, run_id, outcome.wake_at)
             finally:
@@ -417,19 +492,38 @@ class Supervisor:
     async def _wake_at(self, run_id: str, when: float) -> None:
         await anyio.sleep(max(0.0, when - time.time()))
         entry = self._entry(run_id)
-        if entry.status.resting and not entry.status.final:
-            entry.set(Outcome(RunStatus.RUNNING))
+        if entry.status.resting and not entry.status.final and entry.scope is None:
+            self._set(run_id, Outcome(RunStatus.RUNNING))
             await self._child(run_id, None, False)
 
+    async def _sweeper(self) -> None:
+        assert self._sweep_interval is not None
+        while True:
+            await anyio.sleep(self._sweep_interval)
+            await self._sweep()
+
     async def _sweep(self) -> None:
-        for run_id in await self._store.list_runs():
+        """Find runs to resume, take over or continue; skip what cannot have changed."""
+        stats = await anyio.to_thread.run_sync(self._store.run_stats)
+        for run_id, stat in stats.items():
+            entry = self._runs.get(run_id)
+            if entry is not None:
+                if entry.scope is not None or entry.status.final:
+                    continue  # advanced here right now, or over for good
+                if entry.remote:  # owned elsewhere: try its lock (free once the owner died)
+                    self._spawn(run_id, None, fresh=False)
+                    continue
+                if entry.seen == stat:
+                    continue  # parked, and nobody wrote to it since
             try:
                 events = await self._store.read(run_id)
                 state = fold(events)
             except (TetherError, ValueError) as exc:
                 log.error("run %s cannot be read: %s", run_id, exc)
-                self._entry(run_id).set(Outcome(RunStatus.NEEDS_ATTENTION, str(exc)))
+                self._set(run_id, Outcome(RunStatus.NEEDS_ATTENTION, str(exc)))
+                self._entry(run_id).seen = stat
                 continue
+            self._entry(run_id).seen = stat
             if state.started is None:
                 continue
             outcome = classify(state, self._rt)
@@ -438,10 +532,11 @@ class Supervisor:
                 if problem is not None:
                     outcome = Outcome(RunStatus.NEEDS_ATTENTION, problem)
                 else:
-                    self._entry(run_id).set(outcome)
+                    self._set(run_id, outcome)
                     self._spawn(run_id, None, fresh=False)
                     continue
-            self._entry(run_id).set(outcome)
+            if entry is None or (entry.status, entry.reason) != (outcome.status, outcome.reason):
+                self._set(run_id, outcome)
             if outcome.wake_at is not None:
                 self._tg_start(self._wake_at, run_id, outcome.wake_at)
 

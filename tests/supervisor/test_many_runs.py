@@ -1,0 +1,158 @@
+"""Many runs in one process, restarts after a broken journal, the status stream, limits."""
+
+from __future__ import annotations
+
+import errno
+import pathlib
+import random
+from collections import Counter
+from typing import Any
+
+import anyio
+import pytest
+
+import tether
+from tether.journal import verify_file
+from tether.supervisor import RunStatus, StatusChange, Supervisor
+from tether.testing import FaultyFileOps
+
+use = tether.ScriptedModel.tool_use
+
+
+def _app(ledger: Counter[str]) -> tuple[tether.ScriptedModel, tether.ToolRegistry]:
+    tools = tether.ToolRegistry()
+
+    @tools.tool(policy="rerun")
+    async def lookup(item: str) -> str:
+        """Look an item up."""
+        await anyio.sleep(random.uniform(0, 0.01))
+        return f"{item} found"
+
+    @tools.tool(policy="idempotency_key")
+    async def deliver(item: str, ctx: tether.ToolContext) -> dict[str, Any]:
+        """Deliver an item."""
+        await anyio.sleep(random.uniform(0, 0.01))
+        ledger[ctx.idempotency_key] += 1
+        return {"ok": True}
+
+    def script(messages: list[dict[str, Any]]) -> list[dict[str, Any]] | str:
+        step = sum(1 for m in messages if m["role"] == "assistant")
+        item = str(messages[0]["content"])
+        if step == 0:
+            return [use("toolu_1", "lookup", {"item": item})]
+        if step == 1:
+            return [use("toolu_2", "deliver", {"item": item})]
+        return f"delivered {item}"
+
+    return tether.ScriptedModel(script), tools
+
+
+@pytest.mark.slow
+async def test_a_thousand_runs_in_one_process(tmp_path: pathlib.Path) -> None:
+    ledger: Counter[str] = Counter()
+    model, tools = _app(ledger)
+    ids = [f"run-{i:04d}" for i in range(1000)]
+    async with Supervisor(tether.FileStore(tmp_path), model=model, tools=tools) as sup:
+        async with anyio.create_task_group() as tg:
+            for run_id in ids:
+                tg.start_soon(sup.start, run_id, f"item {run_id}")
+        statuses = [await sup.wait(run_id, timeout=120) for run_id in ids]
+    assert Counter(statuses) == {RunStatus.DONE: 1000}
+    assert ledger == dict.fromkeys((f"{r}:toolu_2" for r in ids), 1)
+    assert model.calls == 3000
+    for run_id in ids:
+        verify_file(str(tmp_path / "runs" / f"{run_id}.journal"))
+
+
+async def test_a_run_whose_journal_breaks_is_restarted_and_completes(
+    tmp_path: pathlib.Path,
+) -> None:
+    ledger: Counter[str] = Counter()
+    model, tools = _app(ledger)
+    faults = FaultyFileOps()
+    store = tether.FileStore(tmp_path, file_ops=faults)
+    async with Supervisor(store, model=model, tools=tools, restart_backoff=0.01) as sup:
+        faults.fail("fdatasync", errno.EIO, after=3)  # one append fails: the handle is dead
+        await sup.start("run-1", "item")
+        assert await sup.wait("run-1", timeout=10) is RunStatus.DONE
+        view = await sup.inspect("run-1")
+    assert view.restarts == 1
+    assert view.final_text == "delivered item"
+    assert sum(ledger.values()) == 1
+
+
+async def test_status_changes_stream_to_observers(tmp_path: pathlib.Path) -> None:
+    model, tools = _app(Counter())
+    seen: list[StatusChange] = []
+    async with Supervisor(tether.FileStore(tmp_path), model=model, tools=tools) as sup:
+
+        async def watch() -> None:
+            async for change in sup.events():
+                seen.append(change)
+                if change.status is RunStatus.DONE:
+                    return
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(watch)
+            await anyio.sleep(0)
+            await sup.start("run-1", "item")
+    assert [(c.run_id, c.status) for c in seen] == [
+        ("run-1", RunStatus.RUNNING),
+        ("run-1", RunStatus.DONE),
+    ]
+
+
+async def test_max_active_runs_bounds_concurrency(tmp_path: pathlib.Path) -> None:
+    active = 0
+    peak = 0
+    tools = tether.ToolRegistry()
+
+    @tools.tool(policy="rerun")
+    async def work() -> str:
+        """Do some work."""
+        nonlocal active, peak
+        active += 1
+        peak = max(peak, active)
+        await anyio.sleep(0.02)
+        active -= 1
+        return "ok"
+
+    model = tether.ScriptedModel([[use("toolu_1", "work", {})], "done"])
+    store = tether.FileStore(tmp_path)
+    async with Supervisor(store, model=model, tools=tools, max_active_runs=3) as sup:
+        for i in range(12):
+            await sup.start(f"run-{i}", "go")
+        for i in range(12):
+            assert await sup.wait(f"run-{i}", timeout=20) is RunStatus.DONE
+    assert peak == 3
+
+
+async def test_a_parked_run_continues_when_another_process_records_a_decision(
+    tmp_path: pathlib.Path,
+) -> None:
+    tools = tether.ToolRegistry()
+    sent: list[str] = []
+
+    @tools.tool(policy="idempotency_key", approval=True)
+    async def send(text: str, ctx: tether.ToolContext) -> str:
+        """Send a text."""
+        sent.append(ctx.idempotency_key)
+        return "sent"
+
+    model = tether.ScriptedModel([[use("toolu_1", "send", {"text": "hi"})], "done"])
+    async with Supervisor(
+        tether.FileStore(tmp_path), model=model, tools=tools, sweep_interval=0.05
+    ) as sup:
+        await sup.start("run-1", "go")
+        assert await sup.wait("run-1", timeout=10) is RunStatus.WAITING_FOR_APPROVAL
+        # Another process (here another store on the same root) records the decision.
+        async with tether.FileStore(tmp_path) as other:
+            journal = await other.open("run-1")
+            async with journal:
+                await journal.append(
+                    [tether.journal.Decision(call_id="toolu_1", approved=True, by="priya")]
+                )
+        with anyio.fail_after(10):
+            while (await sup.inspect("run-1")).status is not RunStatus.DONE:
+                await anyio.sleep(0.05)
+    assert sent == ["run-1:toolu_1"]

@@ -1,0 +1,69 @@
+"""Running a supervisor as a long-lived worker process (what ``tether worker`` does)."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import signal
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+
+from ..journal._store import FileStore
+from ..models._base import Model
+from ..tools._registry import ToolRegistry
+from ._supervisor import Supervisor
+
+
+@dataclass
+class WorkerApp:
+    """What a worker needs from the application: its model, its tools, supervisor options.
+
+    Args:
+        model: the model runs pin and use.
+        tools: the tools runs pin and use.
+        options: more keyword arguments for ``Supervisor`` (``max_active_runs``,
+            ``model_concurrency``, ``app_version``, ``sweep_interval``, ...).
+    """
+
+    model: Model
+    tools: ToolRegistry
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+def load_app(target: str) -> WorkerApp:
+    """Import ``MODULE:FACTORY`` and call the factory; it returns a ``WorkerApp``.
+
+    The current directory is importable, as with ``python -m``.
+
+    Raises:
+        ValueError: ``target`` is not ``MODULE:FACTORY``, or the factory returns something else.
+        ImportError, AttributeError: the module or the factory does not exist.
+    """
+    module_name, sep, attr = target.partition(":")
+    if not sep or not module_name or not attr:
+        raise ValueError(f"expected MODULE:FACTORY, got {target!r}")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    factory = getattr(importlib.import_module(module_name), attr)
+    app = factory()
+    if not isinstance(app, WorkerApp):
+        raise ValueError(f"{target} returned {type(app).__name__}, not a tether WorkerApp")
+    return app
+
+
+async def run_worker(root: str, app: WorkerApp, *, ready: anyio.Event | None = None) -> None:
+    """Serve every run in the store at ``root`` until SIGTERM or SIGINT.
+
+    Unfinished runs are resumed on start; runs whose owner dies, and parked runs that get a
+    decision from elsewhere, are picked up at each sweep. On a signal, the children are
+    cancelled: every point is safe, and another worker continues where this one stopped.
+    """
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async with Supervisor(FileStore(root), model=app.model, tools=app.tools, **app.options):
+            if ready is not None:
+                ready.set()
+            async for _ in signals:
+                return
