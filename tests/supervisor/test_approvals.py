@@ -338,3 +338,38 @@ async def test_decide_uses_the_pinned_version_of_the_tool(tmp_path: pathlib.Path
         assert await sup.wait(RUN, timeout=WAIT) is RunStatus.DONE
         view = await sup.inspect(RUN)
     assert results_by_id(view.messages)[CALL]["content"] == "v1 refunded o-1"
+
+
+async def test_a_recorded_rejection_holds_even_for_a_tool_without_approval(
+    tmp_path: pathlib.Path,
+) -> None:
+    # A person can record a rejection from outside the application (``tether reject``) while
+    # the call was never started; the tool must not run.
+    from tether.journal import ModelResponse, RunStarted
+
+    from ._helpers import craft, manifest_for
+
+    ran: list[str] = []
+    tools = tether.ToolRegistry()
+
+    @tools.tool(policy="rerun")
+    async def lookup(order: str) -> str:
+        """Look an order up."""
+        ran.append(order)
+        return "found"
+
+    model = tether.ScriptedModel([[use(CALL, "lookup", {"order": "o-1"})], "finished"])
+    started = RunStarted(
+        run_id=RUN, manifest=manifest_for(model, tools), messages=[{"role": "user", "content": "x"}]
+    )
+    block = use(CALL, "lookup", {"order": "o-1"})
+    response = ModelResponse(message={"role": "assistant", "content": [block]})
+    rejected = Decision(call_id=CALL, approved=False, by="priya", note="not this one")
+    await craft(tmp_path, RUN, [started, response, rejected])
+    async with Supervisor(tether.FileStore(tmp_path), model=model, tools=tools) as sup:
+        assert await sup.wait(RUN, timeout=WAIT) is RunStatus.DONE
+        view = await sup.inspect(RUN)
+    assert ran == []
+    result = results_by_id(view.messages)[CALL]
+    assert result["is_error"]
+    assert "not this one" in str(result["content"])

@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from .._version import __version__
 from ._demo import add_demo_commands
 from ._journal import add_journal_commands
+from ._runs import add_run_commands
+from ._worker import add_worker_commands
 
 EXIT_OK = 0
 EXIT_PROBLEM = 1
@@ -29,6 +31,8 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     add_journal_commands(commands)
     add_demo_commands(commands)
+    add_run_commands(commands)
+    add_worker_commands(commands)
     return parser
 
 

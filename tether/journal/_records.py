@@ -47,11 +47,17 @@ class Usage(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class ToolPin(msgspec.Struct, frozen=True, kw_only=True):
-    """The contract of one tool a run started with."""
+    """The contract of one tool a run started with.
+
+    ``approval`` and ``approval_timeout`` are recorded so that tools reading a journal without
+    the application (``tether runs``) can tell a call parked for approval from one not started.
+    """
 
     name: str
     version: str
     schema_hash: str
+    approval: bool = False
+    approval_timeout: float | None = None
 
 
 class Manifest(msgspec.Struct, frozen=True, kw_only=True):

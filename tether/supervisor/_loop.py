@@ -266,6 +266,9 @@ async def _advance_calls(
                 runnable.append((call, spec))
                 continue
             # the retried attempt is dangling too: fall through to the policy
+        elif call.decision is not None and not call.decision.approved:
+            records.append(_rejected(call, call.decision.by, call.decision.note))
+            continue
         elif spec.approval:
             decision = call.decision
             if decision is None:

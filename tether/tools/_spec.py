@@ -90,7 +90,13 @@ class ToolSpec:
 
     def pin(self) -> ToolPin:
         """The contract a run pins in its manifest when it starts with this version."""
-        return ToolPin(name=self.name, version=self.version, schema_hash=self.schema_hash)
+        return ToolPin(
+            name=self.name,
+            version=self.version,
+            schema_hash=self.schema_hash,
+            approval=self.approval,
+            approval_timeout=self.approval_timeout,
+        )
 
     def validate(self, args: object) -> dict[str, Any]:
         """Check the model's arguments against the schema and convert them to Python values.

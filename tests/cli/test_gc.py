@@ -1,0 +1,129 @@
+"""``tether gc``: old finished runs go, unfinished and held ones stay, orphan blobs go."""
+
+from __future__ import annotations
+
+import hashlib
+import pathlib
+
+import anyio
+import msgspec
+import pytest
+
+from tether.journal import FileStore
+
+from ._stores import APPROVE, DONE, ESCALATED, FAILED, Env, cli, cli_async, finished_run
+
+
+def _digest(content: str) -> str:
+    return hashlib.sha256(msgspec.msgpack.encode(content)).hexdigest()
+
+
+def _blobs(root: pathlib.Path) -> set[str]:
+    return {p.name for p in (root / "blobs").glob("??/*")}
+
+
+def _runs(root: pathlib.Path) -> set[str]:
+    return {p.name.removesuffix(".journal") for p in (root / "runs").glob("*.journal")}
+
+
+async def _age(env: Env) -> str:
+    """Add old runs and an orphan blob; return the orphan's digest."""
+    await env.craft("old-done", finished_run("old-done", "done", 10, big="a" * 300))
+    await env.craft("old-cancelled", finished_run("old-cancelled", "cancelled", 8))
+    await env.craft("old-failed", finished_run("old-failed", "failed", 10))
+    await env.craft("ancient-failed", finished_run("ancient-failed", "failed", 40, big="b" * 300))
+    await env.craft("old-held", finished_run("old-held", "done", 20))
+    async with env.store() as store:
+        return store.blobs.put_sync(b"orphan")
+
+
+OLD = {"old-done", "old-cancelled", "ancient-failed", "old-held"}
+
+
+def test_gc_dry_run_then_for_real(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
+    orphan = anyio.run(_age, env)
+    (env.root / "runs" / "old-done.journal.torn-300").write_bytes(b"junk")
+    live_blob = _digest("x" * 300)  # the done run's lookup result
+    gone_blobs = {_digest("a" * 300), _digest("b" * 300), orphan}
+    before_runs, before_blobs = _runs(env.root), _blobs(env.root)
+    assert gone_blobs | {live_blob} == before_blobs
+
+    code, out, err = cli(capsys, "gc", "--root", env.r, "--dry-run")
+    assert (code, err) == (0, "")
+    assert {
+        line.split()[3] for line in out.splitlines() if line.startswith("would remove run")
+    } == OLD
+    assert "would remove run old-done (done 10d00h ago)" in out
+    would_blobs = {line.split()[3] for line in out.splitlines() if "would remove blob" in line}
+    assert would_blobs == gone_blobs
+    assert "dry run: would remove 4 run(s) and 3 blob(s)" in out
+    assert "kept 2 unfinished, 3 finished within their window, 0 held, 0 unreadable" in out
+    assert (_runs(env.root), _blobs(env.root)) == (before_runs, before_blobs)
+
+    code, out, err = cli(capsys, "gc", "--root", env.r)
+    assert (code, err) == (0, "")
+    assert "removed run old-done (done 10d00h ago) and old-done.journal.torn-300" in out
+    assert "removed 4 run(s) and 3 blob(s)" in out
+    assert _runs(env.root) == {APPROVE, ESCALATED, DONE, FAILED, "old-failed"}
+    assert _blobs(env.root) == {live_blob}
+    assert not (env.root / "runs" / "old-done.journal.torn-300").exists()
+
+    code, out, _ = cli(capsys, "gc", "--root", env.r)
+    assert code == 0
+    assert "removed 0 run(s) and 0 blob(s)" in out
+
+    # Tighter windows: recent finished runs go too, unfinished ones never.
+    code, out, _ = cli(capsys, "gc", "--root", env.r, "--keep-days", "0", "--keep-failed-days", "0")
+    assert code == 0
+    assert _runs(env.root) == {APPROVE, ESCALATED}
+    assert _blobs(env.root) == set()
+    code, out, _ = cli(capsys, "runs", "--root", env.r)
+    assert APPROVE in out
+    assert ESCALATED in out
+
+
+async def test_gc_leaves_a_held_journal_and_its_blobs(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    orphan = await _age(env)
+    async with FileStore(env.root) as store:
+        journal = await store.open("old-held")
+        async with journal:
+            code, out, _ = await cli_async(capsys, "gc", "--root", env.r, "--dry-run")
+            assert code == 0
+            assert "kept run old-held: its journal is held by another process" in out
+            code, out, _ = await cli_async(capsys, "gc", "--root", env.r)
+            assert code == 0
+            assert "kept run old-held: its journal is held by another process" in out
+            assert "removed 3 run(s) and 0 blob(s)" in out
+            assert "blobs not collected" in out
+            assert "old-held" in out
+            assert "old-held" in _runs(env.root)
+            assert orphan in _blobs(env.root)
+    code, out, _ = await cli_async(capsys, "gc", "--root", env.r)
+    assert code == 0
+    assert "removed run old-held (done 20d00h ago)" in out
+    assert "removed 1 run(s) and 3 blob(s)" in out
+    assert orphan not in _blobs(env.root)
+
+
+def test_gc_with_an_unreadable_journal(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
+    orphan = anyio.run(_age, env)
+    path = env.root / "runs" / f"{FAILED}.journal"
+    data = bytearray(path.read_bytes())
+    data[300] ^= 0xFF
+    path.write_bytes(bytes(data))
+    code, out, _ = cli(capsys, "gc", "--root", env.r)
+    assert code == 1
+    assert f"kept run {FAILED}: journal cannot be read" in out
+    assert f"blobs not collected: cannot read the journal of {FAILED}" in out
+    assert FAILED in _runs(env.root)
+    assert orphan in _blobs(env.root)
+    assert not OLD & _runs(env.root)
+
+
+def test_gc_usage_errors(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
+    for bad in (["--keep-days", "-1"], ["--keep-failed-days", "soon"]):
+        with pytest.raises(SystemExit) as exc:
+            cli(capsys, "gc", "--root", env.r, *bad)
+        assert exc.value.code == 2

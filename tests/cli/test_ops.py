@@ -1,0 +1,207 @@
+"""``tether approve|reject|resolve|cancel``: checked records, and runs that continue from them."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from tether.journal import Decision, FileStore, Resolved, RunFinished
+from tether.supervisor import RunStatus
+
+from ._stores import (
+    APPROVE,
+    CHARGE_CALL,
+    DONE,
+    ESCALATED,
+    FAILED,
+    REFUND_CALL,
+    Env,
+    cli,
+    cli_async,
+)
+
+
+def _results(view_messages: list[dict[str, object]]) -> dict[str, dict[str, object]]:
+    out: dict[str, dict[str, object]] = {}
+    for message in view_messages:
+        content = message.get("content")
+        if message.get("role") == "user" and isinstance(content, list):
+            out.update({b["tool_use_id"]: b for b in content if b.get("type") == "tool_result"})
+    return out
+
+
+def test_approve_then_a_supervisor_finishes_the_run(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = cli(
+        capsys, "approve", "--root", env.r, APPROVE, REFUND_CALL, "--by", "priya", "--note", "ok"
+    )
+    assert (code, err) == (0, "")
+    assert (
+        f'recorded: approved {REFUND_CALL} issue_refund(order="o-1") of run {APPROVE} by '
+        "priya (ok) (seq 2)"
+    ) in out
+    assert "continues when a supervisor next picks it up" in out
+    assert "tether worker" in out
+    last = anyio.run(env.events, APPROVE)[-1]
+    assert isinstance(last, Decision)
+    assert (last.call_id, last.approved, last.by, last.note) == (REFUND_CALL, True, "priya", "ok")
+    assert env.refunds == []
+    code, out, _ = cli(capsys, "runs", "--root", env.r, "--status", "running")
+    assert APPROVE in out
+    assert "no process holds it: continues when a supervisor picks it up" in out
+
+    view = anyio.run(env.resume, APPROVE)
+    assert view.status is RunStatus.DONE
+    assert view.final_text == "refund handled"
+    assert env.refunds == ["o-1"]
+
+
+def test_reject_reaches_the_model_with_the_note(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = cli(
+        capsys, "reject", "--root", env.r, APPROVE, REFUND_CALL, "--by", "sam",
+        "--note", "customer already refunded",
+    )  # fmt: skip
+    assert code == 0
+    assert f"recorded: rejected {REFUND_CALL}" in out
+    view = anyio.run(env.resume, APPROVE)
+    assert view.status is RunStatus.DONE
+    result = _results(view.messages)[REFUND_CALL]
+    assert result["is_error"] is True
+    assert result["content"] == "issue_refund was rejected by sam: customer already refunded"
+    assert env.refunds == []
+
+
+def test_decision_refusals(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
+    base = ("--root", env.r)
+    cases = [
+        (("approve", *base, "run-nope", REFUND_CALL), "no run 'run-nope'"),
+        (
+            ("approve", *base, APPROVE, "toolu_zz"),
+            f"not in the model's current turn (calls there: {REFUND_CALL} (issue_refund))",
+        ),
+        (
+            ("approve", *base, ESCALATED, CHARGE_CALL),
+            "is escalated; answer it with `tether resolve`",
+        ),
+        (("reject", *base, DONE, "toolu_l1"), "run already finished (done)"),
+        (("approve", *base, FAILED, "toolu_l2"), "run already finished (failed)"),
+    ]
+    for argv, message in cases:
+        code, out, err = cli(capsys, *argv, "--by", "priya")
+        assert code == 1, argv
+        assert message in err, (argv, err)
+        assert out == ""
+    assert cli(capsys, "approve", *base, APPROVE, REFUND_CALL, "--by", "priya")[0] == 0
+    code, _, err = cli(capsys, "reject", *base, APPROVE, REFUND_CALL, "--by", "sam")
+    assert code == 1
+    assert f"call {REFUND_CALL!r} was already approved by priya" in err
+    events = anyio.run(env.events, APPROVE)
+    assert sum(isinstance(e, Decision) for e in events) == 1
+    # a missing --by is a usage error
+    with pytest.raises(SystemExit) as exc:
+        cli(capsys, "approve", *base, APPROVE, REFUND_CALL)
+    assert exc.value.code == 2
+
+
+async def test_busy_run_is_refused(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
+    async with FileStore(env.root) as store:
+        journal = await store.open(APPROVE)
+        async with journal:
+            code, out, err = await cli_async(
+                capsys, "approve", "--root", env.r, APPROVE, REFUND_CALL, "--by", "priya"
+            )
+            assert code == 1
+            assert out == ""
+            assert "busy in another process" in err
+            assert "try again" in err
+            code, _, err = await cli_async(capsys, "cancel", "--root", env.r, APPROVE)
+            assert code == 1
+            assert "busy in another process" in err
+    events = await env.events(APPROVE)
+    assert not any(isinstance(e, Decision | RunFinished) for e in events)
+
+
+@pytest.mark.parametrize(
+    ("outcome", "extra", "charges", "content", "is_error"),
+    [
+        ("succeeded", ["--result", '{"charge_id": "ch_9"}'], [], '{"charge_id":"ch_9"}', False),
+        ("retry", [], ["c-1"], "charged c-1", False),
+        ("failed", ["--note", "card declined upstream"], [], "card declined upstream", True),
+    ],
+)
+def test_resolve(
+    env: Env,
+    capsys: pytest.CaptureFixture[str],
+    outcome: str,
+    extra: list[str],
+    charges: list[str],
+    content: str,
+    is_error: bool,
+) -> None:
+    code, out, err = cli(
+        capsys, "resolve", "--root", env.r, ESCALATED, CHARGE_CALL, "--outcome", outcome,
+        "--by", "omar", *extra,
+    )  # fmt: skip
+    assert (code, err) == (0, "")
+    assert f'recorded: resolved {CHARGE_CALL} charge_card(card="c-1") of run {ESCALATED}' in out
+    assert f"as {outcome}" in out
+    assert "by omar" in out
+    last = anyio.run(env.events, ESCALATED)[-1]
+    assert isinstance(last, Resolved)
+    assert (last.outcome, last.by) == (outcome, "omar")
+
+    view = anyio.run(env.resume, ESCALATED)
+    assert view.status is RunStatus.DONE
+    result = _results(view.messages)[CHARGE_CALL]
+    assert (result["content"], result["is_error"]) == (content, is_error)
+    assert env.charges == charges
+
+    code, _, err = cli(
+        capsys, "resolve", "--root", env.r, ESCALATED, CHARGE_CALL, "--outcome", "retry",
+        "--by", "omar",
+    )  # fmt: skip
+    assert code == 1
+    assert "run already finished (done)" in err
+
+
+def test_resolve_refusals(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
+    base = ("resolve", "--root", env.r)
+    code, _, err = cli(capsys, *base, APPROVE, REFUND_CALL, "--outcome", "retry", "--by", "o")
+    assert code == 1
+    assert "is not escalated (approve or reject" in err
+    ok = cli(capsys, *base, ESCALATED, CHARGE_CALL, "--outcome", "failed", "--by", "o")
+    assert ok[0] == 0
+    code, _, err = cli(capsys, *base, ESCALATED, CHARGE_CALL, "--outcome", "retry", "--by", "o")
+    assert code == 1
+    assert "was already resolved" in err
+    for bad in (["--result", "not json"], ["--outcome", "retry", "--result", "1"]):
+        argv = [*base, ESCALATED, CHARGE_CALL, "--outcome", "succeeded", "--by", "o", *bad]
+        with pytest.raises(SystemExit) as exc:
+            cli(capsys, *argv)
+        assert exc.value.code == 2
+    events = anyio.run(env.events, ESCALATED)
+    assert sum(isinstance(e, Resolved) for e in events) == 1
+
+
+def test_cancel(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = cli(capsys, "cancel", "--root", env.r, APPROVE, "--reason", "duplicate ticket")
+    assert code == 0
+    assert f"recorded: run {APPROVE} cancelled (duplicate ticket)" in out
+    last = anyio.run(env.events, APPROVE)[-1]
+    assert isinstance(last, RunFinished)
+    assert (last.status, last.reason) == ("cancelled", "duplicate ticket")
+    code, out, _ = cli(capsys, "runs", "--root", env.r, "--status", "cancelled")
+    assert APPROVE in out
+    assert "duplicate ticket" in out
+
+    code, _, err = cli(capsys, "cancel", "--root", env.r, APPROVE)
+    assert code == 1
+    assert "run already finished (cancelled)" in err
+    code, _, err = cli(capsys, "approve", "--root", env.r, APPROVE, REFUND_CALL, "--by", "p")
+    assert code == 1
+    assert "run already finished (cancelled)" in err
+    assert anyio.run(env.resume, APPROVE).status is RunStatus.CANCELLED
+    assert env.refunds == []

@@ -1,0 +1,174 @@
+"""``tether runs`` and ``tether show``: what the runs of a store are doing, from their journals.
+
+Also registers the commands that change runs (``_ops``: approve, reject, resolve, cancel) and
+``gc`` (``_gc``), so that the parser gains every operator command in one call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from datetime import datetime
+from typing import Any
+
+import msgspec
+
+from ..supervisor._state import RunStatus
+from ._gc import add_gc_command
+from ._ops import add_op_commands
+from ._view import (
+    describe,
+    execute,
+    format_age,
+    load_summaries,
+    load_summary,
+    open_store,
+    shorten,
+    table,
+)
+
+STATUSES = [s.value for s in RunStatus]
+
+STATUS_HELP = (
+    "Statuses come from the journal alone: 'running' (a process is advancing it, or it waits "
+    "for a supervisor to pick it up), 'waiting_for_approval' (parked: a tool call of the "
+    "current turn was never started and has no decision; approve or reject it), "
+    "'needs_attention' (parked: a call is escalated; answer it with resolve), and the final "
+    "'done', 'failed', 'cancelled'."
+)
+
+
+def add_root(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--root",
+        metavar="DIR",
+        required=True,
+        help="the store's directory (holding runs/ and blobs/)",
+    )
+
+
+def add_run_commands(commands: Any) -> None:
+    runs = commands.add_parser(
+        "runs",
+        help="list the runs of a store with their status and what they wait for",
+        description="List every run of the store, one line each: run id, status, age (since "
+        "run_started), model calls, tool calls, restarts, and what it waits for (call id and "
+        "tool name, awaiting approval or resolution) or why it needs attention or failed. "
+        + STATUS_HELP
+        + " Exit 0; 3 if the store cannot be read.",
+    )
+    add_root(runs)
+    runs.add_argument("--json", action="store_true", help="print a JSON list of run objects")
+    runs.add_argument(
+        "--status",
+        metavar="S",
+        action="append",
+        choices=STATUSES,
+        help="only runs with this status (repeat for several): " + ", ".join(STATUSES),
+    )
+    runs.set_defaults(handler=_runs)
+
+    show = commands.add_parser(
+        "show",
+        help="print one run's timeline",
+        description="Print one run's summary and its timeline: every event with its seq, "
+        "time, type and a short description (what the model asked for, tool results "
+        "shortened, decisions, escalations and resolutions, restarts with host and pid, how "
+        "it finished). Reads the journal without its lock. Exit 1 if there is no such run or "
+        "its journal is corrupt, 3 if it cannot be read.",
+    )
+    add_root(show)
+    show.add_argument("run", metavar="RUN", help="the run id")
+    show.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object: the summary and every event (raw fields plus 'text')",
+    )
+    show.set_defaults(handler=_show)
+
+    add_op_commands(commands, add_root)
+    add_gc_command(commands, add_root)
+
+
+def _runs(args: argparse.Namespace) -> int:
+    async def command() -> int:
+        store = open_store(args.root)
+        summaries = await load_summaries(store)
+        if args.status:
+            summaries = [s for s in summaries if s.status in args.status]
+        now = time.time()
+        if args.json:
+            print(json.dumps([s.as_dict(now) for s in summaries], indent=2))
+            return 0
+        if not summaries:
+            print("no runs" + (" with that status" if args.status else f" in {args.root}"))
+            return 0
+        rows = [["RUN", "STATUS", "AGE", "MODEL", "TOOLS", "RESTARTS", "WAITING / REASON"]]
+        for s in summaries:
+            rows.append(
+                [
+                    s.run_id,
+                    s.status,
+                    format_age(s.age(now)),
+                    str(s.model_calls),
+                    str(s.tool_calls),
+                    str(s.restarts),
+                    shorten(s.detail(), 100),
+                ]
+            )
+        print("\n".join(table(rows)))
+        return 0
+
+    return execute(args, command)
+
+
+def _show(args: argparse.Namespace) -> int:
+    async def command() -> int:
+        store = open_store(args.root)
+        events, summary = await load_summary(store, args.run)
+        now = time.time()
+        names: dict[str, str] = {}
+        lines = [describe(e, names) for e in events]
+        if args.json:
+            out = {
+                "summary": summary.as_dict(now),
+                "events": [
+                    {**msgspec.to_builtins(e), "text": text}
+                    for e, text in zip(events, lines, strict=True)
+                ],
+            }
+            print(json.dumps(out, indent=2, default=str))
+            return 0
+        detail = summary.detail()
+        print(f"run {summary.run_id}: {summary.status}" + (f" ({detail})" if detail else ""))
+        print(
+            f"age {format_age(summary.age(now))}, model calls {summary.model_calls}, "
+            f"tool calls {summary.tool_calls}, restarts {summary.restarts}, tokens "
+            f"{summary.input_tokens} in / {summary.output_tokens} out, {summary.events} events"
+        )
+        if summary.final_text is not None and summary.finished:
+            print(f"final text: {shorten(summary.final_text, 200)}")
+        for w in summary.waiting:
+            action = (
+                f"tether approve|reject --root {args.root} {args.run} {w.call_id} --by NAME"
+                if w.kind == "approval"
+                else f"tether resolve --root {args.root} {args.run} {w.call_id} "
+                "--outcome succeeded|retry|failed --by NAME"
+            )
+            print(f"awaiting {w.kind}: {w.call_id} {w.tool}  ->  {action}")
+        print()
+        rows = [["SEQ", "TIME", "TYPE", "WHAT"]]
+        for event, text in zip(events, lines, strict=True):
+            kind = type(event).__struct_config__.tag
+            rows.append([str(event.seq), _when(event.at), str(kind), text])
+        print("\n".join(table(rows)))
+        return 0
+
+    return execute(args, command)
+
+
+def _when(at: float) -> str:
+    if not at:
+        return "-"
+    return datetime.fromtimestamp(at).strftime("%Y-%m-%d %H:%M:%S")

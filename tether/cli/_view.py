@@ -1,0 +1,481 @@
+"""What the operator commands know about a run, computed from its journal alone.
+
+Pure helpers shared by ``tether runs``, ``show``, ``approve``/``reject``/``resolve``,
+``cancel`` and ``gc``: a run's summary (status, counters, what it waits for), one-line
+descriptions of events, and a look at whether another process holds a journal's lock.
+
+No application is loaded here, so the tools' approval flags are unknown. A call of the current
+turn that has no ``tool_started``, no result, no decision, no escalation and no resolution is
+taken to wait for approval: that is how a parked run looks (the loop starts every other call
+as soon as the model's answer is saved). The same journal also results when a process died
+between saving the model's answer and starting a tool that needs no approval; a supervisor
+resuming such a run starts the tool.
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import fcntl
+import os
+import sys
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import anyio
+import msgspec
+
+from .._errors import (
+    InvalidRunIdError,
+    JournalCorruptError,
+    JournalError,
+    JournalLockedError,
+    JournalVersionError,
+    RunNotFoundError,
+    RunStateError,
+)
+from ..journal._records import (
+    AnyEvent,
+    Decision,
+    Escalated,
+    ModelResponse,
+    Resolved,
+    Resumed,
+    RunFinished,
+    RunStarted,
+    ToolResult,
+    ToolStarted,
+)
+from ..journal._store import FileStore
+from ..supervisor._state import RunState, RunStatus, fold, result_text
+
+WaitKind = Literal["approval", "resolution"]
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """One call a person has to answer."""
+
+    call_id: str
+    tool: str
+    kind: WaitKind
+    since: float
+    reason: str = ""
+
+    def describe(self) -> str:
+        return f"{self.call_id} {self.tool}" + (f" ({self.reason})" if self.reason else "")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "call_id": self.call_id,
+            "tool": self.tool,
+            "awaiting": self.kind,
+            "since": self.since,
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """A run as the operator commands report it."""
+
+    run_id: str
+    status: str
+    reason: str = ""
+    started_at: float | None = None
+    finished_at: float | None = None
+    last_at: float | None = None
+    model_calls: int = 0
+    tool_calls: int = 0
+    restarts: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    events: int = 0
+    waiting: tuple[Waiting, ...] = ()
+    final_text: str | None = None
+    held_by: int | None = None
+    readable: bool = True
+    state: RunState | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def finished(self) -> bool:
+        return self.finished_at is not None
+
+    def age(self, now: float) -> float | None:
+        """Seconds since the run started."""
+        return None if self.started_at is None else max(0.0, now - self.started_at)
+
+    def detail(self) -> str:
+        """What the run waits for, or why it stopped, in one line."""
+        parts: list[str] = []
+        for kind in ("approval", "resolution"):
+            calls = [w for w in self.waiting if w.kind == kind]
+            if calls:
+                parts.append(f"awaiting {kind}: " + ", ".join(w.describe() for w in calls))
+        if self.held_by is not None and not self.finished:
+            parts.append(f"held by pid {self.held_by}" if self.held_by else "held by a process")
+        elif self.status == RunStatus.RUNNING and self.readable:
+            parts.append("no process holds it: continues when a supervisor picks it up")
+        if self.reason and not self.waiting and self.status != RunStatus.DONE:
+            parts.append(self.reason)
+        return "; ".join(parts)
+
+    def as_dict(self, now: float) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "status": self.status,
+            "reason": self.reason,
+            "waiting": [w.as_dict() for w in self.waiting],
+            "age_s": self.age(now),
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+            "last_event_at": self.last_at,
+            "model_calls": self.model_calls,
+            "tool_calls": self.tool_calls,
+            "restarts": self.restarts,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "events": self.events,
+            "held_by": self.held_by,
+            "readable": self.readable,
+            "final_text": self.final_text,
+        }
+
+
+def unreadable(run_id: str, problem: str) -> RunSummary:
+    """The summary of a run whose journal cannot be read or folded."""
+    return RunSummary(
+        run_id=run_id,
+        status=RunStatus.NEEDS_ATTENTION.value,
+        reason=f"journal cannot be read: {problem}",
+        readable=False,
+    )
+
+
+def summarize(run_id: str, events: list[AnyEvent], held_by: int | None = None) -> RunSummary:
+    """The summary of a run from its events (and who holds its lock, if anyone).
+
+    A journal that cannot be folded gives an unreadable summary rather than an error.
+    """
+    try:
+        state = fold(events)
+    except ValueError as exc:
+        return unreadable(run_id, str(exc))
+    if state.started is None:
+        return RunSummary(
+            run_id=run_id,
+            status=RunStatus.NEEDS_ATTENTION.value,
+            reason="the journal has no run_started record",
+            events=len(events),
+            held_by=held_by,
+            state=state,
+        )
+    status, reason, waiting = status_of(state)
+    if held_by is not None and state.finished is None:
+        status, reason = RunStatus.RUNNING, ""  # a process is advancing it right now
+    return RunSummary(
+        run_id=run_id,
+        status=status.value,
+        reason=reason,
+        started_at=state.started.at,
+        finished_at=state.finished.at if state.finished is not None else None,
+        last_at=events[-1].at if events else None,
+        model_calls=state.model_calls,
+        tool_calls=state.tool_calls,
+        restarts=state.restarts,
+        input_tokens=state.input_tokens,
+        output_tokens=state.output_tokens,
+        events=len(events),
+        waiting=waiting if status is not RunStatus.RUNNING else (),
+        final_text=state.final_text,
+        held_by=held_by,
+        state=state,
+    )
+
+
+def status_of(state: RunState) -> tuple[RunStatus, str, tuple[Waiting, ...]]:
+    """Status, reason and waiting calls implied by the journal alone (see the module doc)."""
+    if state.finished is not None:
+        return RunStatus(state.finished.status), state.finished.reason, ()
+    if not state.turn_open:
+        return RunStatus.RUNNING, "", ()
+    escalated: list[Waiting] = []
+    approvals: list[Waiting] = []
+    for call in state.calls.values():
+        if call.done:
+            continue
+        if call.escalated and call.escalation is not None:
+            escalated.append(
+                Waiting(
+                    call.id, call.name, "resolution", call.escalation.at, call.escalation.reason
+                )
+            )
+        elif awaits_approval(state, call.id):
+            approvals.append(Waiting(call.id, call.name, "approval", call.started_at))
+        else:
+            return RunStatus.RUNNING, "", ()
+    if escalated:
+        reason = "; ".join(f"{w.tool} ({w.call_id}): {w.reason}" for w in escalated)
+        return RunStatus.NEEDS_ATTENTION, reason, tuple(escalated + approvals)
+    names = ", ".join(f"{w.tool} ({w.call_id})" for w in approvals)
+    return RunStatus.WAITING_FOR_APPROVAL, f"approval needed for {names}", tuple(approvals)
+
+
+def awaits_approval(state: RunState, call_id: str) -> bool:
+    """Whether a call of the current turn is parked for a person's approval.
+
+    The manifest pins each tool's approval flag: a call of a tool without approval that has no
+    record yet was simply not started (its process stopped first).
+    """
+    call = state.calls.get(call_id)
+    pins = {p.name: p for p in state.manifest.tools} if state.started is not None else {}
+    pin = pins.get(call.name) if call is not None else None
+    if pin is not None and not pin.approval:
+        return False
+    return (
+        call is not None
+        and not call.done
+        and call.attempts == 0
+        and call.decision is None
+        and call.escalation is None
+        and call.resolution is None
+    )
+
+
+# ---------------------------------------------------------------------------- lock probe
+
+
+def held_by(path: str) -> int | None:
+    """The pid holding ``path``'s ``flock`` (0 if unknown), or ``None`` if nobody holds it.
+
+    Reads ``/proc/locks`` where it exists, which takes no lock itself; elsewhere it tries a
+    shared, non-blocking ``flock`` for an instant.
+    """
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    try:
+        with open("/proc/locks", encoding="ascii", errors="replace") as f:
+            table = f.read()
+    except OSError:
+        return _probe(path)
+    want = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    for line in table.splitlines():
+        parts = line.split()
+        # "1: FLOCK  ADVISORY  WRITE 27956 fe:00:2146324 0 EOF" ("->" marks a blocked waiter)
+        if len(parts) >= 6 and parts[1] == "FLOCK" and parts[5] == want:
+            try:
+                return int(parts[4])
+            except ValueError:
+                return 0
+    return None
+
+
+def _probe(path: str) -> int | None:  # pragma: no cover - systems without /proc/locks
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+                return 0
+            raise
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
+# ---------------------------------------------------------------------------- text
+
+
+def shorten(text: str, limit: int) -> str:
+    """``text`` on one line, cut to ``limit`` characters with an ellipsis."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: max(0, limit - 1)] + "…"
+
+
+def as_json(value: Any) -> str:
+    try:
+        return msgspec.json.encode(value).decode()
+    except (TypeError, msgspec.EncodeError):
+        return repr(value)
+
+
+def format_age(seconds: float | None) -> str:
+    """``45s``, ``12m``, ``3h05m``, ``4d03h``; ``-`` when unknown."""
+    if seconds is None:
+        return "-"
+    s = int(seconds)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
+
+
+def call_text(name: str, args: Any, limit: int = 80) -> str:
+    """``name(key="value", n=3)``, shortened."""
+    if isinstance(args, dict):
+        inner = ", ".join(f"{k}={as_json(v)}" for k, v in args.items())
+    else:
+        inner = "" if args is None else as_json(args)
+    return shorten(f"{name}({inner})", limit)
+
+
+def describe(event: AnyEvent, names: dict[str, str], limit: int = 100) -> str:
+    """One line saying what ``event`` records; ``names`` maps call ids to tool names."""
+
+    def tool(call_id: str) -> str:
+        name = names.get(call_id)
+        return f"{name} [{call_id}]" if name else f"[{call_id}]"
+
+    if isinstance(event, RunStarted):
+        m = event.manifest
+        prompt = ""
+        if event.messages:
+            content = event.messages[-1].get("content")
+            prompt = content if isinstance(content, str) else as_json(content)
+        text = f"model {m.model}, {len(m.tools)} tool(s)"
+        if m.app_version:
+            text += f", app {m.app_version}"
+        return shorten(f"{text}; prompt: {as_json(prompt)}", limit)
+    if isinstance(event, ModelResponse):
+        content = event.message.get("content")
+        blocks = content if isinstance(content, list) else [{"type": "text", "text": content}]
+        parts: list[str] = []
+        for block in blocks:
+            if block.get("type") == "tool_use":
+                call_id, name = str(block.get("id", "?")), str(block.get("name", "?"))
+                names[call_id] = name
+                parts.append(f"asks for {call_text(name, block.get('input'), 60)} [{call_id}]")
+            elif block.get("type") == "text" and block.get("text"):
+                parts.append(f"says {as_json(shorten(str(block['text']), 60))}")
+        return shorten("; ".join(parts) or "(empty answer)", limit)
+    if isinstance(event, ToolStarted):
+        return f"{tool(event.call_id)} attempt {event.attempt}"
+    if isinstance(event, ToolResult):
+        if event.blob is not None:
+            body = f"blob {event.blob.size} bytes: {event.blob.summary}"
+        else:
+            body = result_text(event.content)
+        return shorten(f"{tool(event.call_id)} {'ok' if event.ok else 'error'}: {body}", limit)
+    if isinstance(event, Decision):
+        verb = "approved" if event.approved else "rejected"
+        note = f": {event.note}" if event.note else ""
+        return shorten(f"{verb} {tool(event.call_id)} by {event.by}{note}", limit)
+    if isinstance(event, Escalated):
+        return shorten(f"{tool(event.call_id)}: {event.reason}", limit)
+    if isinstance(event, Resolved):
+        text = f"{tool(event.call_id)} {event.outcome}"
+        if event.by:
+            text += f" by {event.by}"
+        if event.result is not None:
+            text += f", result {as_json(event.result)}"
+        if event.note:
+            text += f": {event.note}"
+        return shorten(text, limit)
+    if isinstance(event, Resumed):
+        return f"restart {event.attempt} on {event.host or '?'} (pid {event.pid})"
+    if isinstance(event, RunFinished):
+        return shorten(event.status + (f": {event.reason}" if event.reason else ""), limit)
+    return ""  # pragma: no cover - every event type is handled above
+
+
+def table(rows: list[list[str]]) -> list[str]:
+    """Rows as plain, left-aligned columns (the last column is not padded)."""
+    if not rows:
+        return []
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    return [
+        "  ".join([c.ljust(w) for c, w in zip(r, widths, strict=False)] + [r[-1]]).rstrip()
+        for r in rows
+    ]
+
+
+# ---------------------------------------------------------------------------- loading
+
+
+class StoreMissingError(Exception):
+    """``--root`` names no directory."""
+
+
+def open_store(root: str) -> FileStore:
+    """A ``FileStore`` over an existing directory (never creates one).
+
+    Raises:
+        StoreMissingError: ``root`` is not a directory.
+    """
+    if not os.path.isdir(root):
+        raise StoreMissingError(f"{root}: no such directory (give the store's --root)")
+    return FileStore(root)
+
+
+async def load_summary(store: FileStore, run_id: str) -> tuple[list[AnyEvent], RunSummary]:
+    """A run's events (read without its lock) and summary.
+
+    Raises:
+        RunNotFoundError, InvalidRunIdError, JournalCorruptError, JournalVersionError, OSError.
+    """
+    events = await store.read(run_id)
+    path = store.path(run_id)
+    return events, summarize(run_id, events, held_by(path))
+
+
+async def load_summaries(store: FileStore) -> list[RunSummary]:
+    """Every run of the store; a journal that cannot be read gives an unreadable summary.
+
+    Raises:
+        OSError: the store's directory cannot be listed or a journal cannot be read.
+    """
+    out: list[RunSummary] = []
+    for run_id in await store.list_runs():
+        try:
+            _, summary = await load_summary(store, run_id)
+        except RunNotFoundError:
+            continue  # removed since it was listed
+        except (JournalError, InvalidRunIdError) as exc:
+            summary = unreadable(run_id, str(exc))
+        out.append(summary)
+    return out
+
+
+# ---------------------------------------------------------------------------- running commands
+
+
+def fail(message: str, code: int) -> int:
+    print(f"tether: {message}", file=sys.stderr)
+    return code
+
+
+def execute(args: argparse.Namespace, command: Callable[[], Awaitable[int]]) -> int:
+    """Run an async command; turn the errors every command shares into exit codes."""
+    run_id = getattr(args, "run", None)
+    try:
+        return anyio.run(command)
+    except StoreMissingError as exc:
+        return fail(str(exc), 3)
+    except InvalidRunIdError as exc:
+        return fail(str(exc), 2)
+    except RunNotFoundError:
+        return fail(f"no run {run_id!r} in {args.root}", 1)
+    except JournalLockedError:
+        return fail(
+            f"run {run_id!r} is busy in another process (a worker is advancing it); "
+            "nothing was recorded; try again",
+            1,
+        )
+    except (JournalCorruptError, JournalVersionError) as exc:
+        return fail(f"{exc} (see `tether journal verify`)", 1)
+    except RunStateError as exc:
+        return fail(f"refused: {exc}", 1)
+    except OSError as exc:
+        where = f"{exc.filename}: " if exc.filename else ""
+        return fail(f"{where}{exc.strerror or exc}", 3)
