@@ -11,6 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from .._version import __version__
+from ._crashtest import add_crashtest_command
 from ._demo import add_demo_commands
 from ._journal import add_journal_commands
 from ._runs import add_run_commands
@@ -31,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     add_journal_commands(commands)
     add_demo_commands(commands)
+    add_crashtest_command(commands)
     add_run_commands(commands)
     add_worker_commands(commands)
     return parser

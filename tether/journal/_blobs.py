@@ -12,7 +12,6 @@ import hashlib
 import os
 import threading
 
-import aiofiles
 import anyio
 
 from .._errors import BlobError
@@ -71,6 +70,8 @@ class BlobStore:
         Raises:
             BlobError: missing, or its content does not match the digest.
         """
+        import aiofiles  # imported on first use: it costs every process that never reads a blob
+
         try:
             async with aiofiles.open(self.path(digest), "rb") as f:
                 data = await f.read()

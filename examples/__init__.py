@@ -1,0 +1,1 @@
+"""Crash-test scenarios: ``tether crashtest examples.NAME:scenario`` from the repository root."""
