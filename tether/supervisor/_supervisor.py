@@ -8,13 +8,13 @@ under the journal's lock, after which a child picks the run up again.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import random
+import resource
 import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal, final
 
 import anyio
@@ -84,23 +84,46 @@ class StatusChange:
     at: float
 
 
-@dataclass
+@dataclass(slots=True)
 class _Entry:
+    """What the supervisor keeps per run. Kept small: a parked run costs only this.
+
+    The lock and the change event are made when first needed and dropped when the run rests
+    with nobody waiting on them, so thousands of parked runs hold neither.
+    """
+
     status: RunStatus = RunStatus.RUNNING
     reason: str = ""
     pending: tuple[str, ...] = ()
-    changed: anyio.Event = field(default_factory=anyio.Event)
-    lock: anyio.Lock = field(default_factory=anyio.Lock)
     scope: anyio.CancelScope | None = None
-
     remote: bool = False
     seen: tuple[int, int] | None = None
+    _changed: anyio.Event | None = None
+    _lock: anyio.Lock | None = None
+
+    @property
+    def lock(self) -> anyio.Lock:
+        if self._lock is None:
+            self._lock = anyio.Lock()
+        return self._lock
+
+    def changed(self) -> anyio.Event:
+        """An event set at the next status change."""
+        if self._changed is None:
+            self._changed = anyio.Event()
+        return self._changed
 
     def set(self, outcome: Outcome) -> None:
         self.status, self.reason, self.pending = outcome.status, outcome.reason, outcome.pending
         self.remote = False
-        self.changed.set()
-        self.changed = anyio.Event()
+        if self._changed is not None:
+            self._changed.set()
+            self._changed = None
+
+    def release_idle_lock(self) -> None:
+        lock = self._lock
+        if lock is not None and not lock.locked() and lock.statistics().tasks_waiting == 0:
+            self._lock = None
 
 
 @final
@@ -123,7 +146,8 @@ class Supervisor:
             jitter, up to ``max_backoff``.
         model_concurrency: at most this many model calls at once across all runs.
         max_active_runs: at most this many runs advance at once; the others queue. Parked runs
-            never count.
+            never count. Each active run holds one file descriptor, so the default is half the
+            process's soft ``RLIMIT_NOFILE`` (512 under the common limit of 1,024).
         sweep_interval: every this many seconds, look for runs to take over (their owner
             process died, releasing the journal's lock) or to continue (a decision was recorded
             by another process); ``None`` looks only on entry.
@@ -162,7 +186,7 @@ class Supervisor:
         self._max_backoff = max_backoff
         self._resume = resume
         self._sweep_interval = sweep_interval
-        self._active = anyio.CapacityLimiter(max_active_runs) if max_active_runs else None
+        self._active = anyio.CapacityLimiter(max_active_runs or _default_active_limit())
         self._watchers: set[MemoryObjectSendStream[StatusChange]] = set()
         self._runs: dict[str, _Entry] = {}
         self._tg: anyio.abc.TaskGroup | None = None
@@ -245,9 +269,9 @@ class Supervisor:
                     if status.resting:
                         return status
                     with anyio.move_on_after(REMOTE_POLL):
-                        await entry.changed.wait()
+                        await entry.changed().wait()
                 else:
-                    await entry.changed.wait()
+                    await entry.changed().wait()
         return entry.status
 
     async def decide(
@@ -437,17 +461,15 @@ class Supervisor:
         with anyio.CancelScope() as scope:
             entry.scope = scope
             try:
-                async with contextlib.AsyncExitStack() as slots:
-                    if self._active is not None:
-                        await slots.enter_async_context(self._active)
-                    async with entry.lock:
-                        outcome = await self._run(run_id, journal, fresh)
+                async with self._active, entry.lock:
+                    outcome = await self._run(run_id, journal, fresh)
                 if outcome is not None:
                     self._set(run_id, outcome)
                     if outcome.wake_at is not None:
                         self._tg_start(self._wake_at, run_id, outcome.wake_at)
             finally:
                 entry.scope = None
+                entry.release_idle_lock()
 
     def _tg_start(self, func: Any, *args: Any) -> None:
         if self._tg is not None:
@@ -539,6 +561,14 @@ class Supervisor:
                 self._set(run_id, outcome)
             if outcome.wake_at is not None:
                 self._tg_start(self._wake_at, run_id, outcome.wake_at)
+
+
+def _default_active_limit() -> int:
+    """Half the soft descriptor limit: each active run holds its journal open."""
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return 10_000
+    return max(16, soft // 2)
 
 
 def _recoverable(exc: JournalError) -> bool:
