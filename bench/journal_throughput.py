@@ -27,11 +27,9 @@ the baselines. MB/s counts record bytes (10**6 bytes per MB), not framing.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import functools
 import json
 import os
-import platform
 import shutil
 import sqlite3
 import statistics
@@ -48,6 +46,7 @@ from typing import Any, Literal
 import aiofiles
 import aiofiles.os
 import anyio
+from _machine import machine_info
 
 from tether.journal import FileStore, SecretRedactor, ToolResult
 from tether.journal._records import encode_event
@@ -467,35 +466,6 @@ def run_all(cases: list[Case], root: Path, window: Window, repeats: int) -> dict
 
 
 # --- environment and report ----------------------------------------------------------------------
-
-
-def mount_of(path: Path) -> tuple[str, str, str]:
-    """``(device, mount point, filesystem type)`` of the mount holding ``path``."""
-    real = os.path.realpath(path)
-    best = ("?", "/", "?")
-    with open("/proc/mounts", encoding="utf-8") as f:
-        for line in f:
-            dev, mnt, fstype, *_ = line.split()
-            inside = real == mnt or real.startswith(mnt.rstrip("/") + "/")
-            if inside and len(mnt) >= len(best[1]):
-                best = (dev, mnt, fstype)
-    return best
-
-
-def machine_info(root: Path) -> dict[str, Any]:
-    dev, mnt, fstype = mount_of(root)
-    return {
-        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "cpu_count": os.cpu_count(),
-        "platform": platform.platform(),
-        "python": sys.version.split()[0],
-        "implementation": platform.python_implementation(),
-        "bench_dir": str(root),
-        "device": dev,
-        "mount_point": mnt,
-        "filesystem": fstype,
-        "sqlite": sqlite3.sqlite_version,
-    }
 
 
 def format_results(results: dict[Case, Result]) -> str:
