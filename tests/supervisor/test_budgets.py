@@ -7,8 +7,10 @@ import pathlib
 from typing import Any
 
 import anyio
+import pytest
 
 import tether
+from tether import RunStateError
 from tether.journal import Budgets, ModelResponse, Resumed, RunFinished, ToolStarted, Usage
 from tether.models import ModelReply
 from tether.supervisor import RunStatus, Supervisor
@@ -259,11 +261,35 @@ async def test_an_approval_after_the_runs_deadline_does_not_run_the_tool(
     async with Supervisor(tether.FileStore(tmp_path), model=model, tools=step_tools(ran)) as sup:
         await sup.start(RUN, "go", budgets=Budgets(deadline_s=0.2))
         assert await sup.wait(RUN, timeout=WAIT) is RunStatus.WAITING_FOR_APPROVAL
-        await anyio.sleep(0.25)
-        await sup.decide(RUN, "toolu_g", approved=True, by="priya")
+        await anyio.sleep(0.4)
+        # The deadline fired while the run was parked: the late approval is refused.
+        with pytest.raises(RunStateError, match="already failed"):
+            await sup.decide(RUN, "toolu_g", approved=True, by="priya")
         assert await sup.wait(RUN, timeout=WAIT) is RunStatus.FAILED
         view = await sup.inspect(RUN)
-    assert view.reason == "deadline of 0.2 s passed"
+    assert view.reason == "deadline of 0.2 s passed while waiting_for_approval"
     assert ran == []
     assert model.calls == 1
     await assert_failed_in_journal(tmp_path, view.reason)
+
+
+async def test_a_parked_run_fails_at_its_deadline_with_nobody_touching_it(
+    tmp_path: pathlib.Path,
+) -> None:
+    tools = tether.ToolRegistry()
+
+    @tools.tool(approval=True)
+    async def send(text: str) -> str:
+        """Send a text."""
+        return "sent"
+
+    model = tether.ScriptedModel([[tether.ScriptedModel.tool_use("t1", "send", {"text": "x"})]])
+    budgets = tether.Budgets(deadline_s=0.3)
+    async with Supervisor(tether.FileStore(tmp_path), model=model, tools=tools) as sup:
+        await sup.start("run-1", "go", budgets=budgets)
+        assert await sup.wait("run-1", timeout=WAIT) is RunStatus.WAITING_FOR_APPROVAL
+        with anyio.fail_after(WAIT):
+            while (await sup.inspect("run-1")).status is not RunStatus.FAILED:
+                await anyio.sleep(0.05)
+        view = await sup.inspect("run-1")
+    assert "deadline of 0.3 s passed while waiting_for_approval" in view.reason

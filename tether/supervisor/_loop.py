@@ -129,7 +129,7 @@ def classify(state: RunState, rt: Runtime) -> Outcome:
     now = rt.clock()
     escalated: list[Call] = []
     waiting: list[Call] = []
-    wake_at: float | None = None
+    wake_at = run_deadline(state)  # a parked run still fails at its deadline
     for call in state.calls.values():
         if call.done:
             continue
@@ -204,6 +204,10 @@ async def drive(
     while True:
         outcome = classify(state, rt)
         if outcome.status is not RunStatus.RUNNING:
+            deadline = run_deadline(state)
+            if not outcome.status.final and deadline is not None and rt.clock() >= deadline:
+                reason = f"deadline of {state.budgets.deadline_s:g} s passed while {outcome.status}"
+                return await _finish(journal, state, rt, blobs, RunStatus.FAILED, reason)
             return outcome
         if state.turn_open:
             await _advance_calls(journal, state, rt, blobs)
@@ -385,6 +389,13 @@ def spec_for(state: RunState, rt: Runtime, name: str) -> ToolSpec | None:
             except UnknownToolError:
                 return None
     return None
+
+
+def run_deadline(state: RunState) -> float | None:
+    """When the run's ``deadline_s`` budget runs out (wall clock), if it has one."""
+    if state.started is None or state.budgets.deadline_s is None:
+        return None
+    return state.started.at + state.budgets.deadline_s
 
 
 def _approval_deadline(spec: ToolSpec, call: Call) -> float | None:
