@@ -293,3 +293,37 @@ async def test_a_parked_run_fails_at_its_deadline_with_nobody_touching_it(
                 await anyio.sleep(0.05)
         view = await sup.inspect("run-1")
     assert "deadline of 0.3 s passed while waiting_for_approval" in view.reason
+
+
+async def test_restart_backoff_doubles_with_jitter_on_an_injected_clock(
+    tmp_path: pathlib.Path,
+) -> None:
+    delays: list[float] = []
+
+    async def no_wait(seconds: float) -> None:
+        delays.append(seconds)
+        await anyio.lowlevel.checkpoint()
+
+    class Exploding:
+        name = "exploding"
+        params: dict[str, Any] = {}  # noqa: RUF012 - a fixed, empty parameter set
+
+        async def __call__(
+            self, *, system: str | None, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+        ) -> ModelReply:
+            raise RuntimeError("model exploded")
+
+    sup = Supervisor(
+        tether.FileStore(tmp_path),
+        model=Exploding(),
+        max_restarts=4,
+        restart_backoff=1.0,
+        max_backoff=5.0,
+        sleep=no_wait,
+        jitter=lambda: 0.5,  # 0.5 + 0.5 = no jitter at all
+    )
+    async with sup:
+        await sup.start(RUN, "go")
+        assert await sup.wait(RUN, timeout=WAIT) is RunStatus.FAILED
+    # One wait before each of the five restarts; the fifth exceeds the budget of four.
+    assert delays == [1.0, 2.0, 4.0, 5.0, 5.0]

@@ -12,7 +12,7 @@ import logging
 import random
 import resource
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import Any, Literal, final
@@ -153,6 +153,8 @@ class Supervisor:
             by another process); ``None`` looks only on entry.
         resume: resume unfinished runs on entry (and sweep); ``False`` only serves runs
             started or acted on through this supervisor.
+        clock, sleep, jitter: wall-clock time (deadlines), waiting (restart backoff, timers)
+            and the jitter source (``[0, 1)``), injectable so tests need not wait.
     """
 
     def __init__(
@@ -170,6 +172,9 @@ class Supervisor:
         max_active_runs: int | None = None,
         sweep_interval: float | None = 5.0,
         resume: bool = True,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
+        jitter: Callable[[], float] = random.random,
     ) -> None:
         self._store = store
         self._rt = Runtime(
@@ -180,7 +185,10 @@ class Supervisor:
             app_version=app_version,
             strict_app_version=strict_app_version,
             model_gate=anyio.Semaphore(model_concurrency) if model_concurrency else None,
+            clock=clock,
         )
+        self._sleep = sleep
+        self._jitter = jitter
         self._app_version = app_version
         self._backoff = restart_backoff
         self._max_backoff = max_backoff
@@ -413,7 +421,9 @@ class Supervisor:
         )
         if not self._watchers:
             return
-        change = StatusChange(run_id, outcome.status, outcome.reason, outcome.pending, time.time())
+        change = StatusChange(
+            run_id, outcome.status, outcome.reason, outcome.pending, self._rt.clock()
+        )
         for send in list(self._watchers):
             try:
                 send.send_nowait(change)
@@ -509,10 +519,10 @@ class Supervisor:
                 log.warning("run %s crashed (%s); restarting", run_id, last_error)
                 journal, fresh = None, False
                 delay = min(self._max_backoff, self._backoff * 2 ** (failures - 1))
-                await anyio.sleep(delay * (0.5 + random.random()))
+                await self._sleep(delay * (0.5 + self._jitter()))
 
     async def _wake_at(self, run_id: str, when: float) -> None:
-        await anyio.sleep(max(0.0, when - time.time()))
+        await self._sleep(max(0.0, when - self._rt.clock()))
         entry = self._entry(run_id)
         if entry.status.resting and not entry.status.final and entry.scope is None:
             self._set(run_id, Outcome(RunStatus.RUNNING))
