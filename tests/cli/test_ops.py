@@ -106,20 +106,23 @@ def test_decision_refusals(env: Env, capsys: pytest.CaptureFixture[str]) -> None
     assert exc.value.code == 2
 
 
-async def test_busy_run_is_refused(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
+async def test_an_answer_for_a_busy_run_waits_in_its_inbox(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
     async with FileStore(env.root) as store:
         journal = await store.open(APPROVE)
         async with journal:
             code, out, err = await cli_async(
                 capsys, "approve", "--root", env.r, APPROVE, REFUND_CALL, "--by", "priya"
             )
+            assert code == 0, err
+            assert "queued: another process is advancing the run" in out
+            # Answers are still checked against the journal: a second approval is refused.
+            code, _, err = await cli_async(
+                capsys, "approve", "--root", env.r, "no-such-run", REFUND_CALL, "--by", "x"
+            )
             assert code == 1
-            assert out == ""
-            assert "busy in another process" in err
-            assert "try again" in err
-            code, _, err = await cli_async(capsys, "cancel", "--root", env.r, APPROVE)
-            assert code == 1
-            assert "busy in another process" in err
+        assert [type(e).__name__ for e in await store.take_inbox(APPROVE)] == ["Decision"]
     events = await env.events(APPROVE)
     assert not any(isinstance(e, Decision | RunFinished) for e in events)
 

@@ -13,7 +13,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from .._errors import RunStateError
+from .._errors import JournalLockedError, RunStateError
 from ..journal._records import Decision, Event, Resolved, RunFinished
 from ..supervisor._state import Call, RunState, RunStatus, fold
 from ._view import as_json, awaits_approval, call_text, execute, open_store, shorten
@@ -104,7 +104,19 @@ async def _append(
 ) -> tuple[Event, RunState]:
     """Open the run under its lock, build the record with ``check`` (which may refuse), append."""
     async with open_store(args.root) as store:
-        journal = await store.open(args.run)
+        try:
+            journal = await store.open(args.run)
+        except JournalLockedError:
+            # A worker is advancing the run: check against what its journal says so far and
+            # queue the answer in the run's inbox; the worker records it at its next step.
+            state = fold(await store.read(args.run))
+            if state.finished is not None:
+                raise RunStateError(
+                    args.run, f"run already finished ({state.finished.status})"
+                ) from None
+            record = check(state)
+            await store.post(args.run, record)
+            return record, state
         async with journal:
             state = fold(journal.events)
             if state.finished is not None:
@@ -112,6 +124,13 @@ async def _append(
             record = check(state)
             (written,) = await journal.append([record])
     return written, state
+
+
+def _where(record: Event) -> str:
+    """Where the answer went: the journal (with its seq) or the run's inbox."""
+    if record.seq >= 0:
+        return f"(seq {record.seq})"
+    return "(queued: another process is advancing the run and records it at its next step)"
 
 
 def _call(state: RunState, run_id: str, call_id: str) -> Call:
@@ -153,7 +172,7 @@ def _decide(args: argparse.Namespace) -> int:
         note = f" ({shorten(args.note, 80)})" if args.note else ""
         print(
             f"recorded: {verb} {args.call} {_call_text(call)} of run {args.run} by {args.by}"
-            f"{note} (seq {record.seq})"
+            f"{note} {_where(record)}"
         )
         print(CONTINUES)
         return 0
@@ -191,7 +210,7 @@ def _resolve(args: argparse.Namespace) -> int:
         note = f" ({shorten(args.note, 80)})" if args.note else ""
         print(
             f"recorded: resolved {args.call} {_call_text(call)} of run {args.run} as "
-            f"{args.outcome}{extra} by {args.by}{note} (seq {record.seq})"
+            f"{args.outcome}{extra} by {args.by}{note} {_where(record)}"
         )
         print(CONTINUES)
         return 0
@@ -205,7 +224,7 @@ def _cancel(args: argparse.Namespace) -> int:
 
     async def command() -> int:
         record, _ = await _append(args, check)
-        print(f"recorded: run {args.run} cancelled ({args.reason}) (seq {record.seq})")
+        print(f"recorded: run {args.run} cancelled ({args.reason}) {_where(record)}")
         return 0
 
     return execute(args, command)

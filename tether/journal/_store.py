@@ -23,6 +23,10 @@ from .._errors import RunNotFoundError
 from ._blobs import BlobStore
 from ._commit import GroupCommitter
 from ._file import DEFAULT_FILE_OPS, FileOps
+from ._inbox import clear as clear_inbox
+from ._inbox import inbox_path
+from ._inbox import post as post_inbox
+from ._inbox import take as take_inbox
 from ._reader import scan_live
 from ._records import ENCODER, AnyEvent, BlobRef, Event, ToolResult
 from ._redact import Redactor, SecretRedactor
@@ -231,6 +235,34 @@ class FileStore:
                 continue
             stats[name.removesuffix(".journal")] = (st.st_size, st.st_mtime_ns)
         return stats
+
+    def has_inbox(self, run_id: str) -> bool:
+        """Whether answers wait in the run's inbox (a cheap ``stat``; safe on the event loop)."""
+        return os.path.exists(inbox_path(self.runs_dir, run_id))
+
+    async def post(self, run_id: str, event: Event) -> None:
+        """Queue ``event`` (a decision, resolution or cancellation) in the run's inbox, durably.
+
+        For a run whose journal another process holds: that process folds the inbox into the
+        journal at its next step.
+
+        Raises:
+            RunNotFoundError: there is no such run.
+        """
+        if not await self.exists(run_id):
+            raise RunNotFoundError(run_id)
+        path = inbox_path(self.runs_dir, run_id)
+        await anyio.to_thread.run_sync(post_inbox, path, event, self._ops)
+
+    async def take_inbox(self, run_id: str) -> list[AnyEvent]:
+        """The events waiting in the run's inbox, oldest first."""
+        path = inbox_path(self.runs_dir, run_id)
+        return await anyio.to_thread.run_sync(take_inbox, path, self._ops)
+
+    async def clear_inbox(self, run_id: str, count: int) -> None:
+        """Drop the first ``count`` events of the run's inbox (they are in the journal now)."""
+        path = inbox_path(self.runs_dir, run_id)
+        await anyio.to_thread.run_sync(clear_inbox, path, count, self._ops)
 
     async def exists(self, run_id: str) -> bool:
         """Whether run ``run_id`` exists."""

@@ -14,18 +14,20 @@ what happens to it is the tool's replay policy (``tether.tools.ReplayPolicy``).
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import socket
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 import msgspec
 
 from .._errors import ToolArgumentsError, UnknownToolError
 from ..journal._records import (
+    AnyEvent,
     Decision,
     Escalated,
     Event,
@@ -48,6 +50,8 @@ from ._state import Call, RunState, RunStatus, fold
 
 SYSTEM_ACTOR = "tether"
 
+log = logging.getLogger("tether.supervisor")
+
 
 @dataclass(frozen=True)
 class Outcome:
@@ -57,6 +61,16 @@ class Outcome:
     reason: str = ""
     pending: tuple[str, ...] = ()
     wake_at: float | None = None
+
+
+class Mailbox(Protocol):
+    """Where answers wait for a run whose journal another process held (the store's inbox)."""
+
+    def has_inbox(self, run_id: str) -> bool: ...
+
+    async def take_inbox(self, run_id: str) -> list[AnyEvent]: ...
+
+    async def clear_inbox(self, run_id: str, count: int) -> None: ...
 
 
 @dataclass
@@ -72,6 +86,7 @@ class Runtime:
     model_gate: anyio.Semaphore | None = None
     clock: Callable[[], float] = time.time
     host: str = field(default_factory=socket.gethostname)
+    mailbox: Mailbox | None = None
 
 
 def build_manifest(
@@ -202,6 +217,7 @@ async def drive(
                 reason += f"; last error: {last_error}"
             return await _finish(journal, state, rt, blobs, RunStatus.FAILED, reason)
     while True:
+        await _fold_inbox(journal, state, rt, blobs)
         outcome = classify(state, rt)
         if outcome.status is not RunStatus.RUNNING:
             deadline = run_deadline(state)
@@ -216,6 +232,25 @@ async def drive(
             if over is not None:
                 return await _finish(journal, state, rt, blobs, RunStatus.FAILED, over)
             await _call_model(journal, state, rt, blobs)
+
+
+async def _fold_inbox(
+    journal: Journal, state: RunState, rt: Runtime, blobs: dict[str, Any]
+) -> None:
+    """Record the answers people queued while another process held the journal."""
+    mailbox = rt.mailbox
+    if mailbox is None or not mailbox.has_inbox(journal.run_id):
+        return
+    from ._answers import answer_problem  # the checks import this module
+
+    answers = await mailbox.take_inbox(journal.run_id)
+    for answer in answers:
+        problem = answer_problem(state, rt, answer)
+        if problem is None:
+            await _append(journal, state, rt, blobs, [answer])
+        else:
+            log.warning("run %s: ignored a queued answer: %s", journal.run_id, problem)
+    await mailbox.clear_inbox(journal.run_id, len(answers))
 
 
 async def _call_model(

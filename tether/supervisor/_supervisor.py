@@ -30,12 +30,13 @@ from .._errors import (
     RunStateError,
     TetherError,
 )
-from ..journal._records import Budgets, Decision, Resolved, RunFinished, RunStarted
+from ..journal._records import Budgets, Decision, Event, Resolved, RunFinished, RunStarted
 from ..journal._store import FileStore
 from ..journal._writer import Journal
 from ..models._base import Model
 from ..testing._crashpoints import crashpoint
 from ..tools._registry import ToolRegistry
+from ._answers import answer_problem
 from ._loop import (
     Outcome,
     Runtime,
@@ -43,9 +44,8 @@ from ._loop import (
     classify,
     drive,
     manifest_problem,
-    spec_for,
 )
-from ._state import RunState, RunStatus, fold
+from ._state import RunStatus, fold
 
 log = logging.getLogger("tether.supervisor")
 
@@ -186,6 +186,7 @@ class Supervisor:
             strict_app_version=strict_app_version,
             model_gate=anyio.Semaphore(model_concurrency) if model_concurrency else None,
             clock=clock,
+            mailbox=store,
         )
         self._sleep = sleep
         self._jitter = jitter
@@ -292,25 +293,12 @@ class Supervisor:
         Raises:
             RunStateError: the call is not waiting for approval.
             RunNotFoundError: no such run.
-            JournalLockedError: another process owns the run right now.
+
+        While another process advances the run, the answer waits in the run's inbox and that
+        process records it at its next step.
         """
 
-        def check(state: RunState) -> None:
-            call = state.calls.get(call_id)
-            if call is None or call.done:
-                raise RunStateError(run_id, f"call {call_id!r} is not awaiting a decision")
-            spec = spec_for(state, self._rt, call.name)
-            if spec is not None and not spec.approval:
-                raise RunStateError(run_id, f"tool {call.name!r} does not require approval")
-            if call.escalated:
-                raise RunStateError(
-                    run_id, f"call {call_id!r} is escalated; answer it with resolve()"
-                )
-            if call.decision is not None:
-                raise RunStateError(run_id, f"call {call_id!r} was already decided")
-
-        record = Decision(call_id=call_id, approved=approved, by=by, note=note)
-        await self._record(run_id, check, record)
+        await self._record(run_id, Decision(call_id=call_id, approved=approved, by=by, note=note))
 
     async def resolve(
         self,
@@ -330,18 +318,15 @@ class Supervisor:
         Raises:
             RunStateError: the call is not escalated.
             RunNotFoundError: no such run.
-            JournalLockedError: another process owns the run right now.
+
+        While another process advances the run, the answer waits in the run's inbox and that
+        process records it at its next step.
         """
         if outcome not in ("succeeded", "retry", "failed"):
             raise ValueError(f"outcome must be succeeded, retry or failed, not {outcome!r}")
 
-        def check(state: RunState) -> None:
-            call = state.calls.get(call_id)
-            if call is None or call.done or not call.escalated:
-                raise RunStateError(run_id, f"call {call_id!r} is not waiting for a resolution")
-
         record = Resolved(call_id=call_id, outcome=outcome, result=result, by=by, note=note)
-        await self._record(run_id, check, record)
+        await self._record(run_id, record)
 
     async def cancel(self, run_id: str, *, reason: str = "cancelled") -> None:
         """Stop a run for good: its task (if any) is cancelled and ``cancelled`` recorded.
@@ -353,13 +338,8 @@ class Supervisor:
         entry = await self._known(run_id)
         if entry.scope is not None:
             entry.scope.cancel()
-        async with entry.lock:
-            journal = await self._store.open(run_id)
-            async with journal:
-                state = fold(journal.events)
-                if state.finished is not None:
-                    raise RunStateError(run_id, f"run already {state.finished.status}")
-                await journal.append([RunFinished(status=RunStatus.CANCELLED.value, reason=reason)])
+        record = RunFinished(status=RunStatus.CANCELLED.value, reason=reason)
+        if await self._append_answer(run_id, entry, record):
             self._set(run_id, Outcome(RunStatus.CANCELLED, reason))
 
     async def inspect(self, run_id: str) -> RunView:
@@ -453,18 +433,35 @@ class Supervisor:
             raise RunNotFoundError(run_id)
         return self._entry(run_id)
 
-    async def _record(self, run_id: str, check: Any, record: Any) -> None:
+    async def _record(self, run_id: str, record: Decision | Resolved) -> None:
         entry = await self._known(run_id)
-        async with entry.lock:  # waits while a child advances the run
-            journal = await self._store.open(run_id)
+        if await self._append_answer(run_id, entry, record):
+            self._set(run_id, Outcome(RunStatus.RUNNING))
+            self._spawn(run_id, None, fresh=False)
+
+    async def _append_answer(self, run_id: str, entry: _Entry, record: Event) -> bool:
+        """Append a person's answer under the journal's lock; ``False`` if it went to the inbox.
+
+        While another process advances the run (it holds the lock), the answer is checked
+        against what its journal says so far and queued in the run's inbox; the owner records
+        it at its next step.
+        """
+        async with entry.lock:  # waits while a child of this supervisor advances the run
+            try:
+                journal = await self._store.open(run_id)
+            except JournalLockedError:
+                state = fold(await self._store.read(run_id))
+                problem = answer_problem(state, self._rt, record)
+                if problem is not None:
+                    raise RunStateError(run_id, problem) from None
+                await self._store.post(run_id, record)
+                return False
             async with journal:
-                state = fold(journal.events)
-                if state.finished is not None:
-                    raise RunStateError(run_id, f"run already {state.finished.status}")
-                check(state)
+                problem = answer_problem(fold(journal.events), self._rt, record)
+                if problem is not None:
+                    raise RunStateError(run_id, problem)
                 await journal.append([record])
-        self._set(run_id, Outcome(RunStatus.RUNNING))
-        self._spawn(run_id, None, fresh=False)
+        return True
 
     async def _child(self, run_id: str, journal: Journal | None, fresh: bool) -> None:
         entry = self._entry(run_id)
@@ -542,7 +539,8 @@ class Supervisor:
             if entry is not None:
                 if entry.scope is not None or entry.status.final:
                     continue  # advanced here right now, or over for good
-                if entry.remote:  # owned elsewhere: try its lock (free once the owner died)
+                if entry.remote or self._store.has_inbox(run_id):
+                    # owned elsewhere: try its lock (free once the owner died); or answers wait
                     self._spawn(run_id, None, fresh=False)
                     continue
                 if entry.seen == stat:
@@ -569,7 +567,9 @@ class Supervisor:
                     continue
             if entry is None or (entry.status, entry.reason) != (outcome.status, outcome.reason):
                 self._set(run_id, outcome)
-            if outcome.wake_at is not None:
+            if not outcome.status.final and self._store.has_inbox(run_id):
+                self._spawn(run_id, None, fresh=False)  # answers wait: let the run take them
+            elif outcome.wake_at is not None:
                 self._tg_start(self._wake_at, run_id, outcome.wake_at)
 
 

@@ -1,0 +1,91 @@
+"""Answers for a run another process holds wait in its inbox; the owner records them."""
+
+from __future__ import annotations
+
+import pathlib
+from typing import Any
+
+import anyio
+
+import tether
+from tether.journal import Decision, FileStore
+from tether.supervisor import RunStatus, Supervisor
+
+from ._helpers import WAIT, of_type, read_events
+
+use = tether.ScriptedModel.tool_use
+
+
+def _tools(sent: list[str], gate: anyio.Event) -> tether.ToolRegistry:
+    tools = tether.ToolRegistry()
+
+    @tools.tool(policy="rerun")
+    async def slow_lookup(item: str) -> str:
+        """Look an item up, slowly."""
+        await gate.wait()
+        return f"{item} found"
+
+    @tools.tool(policy="idempotency_key", approval=True)
+    async def send(text: str, ctx: tether.ToolContext) -> str:
+        """Send a text."""
+        sent.append(ctx.idempotency_key)
+        return "sent"
+
+    return tools
+
+
+def _model() -> tether.ScriptedModel:
+    both: list[dict[str, Any]] = [
+        use("toolu_1", "slow_lookup", {"item": "a"}),
+        use("toolu_2", "send", {"text": "hi"}),
+    ]
+    return tether.ScriptedModel([both, "done"])
+
+
+async def test_a_decision_for_a_run_held_elsewhere_is_recorded_by_its_owner(
+    tmp_path: pathlib.Path,
+) -> None:
+    sent: list[str] = []
+    gate = anyio.Event()
+    tools = _tools(sent, gate)
+    async with Supervisor(tether.FileStore(tmp_path), model=_model(), tools=tools) as owner:
+        await owner.start("run-1", "go")
+        # The owner is inside slow_lookup and holds the journal. Another process answers.
+        async with Supervisor(
+            FileStore(tmp_path), model=_model(), tools=tools, resume=False
+        ) as other:
+            with anyio.fail_after(WAIT):
+                while not (await other.inspect("run-1")).model_calls:
+                    await anyio.sleep(0.01)
+            await other.decide("run-1", "toolu_2", approved=True, by="priya")
+        gate.set()
+        assert await owner.wait("run-1", timeout=WAIT) is RunStatus.DONE
+    assert sent == ["run-1:toolu_2"]
+    decisions = of_type(await read_events(tmp_path, "run-1"), Decision)
+    assert [(d.call_id, d.by) for d in decisions] == [("toolu_2", "priya")]
+    assert not (tmp_path / "runs" / "run-1.inbox").exists()
+
+
+async def test_a_parked_run_with_answers_in_its_inbox_is_picked_up_by_a_sweep(
+    tmp_path: pathlib.Path,
+) -> None:
+    sent: list[str] = []
+    gate = anyio.Event()
+    gate.set()
+    tools = _tools(sent, gate)
+    async with Supervisor(tether.FileStore(tmp_path), model=_model(), tools=tools) as sup:
+        await sup.start("run-1", "go")
+        assert await sup.wait("run-1", timeout=WAIT) is RunStatus.WAITING_FOR_APPROVAL
+    # Queued while nobody held the journal (the race where the owner parked right after an
+    # answer was queued), plus the same answer twice: the second is ignored.
+    async with FileStore(tmp_path) as store:
+        for _ in range(2):
+            await store.post("run-1", Decision(call_id="toolu_2", approved=True, by="priya"))
+    async with Supervisor(
+        tether.FileStore(tmp_path), model=_model(), tools=tools, sweep_interval=0.05
+    ) as sup:
+        with anyio.fail_after(WAIT):
+            while (await sup.inspect("run-1")).status is not RunStatus.DONE:
+                await anyio.sleep(0.05)
+    assert sent == ["run-1:toolu_2"]
+    assert len(of_type(await read_events(tmp_path, "run-1"), Decision)) == 1
