@@ -87,6 +87,9 @@ class Runtime:
     clock: Callable[[], float] = time.time
     host: str = field(default_factory=socket.gethostname)
     mailbox: Mailbox | None = None
+    definitions: dict[tuple[tuple[str, str, str], ...], list[dict[str, Any]]] = field(
+        default_factory=dict
+    )
 
 
 def build_manifest(
@@ -216,9 +219,11 @@ async def drive(
             if last_error:
                 reason += f"; last error: {last_error}"
             return await _finish(journal, state, rt, blobs, RunStatus.FAILED, reason)
+    await _fold_inbox(journal, state, rt, blobs)
     while True:
-        await _fold_inbox(journal, state, rt, blobs)
         outcome = classify(state, rt)
+        if outcome.status is not RunStatus.RUNNING and await _fold_inbox(journal, state, rt, blobs):
+            continue  # answers queued while this process held the journal: act on them
         if outcome.status is not RunStatus.RUNNING:
             deadline = run_deadline(state)
             if not outcome.status.final and deadline is not None and rt.clock() >= deadline:
@@ -236,27 +241,35 @@ async def drive(
 
 async def _fold_inbox(
     journal: Journal, state: RunState, rt: Runtime, blobs: dict[str, Any]
-) -> None:
-    """Record the answers people queued while another process held the journal."""
+) -> bool:
+    """Record the answers people queued while this process held the journal.
+
+    Looked at when a drive starts and whenever the run is about to rest (not at every step: a
+    ``stat`` per step is measurable), so a queued answer takes effect at the run's next pause.
+    Returns whether any answer was recorded.
+    """
     mailbox = rt.mailbox
     if mailbox is None or not mailbox.has_inbox(journal.run_id):
-        return
+        return False
     from ._answers import answer_problem  # the checks import this module
 
     answers = await mailbox.take_inbox(journal.run_id)
+    recorded = False
     for answer in answers:
         problem = answer_problem(state, rt, answer)
         if problem is None:
             await _append(journal, state, rt, blobs, [answer])
+            recorded = True
         else:
             log.warning("run %s: ignored a queued answer: %s", journal.run_id, problem)
     await mailbox.clear_inbox(journal.run_id, len(answers))
+    return recorded
 
 
 async def _call_model(
     journal: Journal, state: RunState, rt: Runtime, blobs: dict[str, Any]
 ) -> None:
-    tools = rt.tools.definitions(state.manifest.tools) if state.manifest.tools else []
+    tools = _definitions(rt, state.manifest)
     messages = [dict(m) for m in state.messages]
     if rt.model_gate is not None:
         async with rt.model_gate:
@@ -406,6 +419,17 @@ async def _finish(
 ) -> Outcome:
     await _append(journal, state, rt, blobs, [RunFinished(status=status.value, reason=reason)])
     return Outcome(status, reason)
+
+
+def _definitions(rt: Runtime, manifest: Manifest) -> list[dict[str, Any]]:
+    """The tool definitions a run pinned, built once per pinned set (not per model call)."""
+    if not manifest.tools:
+        return []
+    key = tuple((p.name, p.version, p.schema_hash) for p in manifest.tools)
+    cached = rt.definitions.get(key)
+    if cached is None:
+        cached = rt.definitions[key] = rt.tools.definitions(manifest.tools)
+    return list(cached)
 
 
 async def _load_blobs(journal: Journal, rt: Runtime, blobs: dict[str, Any]) -> None:
