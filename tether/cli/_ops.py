@@ -108,7 +108,7 @@ async def _append(
             journal = await store.open(args.run)
         except JournalLockedError:
             # A worker is advancing the run: check against what its journal says so far and
-            # queue the answer in the run's inbox; the worker records it at its next step.
+            # queue the answer in the run's inbox; the worker records it at its next pause.
             state = fold(await store.read(args.run))
             if state.finished is not None:
                 raise RunStateError(
@@ -130,7 +130,7 @@ def _where(record: Event) -> str:
     """Where the answer went: the journal (with its seq) or the run's inbox."""
     if record.seq >= 0:
         return f"(seq {record.seq})"
-    return "(queued: another process is advancing the run and records it at its next step)"
+    return "(queued: another process is advancing the run and records it at its next pause)"
 
 
 def _call(state: RunState, run_id: str, call_id: str) -> Call:

@@ -3,7 +3,7 @@
 A person's decision, resolution or cancellation is normally appended to the run's journal under
 its lock. While a worker advances the run it holds that lock, so the answer goes to
 ``runs/<run_id>.inbox`` instead: one JSON-encoded event per line, appended under the inbox's own
-``flock`` and fsync'd. The owner folds the inbox into the journal at its next step (checking
+``flock`` and fsync'd. The owner folds the inbox into the journal at its next pause (checking
 each answer against the run's state, so an answer delivered twice is ignored) and then removes
 it; a sweeping supervisor picks up a parked run whose inbox is not empty.
 """

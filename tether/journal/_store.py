@@ -244,7 +244,7 @@ class FileStore:
         """Queue ``event`` (a decision, resolution or cancellation) in the run's inbox, durably.
 
         For a run whose journal another process holds: that process folds the inbox into the
-        journal at its next step.
+        journal at its next pause (when it would otherwise rest).
 
         Raises:
             RunNotFoundError: there is no such run.

@@ -295,7 +295,7 @@ class Supervisor:
             RunNotFoundError: no such run.
 
         While another process advances the run, the answer waits in the run's inbox and that
-        process records it at its next step.
+        process records it at its next pause (when it would otherwise rest).
         """
 
         await self._record(run_id, Decision(call_id=call_id, approved=approved, by=by, note=note))
@@ -320,7 +320,7 @@ class Supervisor:
             RunNotFoundError: no such run.
 
         While another process advances the run, the answer waits in the run's inbox and that
-        process records it at its next step.
+        process records it at its next pause (when it would otherwise rest).
         """
         if outcome not in ("succeeded", "retry", "failed"):
             raise ValueError(f"outcome must be succeeded, retry or failed, not {outcome!r}")
@@ -444,7 +444,7 @@ class Supervisor:
 
         While another process advances the run (it holds the lock), the answer is checked
         against what its journal says so far and queued in the run's inbox; the owner records
-        it at its next step.
+        it at its next pause.
         """
         async with entry.lock:  # waits while a child of this supervisor advances the run
             try:
