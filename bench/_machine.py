@@ -1,14 +1,20 @@
-"""What a benchmark result was measured on: saved beside every result file."""
+"""Where a benchmark runs and what it was measured on (saved beside every result file)."""
 
 from __future__ import annotations
 
 import datetime as dt
 import os
 import platform
+import shutil
 import sqlite3
 import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 def mount_of(path: Path) -> tuple[str, str, str]:
@@ -39,3 +45,19 @@ def machine_info(root: Path) -> dict[str, Any]:
         "filesystem": fstype,
         "sqlite": sqlite3.sqlite_version,
     }
+
+
+@contextmanager
+def scratch_dir(base: Path | None, prefix: str) -> Iterator[Path]:
+    """A scratch directory on a real disk, removed afterwards.
+
+    The default is next to the checkout rather than the system temp dir, which may be a tmpfs
+    where ``fdatasync`` costs nothing.
+    """
+    parent = base if base is not None else REPO_ROOT.parent
+    parent.mkdir(parents=True, exist_ok=True)
+    path = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)

@@ -46,7 +46,7 @@ from typing import Any, Literal
 import aiofiles
 import aiofiles.os
 import anyio
-from _machine import machine_info
+from _machine import machine_info, scratch_dir
 
 from tether.journal import FileStore, SecretRedactor, ToolResult
 from tether.journal._records import encode_event
@@ -509,22 +509,6 @@ def report_json(
     }
 
 
-@contextmanager
-def bench_dir(base: Path | None) -> Iterator[Path]:
-    """A scratch directory on a real disk, removed afterwards.
-
-    The default is next to the checkout (``/work`` here) rather than the system temp dir, which
-    may be a tmpfs where ``fdatasync`` costs nothing.
-    """
-    parent = base if base is not None else REPO_ROOT.parent
-    parent.mkdir(parents=True, exist_ok=True)
-    path = Path(tempfile.mkdtemp(prefix="tether-bench-", dir=parent))
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
-
-
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     p.add_argument("--quick", action="store_true", help="short windows, two repeats")
@@ -541,7 +525,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     repeats = args.repeats or (2 if args.quick else 3)
     window = Window(warmup=min(0.2, duration / 3), duration=duration)
     cases, ratios = build_cases(), build_ratios()
-    with bench_dir(args.dir) as root:
+    with scratch_dir(args.dir, "tether-bench-") as root:
         info = machine_info(root)
         if info["filesystem"] in {"tmpfs", "ramfs"}:
             print(

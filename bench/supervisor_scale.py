@@ -62,6 +62,7 @@ from typing import Annotated, Any, Literal, TypedDict
 
 import _machine
 import anyio
+from _machine import scratch_dir
 
 import tether
 from tether.testing import FaultyFileOps
@@ -926,18 +927,6 @@ def plot(results: list[CaseResult], path: Path) -> str | None:
     return None
 
 
-@contextlib.contextmanager
-def bench_dir(base: Path | None) -> Iterator[Path]:
-    """A scratch directory on a real disk (next to the checkout by default), removed afterwards."""
-    parent = base if base is not None else REPO_ROOT.parent
-    parent.mkdir(parents=True, exist_ok=True)
-    path = Path(tempfile.mkdtemp(prefix="tether-scale-", dir=parent))
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
-
-
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     p.add_argument("--quick", action="store_true", help="100 and 1,000 runs only")
@@ -969,7 +958,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         kinds = set(args.only.split(","))
         cases = [c for c in cases if c.kind in kinds]
     results: list[CaseResult] = []
-    with bench_dir(args.dir) as root:
+    with scratch_dir(args.dir, "tether-scale-") as root:
         info = machine_info(root)
         if info["filesystem"] in {"tmpfs", "ramfs"}:
             print(f"warning: {root} is on {info['filesystem']}; fsync is free", file=sys.stderr)

@@ -49,6 +49,7 @@ from ..journal import (
 )
 from ..models import Model
 from ..supervisor import RunStatus, RunView, Supervisor, fold
+from ..testing._harness import count_lines as _count_lines
 from ..tools import ToolRegistry
 
 POINTS: tuple[str, ...] = (
@@ -380,14 +381,6 @@ def _child_env(crash_at: str | None, trace: Path | None) -> dict[str, str]:
     return env
 
 
-def _count_lines(path: Path) -> int:
-    try:
-        with open(path, encoding="utf-8") as f:
-            return sum(1 for _ in f)
-    except FileNotFoundError:
-        return 0
-
-
 def spawn(
     scenario: Scenario,
     root: Path,
@@ -676,3 +669,51 @@ def print_result(
 def _number_word(n: int) -> str:
     words = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
     return words[n] if n < len(words) else str(n)
+
+
+def run_demo(
+    scenario: Scenario,
+    root: str | Path,
+    *,
+    idempotency: bool,
+    crash: Crash | None,
+    expected_effects: int,
+    decide: Decide | None = None,
+    json_out: bool = False,
+    stream: TextIO | None = None,
+) -> DemoSummary:
+    """Run a demo scenario in real child processes under ``root`` and report it.
+
+    Prints the timeline and the result block (or, with ``json_out``, one JSON summary) to
+    ``stream`` (stdout).
+
+    Raises:
+        DemoError: ``root`` is not empty, or a process failed.
+    """
+    out = stream or sys.stdout
+    say: Callable[[str], None] = (lambda _line: None) if json_out else printer(out)
+    root = Path(root)
+    prepare_root(root)
+    outcome = drive(scenario, root, idempotency=idempotency, decide=decide, crash=crash, echo=say)
+    summary = DemoSummary(
+        demo=scenario.name,
+        run_id=scenario.run_id,
+        status=outcome.status,
+        effect_name=scenario.effect_name,
+        effects=outcome.effects,
+        expected_effects=expected_effects,
+        model_calls=outcome.model_calls,
+        expected_model_calls=4,
+        recorded_model_calls=outcome.recorded_model_calls,
+        processes=[p.returncode for p in outcome.processes],
+        journal_events=outcome.journal_events,
+        journal_bytes=outcome.journal_bytes,
+        final_text=outcome.final_text,
+        idempotency_key=idempotency,
+        decision=None if decide is None else ("approved" if decide.approved else "rejected"),
+    )
+    if json_out:
+        print(json.dumps(summary.as_dict()), file=out, flush=True)
+    else:
+        print_result(summary, outcome, scenario.effect_label, say)
+    return summary

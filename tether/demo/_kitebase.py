@@ -22,8 +22,6 @@ priya rejects the reply, nothing is sent and the model's last message says why.
 from __future__ import annotations
 
 import json
-import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -38,11 +36,8 @@ from ._harness import (
     DemoSummary,
     Hooks,
     Scenario,
-    drive,
     hooked_model_function,
-    prepare_root,
-    print_result,
-    printer,
+    run_demo,
 )
 from ._services import HelpDesk
 
@@ -205,37 +200,19 @@ def run_kitebase(
     Raises:
         DemoError: ``root`` is not empty, or a process failed.
     """
-    out = stream or sys.stdout
-    say: Callable[[str], None] = (lambda _line: None) if json_out else printer(out)
-    root = Path(root)
-    prepare_root(root)
     decide = Decide(
         call_id=REPLY_CALL,
         approved=not reject,
         by=APPROVER,
         note=REJECT_NOTE if reject else "",
     )
-    crash = None if reject else Crash(process=2, point="tool_returned", n=1)
-    outcome = drive(KITEBASE, root, idempotency=idempotency, decide=decide, crash=crash, echo=say)
-    summary = DemoSummary(
-        demo="kitebase",
-        run_id=RUN_ID,
-        status=outcome.status,
-        effect_name=KITEBASE.effect_name,
-        effects=outcome.effects,
+    return run_demo(
+        KITEBASE,
+        root,
+        idempotency=idempotency,
+        decide=decide,
+        crash=None if reject else Crash(process=2, point="tool_returned", n=1),
         expected_effects=0 if reject else (1 if idempotency else 2),
-        model_calls=outcome.model_calls,
-        expected_model_calls=4,
-        recorded_model_calls=outcome.recorded_model_calls,
-        processes=[p.returncode for p in outcome.processes],
-        journal_events=outcome.journal_events,
-        journal_bytes=outcome.journal_bytes,
-        final_text=outcome.final_text,
-        idempotency_key=idempotency,
-        decision="rejected" if reject else "approved",
+        json_out=json_out,
+        stream=stream,
     )
-    if json_out:
-        print(json.dumps(summary.as_dict()), file=out, flush=True)
-    else:
-        print_result(summary, outcome, KITEBASE.effect_label, say)
-    return summary

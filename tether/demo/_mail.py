@@ -11,8 +11,6 @@ nothing. One email, four model calls. Without the key, the mail service delivers
 from __future__ import annotations
 
 import json
-import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -26,11 +24,8 @@ from ._harness import (
     DemoSummary,
     Hooks,
     Scenario,
-    drive,
     hooked_model_function,
-    prepare_root,
-    print_result,
-    printer,
+    run_demo,
 )
 from ._services import Outbox
 
@@ -146,31 +141,12 @@ def run_mail(
     Raises:
         DemoError: ``root`` is not empty, or a process failed.
     """
-    out = stream or sys.stdout
-    say: Callable[[str], None] = (lambda _line: None) if json_out else printer(out)
-    root = Path(root)
-    prepare_root(root)
-    crash = Crash(process=1, point="tool_returned", n=3)
-    outcome = drive(MAIL, root, idempotency=idempotency, crash=crash, echo=say)
-    summary = DemoSummary(
-        demo="mail",
-        run_id=RUN_ID,
-        status=outcome.status,
-        effect_name=MAIL.effect_name,
-        effects=outcome.effects,
+    return run_demo(
+        MAIL,
+        root,
+        idempotency=idempotency,
+        crash=Crash(process=1, point="tool_returned", n=3),
         expected_effects=1 if idempotency else 2,
-        model_calls=outcome.model_calls,
-        expected_model_calls=4,
-        recorded_model_calls=outcome.recorded_model_calls,
-        processes=[p.returncode for p in outcome.processes],
-        journal_events=outcome.journal_events,
-        journal_bytes=outcome.journal_bytes,
-        final_text=outcome.final_text,
-        idempotency_key=idempotency,
-        decision=None,
+        json_out=json_out,
+        stream=stream,
     )
-    if json_out:
-        print(json.dumps(summary.as_dict()), file=out, flush=True)
-    else:
-        print_result(summary, outcome, MAIL.effect_label, say)
-    return summary

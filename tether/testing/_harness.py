@@ -402,7 +402,8 @@ def _pending(run_id: str, events: list[AnyEvent], ids: Sequence[str]) -> list[Pe
     return found
 
 
-def _count_lines(path: Path) -> int:
+def count_lines(path: Path) -> int:
+    """Lines in a log file (0 if it does not exist yet)."""
     try:
         with open(path, encoding="utf-8") as f:
             return sum(1 for _ in f)
@@ -532,7 +533,7 @@ def _drive(target: _Target, case: Path, kills: Sequence[Kill]) -> _Run:
         reason=reason,
         final_text=state.final_text,
         ledger=_ledger(scenario),
-        model_calls=_count_lines(case / "model_calls.log"),
+        model_calls=count_lines(case / "model_calls.log"),
         recorded_model_calls=state.model_calls,
         events=len(events),
         escalations=sum(isinstance(e, Escalated) for e in events),
