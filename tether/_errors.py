@@ -144,6 +144,30 @@ class JournalLockedError(JournalError):
         return (type(self), (self.path,))
 
 
+class LeaseLostError(JournalLockedError):
+    """Another worker took the run over: this handle's lease (epoch) is stale.
+
+    Raised by an append the store rejected (the epoch check is in the same statement as the
+    insert) and by ``fence`` before a tool runs. Nothing more is written through this handle;
+    the worker stops working on the run.
+    """
+
+    def __init__(self, path: str, detail: str = "") -> None:
+        JournalError.__init__(
+            self,
+            path,
+            "lease lost: another worker took the run over" + (f" ({detail})" if detail else ""),
+        )
+        self.detail = detail
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.path, self.detail))
+
+
+class StoreSchemaError(TetherError):
+    """The database's tether schema is newer than this tether, or cannot be set up."""
+
+
 class JournalBrokenError(JournalError):
     """A write or fsync failed; this handle refuses further appends (fsync is never retried).
 

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable
-from typing import Any, Protocol, final
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Protocol, Self, final
 
 import anyio
 import msgspec
@@ -37,20 +38,116 @@ DEFAULT_BLOB_THRESHOLD = 64 * 1024
 _DEFAULT = object()
 
 
+class RunJournal(Protocol):
+    """An open run, held for writing by one worker: what the runtime appends through.
+
+    ``Journal`` (a file) and the Postgres store's handle implement it.
+    """
+
+    @property
+    def run_id(self) -> str: ...
+
+    @property
+    def path(self) -> str:
+        """Where the run lives (a file path, or the database and run), for messages."""
+        ...
+
+    @property
+    def events(self) -> list[AnyEvent]: ...
+
+    @property
+    def next_seq(self) -> int: ...
+
+    @property
+    def broken(self) -> bool: ...
+
+    async def append(self, events: Iterable[Event]) -> list[AnyEvent]: ...
+
+    async def fence(self) -> None:
+        """Raise ``LeaseLostError`` if this handle may no longer act for the run.
+
+        Called before a tool runs, so a worker that was paused past its lease performs no side
+        effect after another worker took the run over.
+        """
+        ...
+
+    async def aclose(self) -> None: ...
+
+    async def __aenter__(self) -> Self: ...
+
+    async def __aexit__(self, *exc_info: object) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class RunStat:
+    """What a sweep needs to know of a run without reading it.
+
+    ``version`` changes whenever the run is written to; ``inbox`` says answers wait for it.
+    """
+
+    version: tuple[int, int]
+    inbox: bool = False
+
+
 class Store(Protocol):
-    """What the runtime needs from the storage behind runs."""
+    """What the runtime needs from the storage behind runs (``FileStore``, ``PostgresStore``)."""
 
-    async def create(self, run_id: str, events: Iterable[Event] = ()) -> Journal: ...
+    @property
+    def entered(self) -> bool: ...
 
-    async def open(self, run_id: str) -> Journal: ...
+    async def __aenter__(self) -> Self: ...
+
+    async def __aexit__(self, *exc_info: object) -> None: ...
+
+    def where(self, run_id: str) -> str:
+        """Where run ``run_id`` lives, for messages."""
+        ...
+
+    async def create(self, run_id: str, events: Iterable[Event] = ()) -> RunJournal: ...
+
+    async def open(self, run_id: str) -> RunJournal: ...
 
     async def read(self, run_id: str) -> list[AnyEvent]: ...
 
     async def list_runs(self) -> list[str]: ...
 
-    def run_stats(self) -> dict[str, tuple[int, int]]: ...
+    async def run_stats(self) -> dict[str, RunStat]:
+        """Runs a sweep should look at (every run this store could hold) and their versions."""
+        ...
 
     async def exists(self, run_id: str) -> bool: ...
+
+    async def has_inbox(self, run_id: str) -> bool: ...
+
+    async def post(self, run_id: str, event: Event) -> None: ...
+
+    async def take_inbox(self, run_id: str) -> list[AnyEvent]: ...
+
+    async def clear_inbox(self, run_id: str, count: int) -> None: ...
+
+    async def load_blob(self, ref: BlobRef) -> Any: ...
+
+    async def changed(self) -> None:
+        """Return when another process may have written to a run (never, if it cannot tell)."""
+        ...
+
+
+async def prepare_event(
+    event: Event,
+    *,
+    redact: Redactor | None,
+    blob_threshold: int,
+    put_blob: Callable[[bytes, str], Awaitable[BlobRef]],
+) -> Event:
+    """Redact ``event``; move a large tool result's content to the blob store (durably first)."""
+    if redact is not None:
+        event = redact(event)
+    if isinstance(event, ToolResult) and event.blob is None and event.content is not None:
+        data = ENCODER.encode(event.content)
+        if len(data) > blob_threshold:
+            ref = await put_blob(data, _summarize(event.content))
+            event = msgspec.structs.replace(event, content=None, blob=ref)
+    return event
 
 
 @final
@@ -215,30 +312,43 @@ class FileStore:
 
         return await anyio.to_thread.run_sync(_list)
 
-    def run_stats(self) -> dict[str, tuple[int, int]]:
-        """``(size, mtime_ns)`` of every run's journal (blocking; call it off the event loop).
+    async def run_stats(self) -> dict[str, RunStat]:
+        """Every run's ``(size, mtime_ns)`` as its version, and whether answers wait for it."""
+        return await anyio.to_thread.run_sync(self._run_stats)
 
-        A change in either means the journal was written since the last look.
-        """
-        stats: dict[str, tuple[int, int]] = {}
+    def _run_stats(self) -> dict[str, RunStat]:
+        sizes: dict[str, tuple[int, int]] = {}
+        inboxes: set[str] = set()
         try:
             entries = list(os.scandir(self.runs_dir))
         except FileNotFoundError:
-            return stats
+            return {}
         for item in entries:
             name = item.name
-            if not name.endswith(".journal") or name.startswith("."):
+            if name.startswith("."):
+                continue
+            if name.endswith(".inbox"):
+                inboxes.add(name.removesuffix(".inbox"))
+            if not name.endswith(".journal"):
                 continue
             try:
                 st = item.stat()
             except FileNotFoundError:
                 continue
-            stats[name.removesuffix(".journal")] = (st.st_size, st.st_mtime_ns)
-        return stats
+            sizes[name.removesuffix(".journal")] = (st.st_size, st.st_mtime_ns)
+        return {run_id: RunStat(v, run_id in inboxes) for run_id, v in sizes.items()}
 
-    def has_inbox(self, run_id: str) -> bool:
-        """Whether answers wait in the run's inbox (a cheap ``stat``; safe on the event loop)."""
-        return os.path.exists(inbox_path(self.runs_dir, run_id))
+    async def has_inbox(self, run_id: str) -> bool:
+        """Whether answers wait in the run's inbox (a cheap ``stat``, done on the event loop)."""
+        return os.path.exists(inbox_path(self.runs_dir, run_id))  # noqa: ASYNC240 - one stat
+
+    async def changed(self) -> None:
+        """Never returns: a file store learns of other processes' writes by sweeping."""
+        await anyio.sleep_forever()
+
+    def where(self, run_id: str) -> str:
+        """The run's journal file."""
+        return self.path(run_id)
 
     async def post(self, run_id: str, event: Event) -> None:
         """Queue ``event`` (a decision, resolution or cancellation) in the run's inbox, durably.
@@ -278,15 +388,15 @@ class FileStore:
         return msgspec.msgpack.decode(await self.blobs.get(ref.digest))
 
     async def _prepare_event(self, event: Event) -> Event:
-        if self._redact is not None:
-            event = self._redact(event)
-        if isinstance(event, ToolResult) and event.blob is None and event.content is not None:
-            data = ENCODER.encode(event.content)
-            if len(data) > self.blob_threshold:
-                summary = _summarize(event.content)
-                ref = await self.blobs.put(data, summary=summary)
-                event = msgspec.structs.replace(event, content=None, blob=ref)
-        return event
+        return await prepare_event(
+            event,
+            redact=self._redact,
+            blob_threshold=self.blob_threshold,
+            put_blob=self._put_blob,
+        )
+
+    async def _put_blob(self, data: bytes, summary: str) -> BlobRef:
+        return await self.blobs.put(data, summary=summary)
 
     def _wrap(self, run_id: str, file: Any, events: list[AnyEvent]) -> Journal:
         journal: Journal

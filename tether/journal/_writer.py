@@ -294,6 +294,9 @@ class Journal:
             raise JournalBrokenError(self.path) from exc
         return stamped
 
+    async def fence(self) -> None:
+        """Nothing to check: the ``flock`` lasts as long as this handle (and its process)."""
+
     def _settle(self, stamped: list[AnyEvent], fut: asyncio.Future[None]) -> None:
         self._inflight.discard(fut)
         if fut.cancelled():  # nothing cancels it, but an unknown outcome must not pass as ok

@@ -39,7 +39,7 @@ from ..journal._records import (
     ToolResult,
     ToolStarted,
 )
-from ..journal._writer import Journal
+from ..journal._store import RunJournal as Journal
 from ..models._base import Model
 from ..testing._crashpoints import crashpoint
 from ..tools._context import ToolContext
@@ -66,7 +66,7 @@ class Outcome:
 class Mailbox(Protocol):
     """Where answers wait for a run whose journal another process held (the store's inbox)."""
 
-    def has_inbox(self, run_id: str) -> bool: ...
+    async def has_inbox(self, run_id: str) -> bool: ...
 
     async def take_inbox(self, run_id: str) -> list[AnyEvent]: ...
 
@@ -249,7 +249,7 @@ async def _fold_inbox(
     Returns whether any answer was recorded.
     """
     mailbox = rt.mailbox
-    if mailbox is None or not mailbox.has_inbox(journal.run_id):
+    if mailbox is None or not await mailbox.has_inbox(journal.run_id):
         return False
     from ._answers import answer_problem  # the checks import this module
 
@@ -375,6 +375,7 @@ async def _run_call(journal: Journal, state: RunState, call: Call, spec: ToolSpe
     attempt = call.attempts + 1
     await journal.append([ToolStarted(call_id=call.id, name=call.name, attempt=attempt)])
     crashpoint("tool_started")
+    await journal.fence()  # a worker paused past its lease must not act for the run any more
     ctx = ToolContext(run_id=journal.run_id, call_id=call.id, attempt=attempt)
     try:
         content = await spec.invoke(call.input, ctx)
@@ -387,6 +388,7 @@ async def _run_call(journal: Journal, state: RunState, call: Call, spec: ToolSpe
 
 
 async def _verify_call(journal: Journal, state: RunState, call: Call, spec: ToolSpec) -> None:
+    await journal.fence()
     ctx = ToolContext(run_id=journal.run_id, call_id=call.id, attempt=call.attempts)
     landed = await spec.check_landed(call.input, ctx)
     if landed is not None:

@@ -26,13 +26,13 @@ from .._errors import (
     JournalClosedError,
     JournalError,
     JournalLockedError,
+    LeaseLostError,
     RunNotFoundError,
     RunStateError,
     TetherError,
 )
 from ..journal._records import Budgets, Decision, Event, Resolved, RunFinished, RunStarted
-from ..journal._store import FileStore
-from ..journal._writer import Journal
+from ..journal._store import RunJournal, Store
 from ..models._base import Model
 from ..testing._crashpoints import crashpoint
 from ..tools._registry import ToolRegistry
@@ -50,6 +50,9 @@ from ._state import RunStatus, fold
 log = logging.getLogger("tether.supervisor")
 
 EVENT_BUFFER = 10_000
+
+CHANGE_DEBOUNCE = 0.05
+"""Seconds to wait after a store reports a change before sweeping, so a burst costs one sweep."""
 
 REMOTE_POLL = 0.2
 """Seconds between looks at the journal of a run that another process is advancing."""
@@ -159,7 +162,7 @@ class Supervisor:
 
     def __init__(
         self,
-        store: FileStore,
+        store: Store,
         *,
         model: Model,
         tools: ToolRegistry | None = None,
@@ -423,7 +426,7 @@ class Supervisor:
             entry = self._runs[run_id] = _Entry()
         return entry
 
-    def _spawn(self, run_id: str, journal: Journal | None, *, fresh: bool) -> None:
+    def _spawn(self, run_id: str, journal: RunJournal | None, *, fresh: bool) -> None:
         if self._tg is None:
             raise RuntimeError("use the Supervisor as an async context manager")
         self._tg.start_soon(self._child, run_id, journal, fresh, name=f"tether-run-{run_id}")
@@ -463,7 +466,7 @@ class Supervisor:
                 await journal.append([record])
         return True
 
-    async def _child(self, run_id: str, journal: Journal | None, fresh: bool) -> None:
+    async def _child(self, run_id: str, journal: RunJournal | None, fresh: bool) -> None:
         entry = self._entry(run_id)
         with anyio.CancelScope() as scope:
             entry.scope = scope
@@ -482,7 +485,7 @@ class Supervisor:
         if self._tg is not None:
             self._tg.start_soon(func, *args)
 
-    async def _run(self, run_id: str, journal: Journal | None, fresh: bool) -> Outcome | None:
+    async def _run(self, run_id: str, journal: RunJournal | None, fresh: bool) -> Outcome | None:
         """Drive the run, restarting it after a crash; ``None`` if another process owns it."""
         failures = 0
         last_error: str | None = None
@@ -496,6 +499,10 @@ class Supervisor:
                     crashpoint("parked")
                 return outcome
             except Exception as exc:
+                if isinstance(exc, LeaseLostError):
+                    log.warning("run %s: %s; another worker continues it", run_id, exc)
+                    self._entry(run_id).remote = True
+                    return None
                 if isinstance(exc, JournalLockedError) and failures == 0:
                     log.info("run %s is owned by another process", run_id)
                     self._entry(run_id).remote = True
@@ -528,18 +535,21 @@ class Supervisor:
     async def _sweeper(self) -> None:
         assert self._sweep_interval is not None
         while True:
-            await anyio.sleep(self._sweep_interval)
+            with anyio.move_on_after(self._sweep_interval):
+                await self._store.changed()  # another process wrote (where the store can tell)
+                await anyio.sleep(CHANGE_DEBOUNCE)
             await self._sweep()
 
     async def _sweep(self) -> None:
         """Find runs to resume, take over or continue; skip what cannot have changed."""
-        stats = await anyio.to_thread.run_sync(self._store.run_stats)
-        for run_id, stat in stats.items():
+        stats = await self._store.run_stats()
+        for run_id, run_stat in stats.items():
+            stat = run_stat.version
             entry = self._runs.get(run_id)
             if entry is not None:
                 if entry.scope is not None or entry.status.final:
                     continue  # advanced here right now, or over for good
-                if entry.remote or self._store.has_inbox(run_id):
+                if entry.remote or run_stat.inbox:
                     # owned elsewhere: try its lock (free once the owner died); or answers wait
                     self._spawn(run_id, None, fresh=False)
                     continue
@@ -567,7 +577,7 @@ class Supervisor:
                     continue
             if entry is None or (entry.status, entry.reason) != (outcome.status, outcome.reason):
                 self._set(run_id, outcome)
-            if not outcome.status.final and self._store.has_inbox(run_id):
+            if not outcome.status.final and run_stat.inbox:
                 self._spawn(run_id, None, fresh=False)  # answers wait: let the run take them
             elif outcome.wake_at is not None:
                 self._tg_start(self._wake_at, run_id, outcome.wake_at)
