@@ -16,12 +16,14 @@ from ._errors import JournalCorruptError as JournalCorruptError
 from ._errors import JournalError as JournalError
 from ._errors import JournalLockedError as JournalLockedError
 from ._errors import JournalVersionError as JournalVersionError
+from ._errors import LeaseLostError as LeaseLostError
 from ._errors import ModelError as ModelError
 from ._errors import ModelResponseError as ModelResponseError
 from ._errors import RecordTooLargeError as RecordTooLargeError
 from ._errors import RunExistsError as RunExistsError
 from ._errors import RunNotFoundError as RunNotFoundError
 from ._errors import RunStateError as RunStateError
+from ._errors import StoreSchemaError as StoreSchemaError
 from ._errors import TetherError as TetherError
 from ._errors import ToolArgumentsError as ToolArgumentsError
 from ._errors import ToolDefinitionError as ToolDefinitionError
@@ -31,12 +33,15 @@ from ._version import __version__ as __version__
 from .journal import Budgets as Budgets
 from .journal import FileStore as FileStore
 from .journal import Journal as Journal
+from .journal import RunJournal as RunJournal
+from .journal import RunStat as RunStat
 from .journal import SecretRedactor as SecretRedactor
 from .journal import Store as Store
 from .models import AnthropicModel as AnthropicModel
 from .models import Model as Model
 from .models import ModelReply as ModelReply
 from .models import ScriptedModel as ScriptedModel
+from .postgres import PostgresStore as PostgresStore
 from .supervisor import RunStatus as RunStatus
 from .supervisor import RunView as RunView
 from .supervisor import Supervisor as Supervisor
@@ -60,20 +65,25 @@ __all__ = [
     "JournalError",
     "JournalLockedError",
     "JournalVersionError",
+    "LeaseLostError",
     "Model",
     "ModelError",
     "ModelReply",
     "ModelResponseError",
     "RecordTooLargeError",
+    "PostgresStore",
     "ReplayPolicy",
     "RunExistsError",
+    "RunJournal",
     "RunNotFoundError",
+    "RunStat",
     "RunStateError",
     "RunStatus",
     "RunView",
     "ScriptedModel",
     "SecretRedactor",
     "Store",
+    "StoreSchemaError",
     "Supervisor",
     "TetherError",
     "ToolArgumentsError",

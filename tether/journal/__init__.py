@@ -36,6 +36,8 @@ from ._redact import Redactor as Redactor
 from ._redact import SecretRedactor as SecretRedactor
 from ._runid import check_run_id as check_run_id
 from ._store import FileStore as FileStore
+from ._store import RunJournal as RunJournal
+from ._store import RunStat as RunStat
 from ._store import Store as Store
 from ._writer import Journal as Journal
 
@@ -52,6 +54,8 @@ __all__ = [
     "Event",
     "FileOps",
     "FileStore",
+    "RunJournal",
+    "RunStat",
     "GroupCommitter",
     "Journal",
     "Manifest",

@@ -1,0 +1,140 @@
+"""The Supervisor, unchanged, on a PostgresStore: many runs, approvals, answers from elsewhere."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from typing import Any
+
+import anyio
+
+import tether
+from tether.journal import Decision
+from tether.postgres import PostgresStore
+from tether.supervisor import RunStatus, Supervisor
+
+use = tether.ScriptedModel.tool_use
+WAIT = 30.0
+
+
+def _app(ledger: Counter[str]) -> tuple[tether.ScriptedModel, tether.ToolRegistry]:
+    tools = tether.ToolRegistry()
+
+    @tools.tool(policy="rerun")
+    async def lookup(item: str) -> str:
+        """Look an item up."""
+        await anyio.sleep(random.uniform(0, 0.01))
+        return f"{item} found"
+
+    @tools.tool(policy="idempotency_key")
+    async def deliver(item: str, ctx: tether.ToolContext) -> dict[str, Any]:
+        """Deliver an item."""
+        ledger[ctx.idempotency_key] += 1
+        return {"ok": True}
+
+    def script(messages: list[dict[str, Any]]) -> list[dict[str, Any]] | str:
+        step = sum(1 for m in messages if m["role"] == "assistant")
+        item = str(messages[0]["content"])
+        if step == 0:
+            return [use("toolu_1", "lookup", {"item": item})]
+        if step == 1:
+            return [use("toolu_2", "deliver", {"item": item})]
+        return f"delivered {item}"
+
+    return tether.ScriptedModel(script), tools
+
+
+def _approval_app(sent: list[str]) -> tuple[tether.ScriptedModel, tether.ToolRegistry]:
+    tools = tether.ToolRegistry()
+
+    @tools.tool(policy="idempotency_key", approval=True)
+    async def send(text: str, ctx: tether.ToolContext) -> str:
+        """Send a text."""
+        sent.append(ctx.idempotency_key)
+        return "sent"
+
+    return tether.ScriptedModel([[use("toolu_1", "send", {"text": "hi"})], "done"]), tools
+
+
+async def test_two_hundred_runs_finish_with_each_side_effect_once(
+    pg_dsn: str, pg_schema: str
+) -> None:
+    ledger: Counter[str] = Counter()
+    model, tools = _app(ledger)
+    ids = [f"run-{i:03d}" for i in range(200)]
+    store = PostgresStore(pg_dsn, schema=pg_schema)
+    async with Supervisor(store, model=model, tools=tools) as sup:
+        async with anyio.create_task_group() as tg:
+            for run_id in ids:
+                tg.start_soon(sup.start, run_id, f"item {run_id}")
+        statuses = [await sup.wait(run_id, timeout=WAIT) for run_id in ids]
+        assert Counter(statuses) == {RunStatus.DONE: 200}
+        view = await sup.inspect("run-007")
+        assert view.final_text == "delivered item run-007"
+        assert (view.model_calls, view.tool_calls) == (3, 2)
+    assert ledger == Counter({f"{r}:toolu_2": 1 for r in ids})
+    async with PostgresStore(pg_dsn, schema=pg_schema) as check:
+        assert await check.run_stats() == {}  # every run finished: nothing left to sweep
+        owners = await check.pool.fetch(f"SELECT DISTINCT owner FROM {pg_schema}.runs")
+        assert [r[0] for r in owners] == [None]  # every lease released
+
+
+async def test_a_decision_recorded_elsewhere_wakes_the_worker_at_once(
+    pg_dsn: str, pg_schema: str
+) -> None:
+    sent: list[str] = []
+    model, tools = _approval_app(sent)
+    # The sweep interval is far longer than the test: only the notification can wake it.
+    store = PostgresStore(pg_dsn, schema=pg_schema)
+    async with Supervisor(store, model=model, tools=tools, sweep_interval=600) as sup:
+        await sup.start("run-1", "go")
+        assert await sup.wait("run-1", timeout=WAIT) is RunStatus.WAITING_FOR_APPROVAL
+        # Another machine records the decision (as `tether approve --store ...` does).
+        async with (
+            PostgresStore(pg_dsn, schema=pg_schema) as other,
+            await other.open("run-1") as journal,
+        ):
+            await journal.append([Decision(call_id="toolu_1", approved=True, by="priya")])
+        with anyio.fail_after(WAIT):
+            while (await sup.inspect("run-1")).status is not RunStatus.DONE:
+                await anyio.sleep(0.05)
+    assert sent == ["run-1:toolu_1"]
+
+
+async def test_a_decision_for_a_run_another_worker_holds_goes_through_its_inbox(
+    pg_dsn: str, pg_schema: str
+) -> None:
+    sent: list[str] = []
+    gate = anyio.Event()
+    tools = tether.ToolRegistry()
+
+    @tools.tool(policy="rerun")
+    async def slow_lookup(item: str) -> str:
+        """Look an item up, slowly."""
+        await gate.wait()
+        return f"{item} found"
+
+    @tools.tool(policy="idempotency_key", approval=True)
+    async def send(text: str, ctx: tether.ToolContext) -> str:
+        """Send a text."""
+        sent.append(ctx.idempotency_key)
+        return "sent"
+
+    def model() -> tether.ScriptedModel:
+        both = [use("toolu_1", "slow_lookup", {"item": "a"}), use("toolu_2", "send", {"text": "x"})]
+        return tether.ScriptedModel([both, "done"])
+
+    owner_store = PostgresStore(pg_dsn, schema=pg_schema)
+    async with Supervisor(owner_store, model=model(), tools=tools) as owner:
+        await owner.start("run-1", "go")
+        other_store = PostgresStore(pg_dsn, schema=pg_schema)
+        async with Supervisor(other_store, model=model(), tools=tools, resume=False) as other:
+            with anyio.fail_after(WAIT):
+                while not (await other.inspect("run-1")).model_calls:
+                    await anyio.sleep(0.01)
+            await other.decide("run-1", "toolu_2", approved=True, by="priya")
+            assert await other_store.has_inbox("run-1")
+        gate.set()
+        assert await owner.wait("run-1", timeout=WAIT) is RunStatus.DONE
+        assert not await owner_store.has_inbox("run-1")
+    assert sent == ["run-1:toolu_2"]

@@ -1,0 +1,11 @@
+"""The PostgreSQL store: runs shared by workers on many machines, held through fenced leases.
+
+Needs the ``postgres`` extra (``pip install 'tether[postgres]'``, which brings ``asyncpg``).
+"""
+
+from __future__ import annotations
+
+from ._journal import PgJournal as PgJournal
+from ._store import PostgresStore as PostgresStore
+
+__all__ = ["PgJournal", "PostgresStore"]

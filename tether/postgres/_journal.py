@@ -1,0 +1,231 @@
+"""``PgJournal``: one run held through a lease, appended to with fenced statements.
+
+Invariants kept here:
+
+- ``append`` returns only after the database committed the group (one statement: the run's row
+  is updated under its lock with the epoch check, and the events inserted; all or nothing).
+- A stale epoch inserts nothing: ``LeaseLostError``, and this handle refuses every later append
+  and ``fence``. The worker stops working on the run.
+- A connection lost while a group was in flight makes its outcome unknown. The handle then
+  reconnects and reads rows ``(run_id, seq)`` to learn it: present (and equal) means committed;
+  absent means the statement never took effect, and it is sent again, still fenced. It is never
+  re-run without looking. If the database stays unreachable the handle is broken
+  (``JournalBrokenError``); reopening re-reads what the database holds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, final
+
+import anyio
+import msgspec
+
+from .._errors import (
+    JournalBrokenError,
+    JournalClosedError,
+    LeaseLostError,
+    RecordTooLargeError,
+)
+from ..journal._format import MAX_PAYLOAD
+from ..journal._records import AnyEvent, Decision, Event, Resolved, RunFinished, encode_event
+
+if TYPE_CHECKING:
+    from ._store import PostgresStore
+
+log = logging.getLogger("tether.postgres")
+
+
+def stamp(
+    where: str, events: Iterable[Event], first_seq: int
+) -> tuple[list[AnyEvent], list[bytes], str | None]:
+    """Give ``events`` their ``seq`` and ``at``; encode them; the final status if one ends the run.
+
+    Raises:
+        RecordTooLargeError: an encoded event exceeds the frame limit (nothing is written).
+    """
+    now = time.time()
+    stamped: list[AnyEvent] = []
+    payloads: list[bytes] = []
+    finished: str | None = None
+    for seq, ev in enumerate(events, first_seq):
+        ev = msgspec.structs.replace(ev, seq=seq, at=ev.at or now)
+        data = encode_event(ev)
+        if len(data) > MAX_PAYLOAD:
+            raise RecordTooLargeError(where, len(data), MAX_PAYLOAD)
+        payloads.append(data)
+        stamped.append(ev)  # type: ignore[arg-type]
+        if isinstance(ev, RunFinished):
+            finished = ev.status
+    return stamped, payloads, finished
+
+
+@final
+class PgJournal:
+    """An open run of a ``PostgresStore``, held by this worker's lease (one epoch).
+
+    Create or open one through the store. ``events`` holds every event of the run, in ``seq``
+    order: those read when it was claimed and those appended since.
+    """
+
+    def __init__(
+        self, store: PostgresStore, run_id: str, epoch: int, events: list[AnyEvent]
+    ) -> None:
+        self._store = store
+        self._run_id = run_id
+        self.epoch = epoch
+        self._events = events
+        self._next_seq = len(events)
+        self.valid_until = time.monotonic() + store.lease_ttl
+        self._lock = asyncio.Lock()
+        self._inflight: set[asyncio.Future[None]] = set()
+        self._lost: str | None = None
+        self._broken: BaseException | None = None
+        self._closed = False
+        self.answered = False
+
+    @property
+    def run_id(self) -> str:
+        return self._run_id
+
+    @property
+    def path(self) -> str:
+        return self._store.where(self._run_id)
+
+    @property
+    def events(self) -> list[AnyEvent]:
+        """Every committed event, oldest first. Do not mutate."""
+        return self._events
+
+    @property
+    def next_seq(self) -> int:
+        return self._next_seq
+
+    @property
+    def broken(self) -> bool:
+        return self._broken is not None
+
+    @property
+    def lost(self) -> bool:
+        """Whether another worker took the run over (this handle's epoch is stale)."""
+        return self._lost is not None
+
+    @property
+    def active(self) -> bool:
+        return not (self._closed or self.lost or self.broken)
+
+    async def __aenter__(self) -> PgJournal:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    def mark_lost(self, detail: str) -> None:
+        if self._lost is None:
+            log.warning("run %s: lease lost (%s)", self._run_id, detail)
+            self._lost = detail
+
+    def _check_writable(self) -> None:
+        if self._closed:
+            raise JournalClosedError(self.path)
+        if self._lost is not None:
+            raise LeaseLostError(self.path, self._lost)
+        if self._broken is not None:
+            raise JournalBrokenError(self.path) from self._broken
+
+    async def append(self, events: Iterable[Event]) -> list[AnyEvent]:
+        """Append ``events`` as one atomic group; return them stamped with ``seq`` and ``at``.
+
+        Returns only when the group is committed. Concurrent appends are allowed: they are
+        written one after another, in call order.
+
+        Raises:
+            LeaseLostError: another worker holds the run now; nothing was written.
+            JournalBrokenError: the outcome could not be learnt (database unreachable), or an
+                earlier append broke the handle.
+            JournalClosedError: the handle is closed.
+            RecordTooLargeError: an encoded event exceeds the frame limit.
+
+        On cancellation: the call raises at once, but a group already sent is still settled
+        (committed and added to ``events``, or the handle marked), and ``aclose`` waits for it.
+        """
+        self._check_writable()
+        prepared = [await self._store.prepare(ev) for ev in events]
+        self._check_writable()
+        if not prepared:
+            return []
+        stamped, payloads, finished = stamp(self.path, prepared, self._next_seq)
+        self._next_seq += len(stamped)
+        task = asyncio.ensure_future(self._commit(stamped, payloads, finished))
+        self._inflight.add(task)
+        task.add_done_callback(_Settle(self._inflight))
+        await asyncio.shield(task)
+        return stamped
+
+    async def _commit(
+        self, stamped: list[AnyEvent], payloads: list[bytes], finished: str | None
+    ) -> None:
+        async with self._lock:  # one group at a time per run, in call order
+            if self._lost is not None:
+                raise LeaseLostError(self.path, self._lost)
+            if self._broken is not None:
+                raise JournalBrokenError(self.path) from self._broken
+            first = stamped[0].seq
+            try:
+                landed = await self._store.append_rows(self, first, payloads, finished)
+            except Exception as exc:
+                self._broken = exc
+                raise JournalBrokenError(self.path) from exc
+            if not landed:
+                detail = await self._store.why_rejected(self)
+                self.mark_lost(detail)
+                raise LeaseLostError(self.path, detail)
+            self._events.extend(stamped)
+            if any(isinstance(ev, (Decision, Resolved, RunFinished)) for ev in stamped):
+                self.answered = True
+
+    async def fence(self) -> None:
+        """Raise ``LeaseLostError`` unless this worker still holds the run.
+
+        Free while the lease was renewed recently; otherwise (after a long pause, say) it asks
+        the database before returning.
+        """
+        self._check_writable()
+        if time.monotonic() < self.valid_until - self._store.lease_ttl / 2:
+            return
+        await self._store.renew([self])
+        self._check_writable()
+
+    async def aclose(self) -> None:
+        """Wait for appends in flight, then release the lease. Idempotent.
+
+        On cancellation: shielded; completes first.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        with anyio.CancelScope(shield=True):
+            if self._inflight:
+                await asyncio.wait(list(self._inflight))
+            await self._store.release(self)
+
+
+class _Settle:
+    """Done-callback of an append: forget it, and mark its exception as seen.
+
+    The caller may have been cancelled and never look at the outcome; the handle already
+    recorded it (``lost`` / ``broken``).
+    """
+
+    __slots__ = ("inflight",)
+
+    def __init__(self, inflight: set[asyncio.Future[None]]) -> None:
+        self.inflight = inflight
+
+    def __call__(self, fut: asyncio.Future[None]) -> None:
+        self.inflight.discard(fut)
+        if not fut.cancelled():
+            fut.exception()

@@ -1,0 +1,154 @@
+"""The PostgreSQL store's tables and statements, and how the schema is created and migrated.
+
+Tables (in the store's own schema, ``tether`` by default)::
+
+    meta    (key, value)                       schema_version
+    runs    (run_id, status, next_seq,         one row per run; status is 'active' until the run
+             owner, epoch, expires_at, ...)    finishes; owner/epoch/expires_at are the lease
+    events  (run_id, seq, payload)             PRIMARY KEY (run_id, seq); payload = msgspec bytes
+    inbox   (id, run_id, payload)              answers for a run another worker holds
+    blobs   (digest, data, summary)            large tool results, content-addressed
+
+Every lease time is the database's ``now()``: workers' clocks never decide who owns a run.
+"""
+
+from __future__ import annotations
+
+import re
+
+SCHEMA_VERSION = 1
+
+_IDENT = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+
+
+def check_schema_name(name: str) -> str:
+    if not _IDENT.fullmatch(name):
+        raise ValueError(
+            f"schema name {name!r}: use lowercase letters, digits and '_' (at most 63, "
+            "not starting with a digit)"
+        )
+    return name
+
+
+MIGRATIONS: dict[int, str] = {
+    1: """
+CREATE TABLE {s}.runs (
+    run_id     text PRIMARY KEY,
+    status     text NOT NULL DEFAULT 'active',
+    next_seq   bigint NOT NULL DEFAULT 0,
+    owner      text,
+    epoch      bigint NOT NULL DEFAULT 0,
+    expires_at timestamptz,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    updated_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX runs_active ON {s}.runs (run_id) WHERE status = 'active';
+CREATE TABLE {s}.events (
+    run_id  text NOT NULL REFERENCES {s}.runs ON DELETE CASCADE,
+    seq     bigint NOT NULL,
+    payload bytea NOT NULL,
+    PRIMARY KEY (run_id, seq)
+);
+CREATE TABLE {s}.inbox (
+    id      bigserial PRIMARY KEY,
+    run_id  text NOT NULL REFERENCES {s}.runs ON DELETE CASCADE,
+    payload bytea NOT NULL
+);
+CREATE INDEX inbox_run ON {s}.inbox (run_id, id);
+CREATE TABLE {s}.blobs (
+    digest     text PRIMARY KEY,
+    data       bytea NOT NULL,
+    summary    text NOT NULL DEFAULT '',
+    created_at timestamptz NOT NULL DEFAULT now()
+);
+""",
+}
+
+
+class Sql:
+    """The statements of one schema, formatted once."""
+
+    def __init__(self, schema: str) -> None:
+        s = check_schema_name(schema)
+        self.schema = s
+        self.channel = f"tether_{s}"
+        self.create_schema = f"CREATE SCHEMA IF NOT EXISTS {s}"
+        self.create_meta = (
+            f"CREATE TABLE IF NOT EXISTS {s}.meta (key text PRIMARY KEY, value text NOT NULL)"
+        )
+        self.migration_lock = "SELECT pg_advisory_xact_lock(hashtext($1))"
+        self.get_version = f"SELECT value FROM {s}.meta WHERE key = 'schema_version'"
+        self.set_version = (
+            f"INSERT INTO {s}.meta (key, value) VALUES ('schema_version', $1) "
+            "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value"
+        )
+        self.migrations = {v: sql.format(s=s) for v, sql in MIGRATIONS.items()}
+
+        # A new run, owned by its creator (epoch 1) until it releases it.
+        self.create_run = (
+            f"INSERT INTO {s}.runs (run_id, owner, epoch, expires_at) "
+            "VALUES ($1, $2, 1, now() + make_interval(secs => $3)) "
+            "ON CONFLICT (run_id) DO NOTHING RETURNING epoch"
+        )
+        # Claim: one conditional statement. Free (no owner, or the lease expired by the
+        # database's clock) -> the epoch rises by one and the caller owns the run.
+        self.claim = (
+            f"UPDATE {s}.runs SET owner = $2, epoch = epoch + 1, "
+            "expires_at = now() + make_interval(secs => $3) "
+            "WHERE run_id = $1 AND (owner IS NULL OR expires_at <= now() OR owner = $2) "
+            "RETURNING epoch"
+        )
+        # The fenced append: the row update (which takes the run's row lock and re-checks the
+        # epoch against the newest committed row) and the insert are one statement; a stale
+        # epoch or an unexpected seq inserts nothing. PRIMARY KEY (run_id, seq) backs it up.
+        self.append = (
+            f"WITH lease AS (UPDATE {s}.runs SET next_seq = $4 + cardinality($5::bytea[]), "
+            "updated_at = now(), status = coalesce($6, status) "
+            "WHERE run_id = $1 AND epoch = $2 AND owner = $3 AND next_seq = $4 "
+            "RETURNING run_id) "
+            f"INSERT INTO {s}.events (run_id, seq, payload) "
+            "SELECT lease.run_id, $4 + t.ord - 1, t.p "
+            "FROM lease, unnest($5::bytea[]) WITH ORDINALITY AS t(p, ord)"
+        )
+        self.lease_of = f"SELECT owner, epoch, next_seq FROM {s}.runs WHERE run_id = $1"
+        self.renew = (
+            f"UPDATE {s}.runs AS r SET expires_at = now() + make_interval(secs => $2) "
+            "FROM unnest($3::text[], $4::bigint[]) AS h(run_id, epoch) "
+            "WHERE r.run_id = h.run_id AND r.epoch = h.epoch AND r.owner = $1 "
+            "RETURNING r.run_id"
+        )
+        self.release = (
+            f"UPDATE {s}.runs SET owner = NULL, expires_at = NULL "
+            "WHERE run_id = $1 AND epoch = $2 AND owner = $3"
+        )
+        self.holder = (
+            f"SELECT owner FROM {s}.runs WHERE run_id = $1 AND owner IS NOT NULL "
+            "AND expires_at > now()"
+        )
+        self.notify = "SELECT pg_notify($1, $2)"
+        self.read = f"SELECT seq, payload FROM {s}.events WHERE run_id = $1 ORDER BY seq"
+        self.read_range = (
+            f"SELECT seq, payload FROM {s}.events WHERE run_id = $1 AND seq >= $2 AND seq < $3 "
+            "ORDER BY seq"
+        )
+        self.exists = f"SELECT 1 FROM {s}.runs WHERE run_id = $1"
+        self.list_runs = f"SELECT run_id FROM {s}.runs ORDER BY run_id"
+        # Runs a sweep of owner $1 should look at: unfinished, and free, expired or its own.
+        self.run_stats = (
+            f"SELECT r.run_id, r.next_seq, r.epoch, "
+            f"EXISTS (SELECT 1 FROM {s}.inbox i WHERE i.run_id = r.run_id) "
+            f"FROM {s}.runs r WHERE r.status = 'active' "
+            "AND (r.owner IS NULL OR r.owner = $1 OR r.expires_at <= now())"
+        )
+        self.has_inbox = f"SELECT EXISTS (SELECT 1 FROM {s}.inbox WHERE run_id = $1)"
+        self.post = f"INSERT INTO {s}.inbox (run_id, payload) VALUES ($1, $2)"
+        self.take_inbox = f"SELECT payload FROM {s}.inbox WHERE run_id = $1 ORDER BY id"
+        self.clear_inbox = (
+            f"DELETE FROM {s}.inbox WHERE id IN "
+            f"(SELECT id FROM {s}.inbox WHERE run_id = $1 ORDER BY id LIMIT $2)"
+        )
+        self.put_blob = (
+            f"INSERT INTO {s}.blobs (digest, data, summary) VALUES ($1, $2, $3) "
+            "ON CONFLICT (digest) DO NOTHING"
+        )
+        self.get_blob = f"SELECT data FROM {s}.blobs WHERE digest = $1"
