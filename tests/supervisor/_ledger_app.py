@@ -2,7 +2,9 @@
 
 The ledger (``$TETHER_TEST_LEDGER``, JSON lines) is the outside world: it deduplicates by
 idempotency key like a real service would, and records every attempt in ``<ledger>.attempts``
-so a test can tell what was really asked of it.
+so a test can tell what was really asked of it. With ``$TETHER_TEST_TRACE`` set, every tool
+call is also logged there as it starts (``pid wall-time tool key``), and ``$TETHER_TEST_SLOW``
+adds that many seconds to each lookup.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import fcntl
 import json
 import os
 import random
+import time
 from typing import Any
 
 import anyio
@@ -24,15 +27,24 @@ tools = tether.ToolRegistry()
 @tools.tool(policy="rerun")
 async def lookup(item: str) -> str:
     """Look an item up (slow)."""
-    await anyio.sleep(random.uniform(0.05, 0.25))
+    _trace("lookup", item)
+    await anyio.sleep(random.uniform(0.05, 0.25) + float(os.environ.get("TETHER_TEST_SLOW", 0)))
     return f"{item} is ready"
 
 
 @tools.tool(policy="idempotency_key")
 async def deliver(item: str, ctx: tether.ToolContext) -> dict[str, Any]:
     """Deliver an item, at most once per idempotency key."""
+    _trace("deliver", ctx.idempotency_key)
     await anyio.sleep(random.uniform(0.0, 0.05))
     return await anyio.to_thread.run_sync(_deliver, item, ctx.idempotency_key)
+
+
+def _trace(tool: str, key: str) -> None:
+    path = os.environ.get("TETHER_TEST_TRACE")
+    if path:
+        with open(path, "a", encoding="utf-8") as trace:
+            trace.write(f"{os.getpid()} {time.time()!r} {tool} {key}\n")
 
 
 def _deliver(item: str, key: str) -> dict[str, Any]:

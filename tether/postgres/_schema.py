@@ -142,11 +142,8 @@ class Sql:
         )
         self.has_inbox = f"SELECT EXISTS (SELECT 1 FROM {s}.inbox WHERE run_id = $1)"
         self.post = f"INSERT INTO {s}.inbox (run_id, payload) VALUES ($1, $2)"
-        self.take_inbox = f"SELECT payload FROM {s}.inbox WHERE run_id = $1 ORDER BY id"
-        self.clear_inbox = (
-            f"DELETE FROM {s}.inbox WHERE id IN "
-            f"(SELECT id FROM {s}.inbox WHERE run_id = $1 ORDER BY id LIMIT $2)"
-        )
+        self.take_inbox = f"SELECT id, payload FROM {s}.inbox WHERE run_id = $1 ORDER BY id"
+        self.clear_inbox = f"DELETE FROM {s}.inbox WHERE id = ANY($1::bigint[])"
         self.put_blob = (
             f"INSERT INTO {s}.blobs (digest, data, summary) VALUES ($1, $2, $3) "
             "ON CONFLICT (digest) DO NOTHING"

@@ -114,6 +114,7 @@ class PostgresStore:
         self._display = _display(dsn)
         self._pool: asyncpg.Pool[Any] | None = None
         self._held: dict[str, PgJournal | None] = {}
+        self._taken: dict[str, list[int]] = {}
         self._change = anyio.Event()
         self._stack: AsyncExitStack | None = None
         self._entered = False
@@ -296,27 +297,27 @@ class PostgresStore:
         return events
 
     async def list_runs(self) -> list[str]:
-        return [r[0] for r in await self.pool.fetch(self.sql.list_runs)]
+        return [r[0] for r in await self._retry("fetch", self.sql.list_runs)]
 
     async def exists(self, run_id: str) -> bool:
         check_run_id(run_id)
-        return await self.pool.fetchval(self.sql.exists, run_id) is not None
+        return await self._retry("fetchval", self.sql.exists, run_id) is not None
 
     async def run_stats(self) -> dict[str, RunStat]:
         """Unfinished runs this store could hold (free, expired or its own), with versions.
 
         Runs another live worker holds are left out: their owner folds their inbox.
         """
-        rows = await self.pool.fetch(self.sql.run_stats, self.owner)
+        rows = await self._retry("fetch", self.sql.run_stats, self.owner)
         return {r[0]: RunStat((r[1], r[2]), r[3]) for r in rows}
 
     async def holder(self, run_id: str) -> str | None:
         """The worker whose lease on the run is live (by the database's clock), if any."""
-        owner: str | None = await self.pool.fetchval(self.sql.holder, run_id)
+        owner: str | None = await self._retry("fetchval", self.sql.holder, run_id)
         return owner
 
     async def has_inbox(self, run_id: str) -> bool:
-        return bool(await self.pool.fetchval(self.sql.has_inbox, run_id))
+        return bool(await self._retry("fetchval", self.sql.has_inbox, run_id))
 
     async def post(self, run_id: str, event: Event) -> None:
         """Queue ``event`` for a run another worker holds; notify the workers.
@@ -332,14 +333,18 @@ class PostgresStore:
             await conn.execute(self.sql.notify, self.sql.channel, run_id)
 
     async def take_inbox(self, run_id: str) -> list[AnyEvent]:
-        rows = await self.pool.fetch(self.sql.take_inbox, run_id)
-        return [decode_event(r[0]) for r in rows]
+        rows = await self._retry("fetch", self.sql.take_inbox, run_id)
+        self._taken[run_id] = [r[0] for r in rows]
+        return [decode_event(r[1]) for r in rows]
 
     async def clear_inbox(self, run_id: str, count: int) -> None:
-        await self.pool.execute(self.sql.clear_inbox, run_id, count)
+        """Drop the first ``count`` answers ``take_inbox`` returned (by id: safe to repeat)."""
+        ids = self._taken.pop(run_id, [])[:count]
+        if ids:
+            await self._retry("execute", self.sql.clear_inbox, ids)
 
     async def load_blob(self, ref: BlobRef) -> Any:
-        data = await self.pool.fetchval(self.sql.get_blob, ref.digest)
+        data = await self._retry("fetchval", self.sql.get_blob, ref.digest)
         if data is None:
             raise BlobError(ref.digest, f"missing from {self._display}/{self.sql.schema}.blobs")
         if hashlib.sha256(data).hexdigest() != ref.digest:
@@ -359,7 +364,7 @@ class PostgresStore:
 
     async def _put_blob(self, data: bytes, summary: str) -> BlobRef:
         digest = hashlib.sha256(data).hexdigest()
-        await self.pool.execute(self.sql.put_blob, digest, data, summary[:SUMMARY_CHARS])
+        await self._retry("execute", self.sql.put_blob, digest, data, summary[:SUMMARY_CHARS])
         return BlobRef(digest=digest, size=len(data), summary=summary[:SUMMARY_CHARS])
 
     async def append_rows(
@@ -378,7 +383,7 @@ class PostgresStore:
             landed = await self._learn(journal.run_id, first, payloads)
             if landed is not None:
                 return landed
-            status = await self._retry(self.sql.append, *args)
+            status = await self._retry("execute", self.sql.append, *args)
         except _unique_violation():
             return False  # another writer has these seqs: we are not the owner any more
         return status != "INSERT 0 0"
@@ -386,20 +391,22 @@ class PostgresStore:
     async def _learn(self, run_id: str, first: int, payloads: list[bytes]) -> bool | None:
         """Whether a group is in the database: True (all, equal), False (other data), None."""
         end = first + len(payloads)
-        rows = await self._retry(self.sql.read_range, run_id, first, end, fetch=True)
+        rows = await self._retry("fetch", self.sql.read_range, run_id, first, end)
         if not rows:
             return None
         return [bytes(r[1]) for r in rows] == payloads
 
-    async def _retry(self, query: str, *args: Any, fetch: bool = False) -> Any:
-        """Run ``query`` until the database answers (up to ``reconnect_timeout``)."""
+    async def _retry(self, method: str, query: str, *args: Any) -> Any:
+        """Run an idempotent ``query`` until the database answers (up to ``reconnect_timeout``).
+
+        ``method`` is the pool's: ``fetch``, ``fetchval`` or ``execute``.
+        """
         deadline = time.monotonic() + self.reconnect_timeout
         delay = 0.05
+        run = getattr(self.pool, method)
         while True:
             try:
-                if fetch:
-                    return await self.pool.fetch(query, *args)
-                return await self.pool.execute(query, *args)
+                return await run(query, *args)
             except connection_errors():
                 if time.monotonic() > deadline:
                     raise
@@ -433,7 +440,7 @@ class PostgresStore:
         for journal in journals:
             if journal.run_id in renewed:
                 journal.valid_until = started + self.lease_ttl
-            else:
+            elif journal.active:  # (a handle closed meanwhile released its lease itself)
                 journal.mark_lost(f"renewal at epoch {journal.epoch} refused")
 
     async def release(self, journal: PgJournal) -> None:

@@ -499,8 +499,9 @@ class Supervisor:
                     crashpoint("parked")
                 return outcome
             except Exception as exc:
-                if isinstance(exc, LeaseLostError):
-                    log.warning("run %s: %s; another worker continues it", run_id, exc)
+                lost = _lease_lost(exc)
+                if lost is not None:
+                    log.warning("run %s: %s; another worker continues it", run_id, lost)
                     self._entry(run_id).remote = True
                     return None
                 if isinstance(exc, JournalLockedError) and failures == 0:
@@ -538,7 +539,10 @@ class Supervisor:
             with anyio.move_on_after(self._sweep_interval):
                 await self._store.changed()  # another process wrote (where the store can tell)
                 await anyio.sleep(CHANGE_DEBOUNCE)
-            await self._sweep()
+            try:
+                await self._sweep()
+            except Exception as exc:  # the store is unreachable for now: keep the worker up
+                log.warning("sweep failed (%s); trying again in %ss", exc, self._sweep_interval)
 
     async def _sweep(self) -> None:
         """Find runs to resume, take over or continue; skip what cannot have changed."""
@@ -589,6 +593,18 @@ def _default_active_limit() -> int:
     if soft == resource.RLIM_INFINITY:
         return 10_000
     return max(16, soft // 2)
+
+
+def _lease_lost(exc: BaseException) -> LeaseLostError | None:
+    """The ``LeaseLostError`` in ``exc`` (raised where concurrent tool calls ran, it comes
+    wrapped in an exception group), if any: the run belongs to another worker now."""
+    if isinstance(exc, LeaseLostError):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        group = exc.subgroup(LeaseLostError)
+        if group is not None:
+            return _lease_lost(group.exceptions[0])
+    return None
 
 
 def _recoverable(exc: JournalError) -> bool:

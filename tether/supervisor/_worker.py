@@ -11,7 +11,8 @@ from typing import Any
 
 import anyio
 
-from ..journal._store import FileStore
+from .._store_url import store_for
+from ..journal._store import Store
 from ..models._base import Model
 from ..tools._registry import ToolRegistry
 from ._supervisor import Supervisor
@@ -54,15 +55,23 @@ def load_app(target: str) -> WorkerApp:
     return app
 
 
-async def run_worker(root: str, app: WorkerApp, *, ready: anyio.Event | None = None) -> None:
-    """Serve every run in the store at ``root`` until SIGTERM or SIGINT.
+async def run_worker(
+    store: Store | str | os.PathLike[str], app: WorkerApp, *, ready: anyio.Event | None = None
+) -> None:
+    """Serve every run in ``store`` until SIGTERM or SIGINT.
+
+    ``store`` is a store (entered here if it is not yet), or names one: a directory, or a
+    ``postgresql://`` URL (schema ``tether``, default lease; build a ``PostgresStore`` for
+    others).
 
     Unfinished runs are resumed on start; runs whose owner dies, and parked runs that get a
     decision from elsewhere, are picked up at each sweep. On a signal, the children are
     cancelled: every point is safe, and another worker continues where this one stopped.
     """
+    if isinstance(store, (str, os.PathLike)):
+        store = store_for(os.fspath(store))
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        async with Supervisor(FileStore(root), model=app.model, tools=app.tools, **app.options):
+        async with Supervisor(store, model=app.model, tools=app.tools, **app.options):
             if ready is not None:
                 ready.set()
             async for _ in signals:
