@@ -237,25 +237,42 @@ class PostgresStore:
         self._check_local(run_id)
         self._held[run_id] = None
         try:
-            started = time.monotonic()
-            async with self.pool.acquire() as conn:
-                epoch = await conn.fetchval(self.sql.claim, run_id, self.owner, self.lease_ttl)
-                if epoch is None:
-                    if await conn.fetchval(self.sql.exists, run_id) is None:
-                        raise RunNotFoundError(run_id)
-                    raise JournalLockedError(self.where(run_id))
-                rows = await conn.fetch(self.sql.read, run_id)
-                try:
-                    events = self._decode(run_id, rows)
-                except JournalCorruptError:
-                    await conn.execute(self.sql.release, run_id, epoch, self.owner)
-                    raise
+            journal = await self._claim(run_id)
         except BaseException:
             self._held.pop(run_id, None)
             raise
-        journal = self._held[run_id] = PgJournal(self, run_id, epoch, events)
-        journal.valid_until = started + self.lease_ttl
+        self._held[run_id] = journal
         return journal
+
+    async def _claim(self, run_id: str) -> PgJournal:
+        """Claim and read; through a dropped connection or a restart, try again (a claim
+        that did land is this owner's, and claiming it again only moves the epoch on)."""
+        deadline = time.monotonic() + self.reconnect_timeout
+        delay = 0.05
+        while True:
+            started = time.monotonic()
+            try:
+                async with self.pool.acquire() as conn:
+                    epoch = await conn.fetchval(self.sql.claim, run_id, self.owner, self.lease_ttl)
+                    if epoch is None:
+                        if await conn.fetchval(self.sql.exists, run_id) is None:
+                            raise RunNotFoundError(run_id)
+                        raise JournalLockedError(self.where(run_id))
+                    rows = await conn.fetch(self.sql.read, run_id)
+                    try:
+                        events = self._decode(run_id, rows)
+                    except JournalCorruptError:
+                        await conn.execute(self.sql.release, run_id, epoch, self.owner)
+                        raise
+            except connection_errors():
+                if time.monotonic() > deadline:
+                    raise
+                await anyio.sleep(delay)
+                delay = min(1.0, delay * 2)
+                continue
+            journal = PgJournal(self, run_id, epoch, events)
+            journal.valid_until = started + self.lease_ttl
+            return journal
 
     def _check_local(self, run_id: str) -> None:
         if self._closed:
