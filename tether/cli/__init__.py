@@ -1,7 +1,8 @@
 """The ``tether`` command line: a thin layer over the public API.
 
 Exit codes: 0 success, 1 the operation found a problem (corruption, a refused change),
-2 bad usage (argparse's own), 3 a file could not be read.
+2 bad usage (argparse's own), 3 a file could not be read or the store (a directory, or a
+PostgreSQL database given with ``--store URL``) could not be reached.
 """
 
 from __future__ import annotations

@@ -10,6 +10,11 @@ process advancing a run could be about to refer to an old, unreferenced blob. Ca
 therefore first renamed aside; the journals are read again; and they are removed only if no
 journal is held by another process at that point and none refers to them, otherwise they are
 put back.
+
+On a PostgreSQL store (``--store URL``) the same runs are chosen; a run is deleted (with its
+events and inbox) only if nobody holds a live lease on it, and blobs are deleted under a lock
+that keeps workers from writing meanwhile, only while no run has an owner (see
+``tether.postgres._admin``).
 """
 
 from __future__ import annotations
@@ -25,16 +30,19 @@ from typing import Any
 from .._errors import JournalError, JournalLockedError, RunNotFoundError
 from ..journal._file import DEFAULT_FILE_OPS
 from ..journal._records import AnyEvent, ToolResult
-from ..journal._store import FileStore
+from ..journal._store import FileStore, Store
+from ..postgres import PostgresStore, _admin
 from ..supervisor._state import RunStatus, fold
 from ._view import (
     RunSummary,
     execute,
     format_age,
     held_by,
+    holder_of,
     open_store,
     summarize,
     unreadable,
+    using,
 )
 
 DAY = 86400.0
@@ -42,7 +50,7 @@ SHORT_WINDOW = (RunStatus.DONE.value, RunStatus.CANCELLED.value)
 TRASH = ".gc"
 
 
-def add_gc_command(commands: Any, add_root: Callable[[argparse.ArgumentParser], None]) -> None:
+def add_gc_command(commands: Any, add_store: Callable[[argparse.ArgumentParser], None]) -> None:
     gc = commands.add_parser(
         "gc",
         help="remove old finished runs and unreferenced blobs",
@@ -52,10 +60,13 @@ def add_gc_command(commands: Any, add_root: Callable[[argparse.ArgumentParser], 
         "process holds, are never touched; a removed run's .torn-*/.broken leftovers go with "
         "it. Then remove blobs under blobs/ that no remaining journal refers to (skipped while "
         "another process holds a journal, or when a journal cannot be read). Prints what it "
-        "removed, or with --dry-run what it would remove. Exit 0; 1 if a journal could not be "
-        "read (nothing of it, and no blob, is removed); 3 on an I/O error.",
+        "removed, or with --dry-run what it would remove. On a PostgreSQL store (--store URL) "
+        "the same runs go, with their events and inbox, unless a worker holds a live lease on "
+        "one; blobs in the blobs table go only while no worker holds any run. Exit 0; 1 if a "
+        "journal could not be read (nothing of it, and no blob, is removed); 3 on an I/O "
+        "error or if the store cannot be reached.",
     )
-    add_root(gc)
+    add_store(gc)
     gc.add_argument(
         "--keep-days",
         metavar="N",
@@ -98,16 +109,13 @@ class _Plan:
 
 def _gc(args: argparse.Namespace) -> int:
     async def command() -> int:
-        store = open_store(args.root)
-        async with contextlib.AsyncExitStack() as stack:
-            if not args.dry_run:
-                await stack.enter_async_context(store)
+        async with using(open_store(args), write=not args.dry_run) as store:
             return await _run(store, args)
 
     return execute(args, command)
 
 
-async def _run(store: FileStore, args: argparse.Namespace) -> int:
+async def _run(store: Store, args: argparse.Namespace) -> int:
     now = time.time()
     plan = await _plan(store, args, now)
     would = "would remove" if args.dry_run else "removed"
@@ -118,14 +126,14 @@ async def _run(store: FileStore, args: argparse.Namespace) -> int:
             print(f"{would} run {s.run_id} ({s.status} {age} ago)")
             removed += 1
             continue
-        gone = await _remove_run(store, s.run_id)
+        gone = await _remove(store, s.run_id)
         if gone is None:
             print(f"kept run {s.run_id}: busy in another process")
             continue
         removed += 1
         extra = f" and {', '.join(gone)}" if gone else ""
         print(f"{would} run {s.run_id} ({s.status} {age} ago){extra}")
-    if removed and not args.dry_run:
+    if removed and not args.dry_run and isinstance(store, FileStore):
         DEFAULT_FILE_OPS.fsync_dir(store.runs_dir)
     for s in plan.locked:
         print(f"kept run {s.run_id}: its journal is held by another process")
@@ -145,7 +153,7 @@ async def _run(store: FileStore, args: argparse.Namespace) -> int:
     return 1 if plan.unreadable else 0
 
 
-async def _plan(store: FileStore, args: argparse.Namespace, now: float) -> _Plan:
+async def _plan(store: Store, args: argparse.Namespace, now: float) -> _Plan:
     plan = _Plan()
     for run_id in await store.list_runs():
         try:
@@ -155,7 +163,7 @@ async def _plan(store: FileStore, args: argparse.Namespace, now: float) -> _Plan
         except JournalError as exc:
             plan.unreadable.append(unreadable(run_id, str(exc)))
             continue
-        summary = summarize(run_id, events, held_by(store.path(run_id)))
+        summary = summarize(run_id, events, await holder_of(store, run_id))
         if not summary.readable:
             plan.unreadable.append(summary)
             continue
@@ -172,6 +180,16 @@ async def _plan(store: FileStore, args: argparse.Namespace, now: float) -> _Plan
                 continue
         plan.keep_events[run_id] = events
     return plan
+
+
+async def _remove(store: Store, run_id: str) -> list[str] | None:
+    """Remove a finished run; the leftovers removed with it, or ``None`` if it is busy."""
+    if isinstance(store, FileStore):
+        return await _remove_run(store, run_id)
+    if isinstance(store, PostgresStore):
+        outcome = await _admin.remove_run(store, run_id)
+        return None if outcome in ("held", "unfinished") else []
+    raise TypeError(f"tether gc cannot remove runs from a {type(store).__name__}")
 
 
 async def _remove_run(store: FileStore, run_id: str) -> list[str] | None:
@@ -199,7 +217,7 @@ async def _remove_run(store: FileStore, run_id: str) -> list[str] | None:
 
 
 async def _references(
-    store: FileStore,
+    store: Store,
     exclude: set[str] = frozenset(),  # type: ignore[assignment]
 ) -> tuple[set[str], list[str]]:
     """Digests referred to by the journals (but ``exclude``), and the unreadable runs."""
@@ -233,25 +251,25 @@ def _held(store: FileStore) -> list[str]:
     )
 
 
-async def _collect_blobs(
-    store: FileStore, dry_run: bool, dropped: set[str]
-) -> tuple[int, int, str]:
+async def _collect_blobs(store: Store, dry_run: bool, dropped: set[str]) -> tuple[int, int, str]:
     """Remove unreferenced blobs; return how many, their bytes, and a note on what was kept.
 
     ``dropped``: runs a dry run would have removed (their references do not count).
     """
+    if isinstance(store, PostgresStore):
+        return await _collect_pg_blobs(store, dry_run, dropped)
+    if not isinstance(store, FileStore):
+        raise TypeError(f"tether gc cannot collect the blobs of a {type(store).__name__}")
     refs, bad = await _references(store, dropped)
     if bad:
-        return 0, 0, f"blobs not collected: cannot read the journal of {', '.join(bad)}"
+        return 0, 0, _unreadable_note(bad)
     blobs = store.blobs
     candidates = [d for d in blobs.digests() if d not in refs]
     sizes = {d: _size(blobs.path(d)) for d in candidates}
     if not candidates:
         return 0, 0, ""
     if dry_run:
-        for d in candidates:
-            print(f"would remove blob {d} ({sizes[d]} bytes)")
-        return len(candidates), sum(sizes.values()), ""
+        return _would_remove(sizes)
     held = _held(store)
     if held:
         return 0, 0, _busy_note(len(candidates), held)
@@ -264,8 +282,49 @@ async def _collect_blobs(
     if held:
         return count, size, _busy_note(len(candidates), held)
     if bad:
-        return count, size, f"blobs not collected: cannot read the journal of {', '.join(bad)}"
+        return count, size, _unreadable_note(bad)
     return count, size, ""
+
+
+async def _collect_pg_blobs(
+    store: PostgresStore, dry_run: bool, dropped: set[str]
+) -> tuple[int, int, str]:
+    """``_collect_blobs`` on PostgreSQL: the deletion itself is ``_admin.remove_blobs``."""
+    versions = await _admin.run_versions(store)  # before reading: a change since is seen
+    refs, bad = await _references(store, dropped)
+    if bad:
+        return 0, 0, _unreadable_note(bad)
+    sizes = {d: n for d, n in (await _admin.blob_sizes(store)).items() if d not in refs}
+    if not sizes:
+        return 0, 0, ""
+    if dry_run:
+        return _would_remove(sizes)
+    outcome = await _admin.remove_blobs(store, sizes, versions)
+    if outcome.held:
+        return 0, 0, _busy_note(len(sizes), outcome.held)
+    if outcome.unreadable:
+        return 0, 0, _unreadable_note(outcome.unreadable)
+    if outcome.lock_timeout:
+        return 0, 0, _LOCKED.format(n=len(sizes))
+    for d, n in outcome.removed.items():
+        print(f"removed blob {d} ({n} bytes)")
+    return len(outcome.removed), sum(outcome.removed.values()), ""
+
+
+_LOCKED = (
+    "blobs not collected: {n} unreferenced blob(s) kept because other sessions kept the runs "
+    "table locked; run gc again"
+)
+
+
+def _would_remove(sizes: dict[str, int]) -> tuple[int, int, str]:
+    for d, n in sizes.items():
+        print(f"would remove blob {d} ({n} bytes)")
+    return len(sizes), sum(sizes.values()), ""
+
+
+def _unreadable_note(bad: list[str]) -> str:
+    return f"blobs not collected: cannot read the journal of {', '.join(bad)}"
 
 
 def _settle(

@@ -1,9 +1,11 @@
 """``tether approve|reject|resolve|cancel``: a person's answer, appended to a run's journal.
 
-Each command opens the run's journal under its exclusive lock, folds it, checks that the answer
-fits the run's current state, and appends one record (``decision``, ``resolved`` or
-``run_finished``). The run itself continues when a supervisor next picks it up: a running
-``tether worker``, or the next process that enters a ``Supervisor`` on the store.
+Each command opens the run for writing (a directory store: its journal under its exclusive lock;
+PostgreSQL: a lease on the run), folds it, checks that the answer fits the run's current state,
+and appends one record (``decision``, ``resolved`` or ``run_finished``). When a worker holds the
+run, the answer is checked against what the run says so far and queued in its inbox instead.
+The run itself continues when a supervisor next picks it up: a running ``tether worker``, or the
+next process that enters a ``Supervisor`` on the store.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any
 from .._errors import JournalLockedError, RunStateError
 from ..journal._records import Decision, Event, Resolved, RunFinished
 from ..supervisor._state import Call, RunState, RunStatus, fold
-from ._view import as_json, awaits_approval, call_text, execute, open_store, shorten
+from ._view import as_json, awaits_approval, call_text, execute, open_store, shorten, using
 
 CONTINUES = (
     "The run continues when a supervisor next picks it up (a running `tether worker`, or the "
@@ -24,12 +26,14 @@ CONTINUES = (
 )
 
 BUSY = (
-    " If another process holds the journal (a worker is advancing the run), nothing is "
-    "recorded and the exit code is 1: try again."
+    " If a worker is advancing the run (it holds the journal's lock, or the run's lease in "
+    "PostgreSQL), the answer is checked against the run as recorded so far and queued in the "
+    "run's inbox: that worker records it at its next pause. The store is a directory (--root) "
+    "or a PostgreSQL database (--store URL). Exit 3 if the store cannot be read or reached."
 )
 
 
-def add_op_commands(commands: Any, add_root: Callable[[argparse.ArgumentParser], None]) -> None:
+def add_op_commands(commands: Any, add_store: Callable[[argparse.ArgumentParser], None]) -> None:
     for verb, approved in (("approve", True), ("reject", False)):
         effect = (
             "the call runs"
@@ -45,7 +49,7 @@ def add_op_commands(commands: Any, add_root: Callable[[argparse.ArgumentParser],
             "no decision yet." + BUSY + " " + CONTINUES + " Approval flags of tools are not "
             "in the journal: a call is taken to wait for approval when it has no record yet.",
         )
-        add_root(p)
+        add_store(p)
         p.add_argument("run", metavar="RUN", help="the run id")
         p.add_argument("call", metavar="CALL", help="the tool call id (see `tether show`)")
         p.add_argument("--by", metavar="NAME", required=True, help="who decides (recorded)")
@@ -69,7 +73,7 @@ def add_op_commands(commands: Any, add_root: Callable[[argparse.ArgumentParser],
         + " "
         + CONTINUES,
     )
-    add_root(resolve)
+    add_store(resolve)
     resolve.add_argument("run", metavar="RUN", help="the run id")
     resolve.add_argument("call", metavar="CALL", help="the escalated tool call id")
     resolve.add_argument(
@@ -91,7 +95,7 @@ def add_op_commands(commands: Any, add_root: Callable[[argparse.ArgumentParser],
         description="Append run_finished with status 'cancelled' to run RUN's journal: no "
         "supervisor will continue it. Refused (exit 1) if the run already finished." + BUSY,
     )
-    add_root(cancel)
+    add_store(cancel)
     cancel.add_argument("run", metavar="RUN", help="the run id")
     cancel.add_argument(
         "--reason", metavar="TEXT", default="cancelled", help="recorded reason (default: cancelled)"
@@ -102,13 +106,14 @@ def add_op_commands(commands: Any, add_root: Callable[[argparse.ArgumentParser],
 async def _append(
     args: argparse.Namespace, check: Callable[[RunState], Event]
 ) -> tuple[Event, RunState]:
-    """Open the run under its lock, build the record with ``check`` (which may refuse), append."""
-    async with open_store(args.root) as store:
+    """Open the run for writing, build the record with ``check`` (which may refuse), append."""
+    async with using(open_store(args), write=True) as store:
         try:
             journal = await store.open(args.run)
         except JournalLockedError:
-            # A worker is advancing the run: check against what its journal says so far and
-            # queue the answer in the run's inbox; the worker records it at its next pause.
+            # A worker is advancing the run (its journal's lock, or a live lease): check against
+            # what the run says so far and queue the answer in the run's inbox; the worker
+            # records it at its next pause.
             state = fold(await store.read(args.run))
             if state.finished is not None:
                 raise RunStateError(

@@ -18,6 +18,7 @@ from ..supervisor._state import RunStatus
 from ._gc import add_gc_command
 from ._ops import add_op_commands
 from ._view import (
+    add_store_options,
     describe,
     execute,
     format_age,
@@ -25,7 +26,10 @@ from ._view import (
     load_summary,
     open_store,
     shorten,
+    store_flags,
+    store_label,
     table,
+    using,
 )
 
 STATUSES = [s.value for s in RunStatus]
@@ -38,14 +42,12 @@ STATUS_HELP = (
     "'done', 'failed', 'cancelled'."
 )
 
-
-def add_root(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--root",
-        metavar="DIR",
-        required=True,
-        help="the store's directory (holding runs/ and blobs/)",
-    )
+STORE_HELP = (
+    " The store is a directory (--root DIR) or a PostgreSQL database (--store "
+    "postgresql://USER@HOST/DBNAME, with --schema if not 'tether'); a run a worker holds "
+    "(a journal's lock, or a live lease in PostgreSQL) shows as 'running', held by its pid or "
+    "worker."
+)
 
 
 def add_run_commands(commands: Any) -> None:
@@ -56,9 +58,10 @@ def add_run_commands(commands: Any) -> None:
         "run_started), model calls, tool calls, restarts, and what it waits for (call id and "
         "tool name, awaiting approval or resolution) or why it needs attention or failed. "
         + STATUS_HELP
-        + " Exit 0; 3 if the store cannot be read.",
+        + STORE_HELP
+        + " Exit 0; 3 if the store cannot be read or reached.",
     )
-    add_root(runs)
+    add_store_options(runs)
     runs.add_argument("--json", action="store_true", help="print a JSON list of run objects")
     runs.add_argument(
         "--status",
@@ -75,10 +78,11 @@ def add_run_commands(commands: Any) -> None:
         description="Print one run's summary and its timeline: every event with its seq, "
         "time, type and a short description (what the model asked for, tool results "
         "shortened, decisions, escalations and resolutions, restarts with host and pid, how "
-        "it finished). Reads the journal without its lock. Exit 1 if there is no such run or "
-        "its journal is corrupt, 3 if it cannot be read.",
+        "it finished). Reads the journal without its lock (or lease)." + STORE_HELP + " Exit 1 "
+        "if there is no such run or its journal is corrupt, 3 if it cannot be read or the "
+        "store cannot be reached.",
     )
-    add_root(show)
+    add_store_options(show)
     show.add_argument("run", metavar="RUN", help="the run id")
     show.add_argument(
         "--json",
@@ -87,14 +91,14 @@ def add_run_commands(commands: Any) -> None:
     )
     show.set_defaults(handler=_show)
 
-    add_op_commands(commands, add_root)
-    add_gc_command(commands, add_root)
+    add_op_commands(commands, add_store_options)
+    add_gc_command(commands, add_store_options)
 
 
 def _runs(args: argparse.Namespace) -> int:
     async def command() -> int:
-        store = open_store(args.root)
-        summaries = await load_summaries(store)
+        async with using(open_store(args), write=False) as store:
+            summaries = await load_summaries(store)
         if args.status:
             summaries = [s for s in summaries if s.status in args.status]
         now = time.time()
@@ -102,7 +106,7 @@ def _runs(args: argparse.Namespace) -> int:
             print(json.dumps([s.as_dict(now) for s in summaries], indent=2))
             return 0
         if not summaries:
-            print("no runs" + (" with that status" if args.status else f" in {args.root}"))
+            print("no runs" + (" with that status" if args.status else f" in {store_label(args)}"))
             return 0
         rows = [["RUN", "STATUS", "AGE", "MODEL", "TOOLS", "RESTARTS", "WAITING / REASON"]]
         for s in summaries:
@@ -125,8 +129,8 @@ def _runs(args: argparse.Namespace) -> int:
 
 def _show(args: argparse.Namespace) -> int:
     async def command() -> int:
-        store = open_store(args.root)
-        events, summary = await load_summary(store, args.run)
+        async with using(open_store(args), write=False) as store:
+            events, summary = await load_summary(store, args.run)
         now = time.time()
         names: dict[str, str] = {}
         lines = [describe(e, names) for e in events]
@@ -149,11 +153,12 @@ def _show(args: argparse.Namespace) -> int:
         )
         if summary.final_text is not None and summary.finished:
             print(f"final text: {shorten(summary.final_text, 200)}")
+        where = store_flags(args)
         for w in summary.waiting:
             action = (
-                f"tether approve|reject --root {args.root} {args.run} {w.call_id} --by NAME"
+                f"tether approve|reject {where} {args.run} {w.call_id} --by NAME"
                 if w.kind == "approval"
-                else f"tether resolve --root {args.root} {args.run} {w.call_id} "
+                else f"tether resolve {where} {args.run} {w.call_id} "
                 "--outcome succeeded|retry|failed --by NAME"
             )
             print(f"awaiting {w.kind}: {w.call_id} {w.tool}  ->  {action}")

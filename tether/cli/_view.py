@@ -2,7 +2,8 @@
 
 Pure helpers shared by ``tether runs``, ``show``, ``approve``/``reject``/``resolve``,
 ``cancel`` and ``gc``: a run's summary (status, counters, what it waits for), one-line
-descriptions of events, and a look at whether another process holds a journal's lock.
+descriptions of events, a look at whether another process holds a run (a journal's lock, or a
+live lease in PostgreSQL), and the options naming the store (``--root DIR`` or ``--store URL``).
 
 No application is loaded here, so the tools' approval flags are unknown. A call of the current
 turn that has no ``tool_started``, no result, no decision, no escalation and no resolution is
@@ -18,23 +19,29 @@ import argparse
 import errno
 import fcntl
 import os
+import shlex
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import anyio
 import msgspec
 
 from .._errors import (
     InvalidRunIdError,
+    JournalBrokenError,
     JournalCorruptError,
     JournalError,
     JournalLockedError,
     JournalVersionError,
     RunNotFoundError,
     RunStateError,
+    StoreSchemaError,
 )
+from .._store_url import is_postgres, store_for
 from ..journal._records import (
     AnyEvent,
     Decision,
@@ -47,7 +54,9 @@ from ..journal._records import (
     ToolResult,
     ToolStarted,
 )
-from ..journal._store import FileStore
+from ..journal._store import FileStore, Store
+from ..postgres import PostgresStore
+from ..postgres._schema import check_schema_name
 from ..supervisor._state import RunState, RunStatus, fold, result_text
 
 WaitKind = Literal["approval", "resolution"]
@@ -94,7 +103,7 @@ class RunSummary:
     events: int = 0
     waiting: tuple[Waiting, ...] = ()
     final_text: str | None = None
-    held_by: int | None = None
+    held_by: int | str | None = None
     readable: bool = True
     state: RunState | None = field(default=None, repr=False, compare=False)
 
@@ -114,7 +123,7 @@ class RunSummary:
             if calls:
                 parts.append(f"awaiting {kind}: " + ", ".join(w.describe() for w in calls))
         if self.held_by is not None and not self.finished:
-            parts.append(f"held by pid {self.held_by}" if self.held_by else "held by a process")
+            parts.append(_holder_text(self.held_by))
         elif self.status == RunStatus.RUNNING and self.readable:
             parts.append("no process holds it: continues when a supervisor picks it up")
         if self.reason and not self.waiting and self.status != RunStatus.DONE:
@@ -143,6 +152,12 @@ class RunSummary:
         }
 
 
+def _holder_text(holder: int | str) -> str:
+    if isinstance(holder, str):
+        return f"held by worker {holder}"  # a PostgreSQL lease's owner
+    return f"held by pid {holder}" if holder else "held by a process"
+
+
 def unreadable(run_id: str, problem: str) -> RunSummary:
     """The summary of a run whose journal cannot be read or folded."""
     return RunSummary(
@@ -153,8 +168,8 @@ def unreadable(run_id: str, problem: str) -> RunSummary:
     )
 
 
-def summarize(run_id: str, events: list[AnyEvent], held_by: int | None = None) -> RunSummary:
-    """The summary of a run from its events (and who holds its lock, if anyone).
+def summarize(run_id: str, events: list[AnyEvent], held_by: int | str | None = None) -> RunSummary:
+    """The summary of a run from its events (and who holds it, if anyone: see ``holder_of``).
 
     A journal that cannot be folded gives an unreadable summary rather than an error.
     """
@@ -291,6 +306,19 @@ def _probe(path: str) -> int | None:  # pragma: no cover - systems without /proc
         os.close(fd)
 
 
+async def holder_of(store: Store, run_id: str) -> int | str | None:
+    """Who holds run ``run_id`` right now, or ``None``.
+
+    A directory store: the pid holding the journal's lock (0 if unknown). PostgreSQL: the owner
+    of the run's live lease (by the database's clock).
+    """
+    if isinstance(store, FileStore):
+        return held_by(store.path(run_id))
+    if isinstance(store, PostgresStore):
+        return await store.holder(run_id)
+    return None
+
+
 # ---------------------------------------------------------------------------- text
 
 
@@ -403,33 +431,184 @@ def table(rows: list[list[str]]) -> list[str]:
 # ---------------------------------------------------------------------------- loading
 
 
+DEFAULT_SCHEMA = "tether"
+
+
 class StoreMissingError(Exception):
-    """``--root`` names no directory."""
+    """The store named on the command line cannot be used: no such directory, bad URL."""
 
 
-def open_store(root: str) -> FileStore:
-    """A ``FileStore`` over an existing directory (never creates one).
+def add_store_options(parser: argparse.ArgumentParser) -> None:
+    """``--root DIR`` or ``--store URL`` (one of them, required), and ``--schema NAME``."""
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument(
+        "--root",
+        metavar="DIR",
+        help="the store's directory (holding runs/ and blobs/)",
+    )
+    where.add_argument(
+        "--store",
+        metavar="URL",
+        help="the store: a PostgreSQL database as postgresql://USER@HOST[:PORT]/DBNAME (or "
+        "postgres://...); the password is best left to PGPASSWORD or ~/.pgpass, and is never "
+        "printed. A directory path is also accepted and means the same as --root",
+    )
+    parser.add_argument(
+        "--schema",
+        metavar="NAME",
+        type=_schema_name,
+        default=None,
+        help=f"with a PostgreSQL --store: the schema holding tether's tables (default: "
+        f"{DEFAULT_SCHEMA}; created if missing)",
+    )
+    parser.set_defaults(store_parser=parser)
+
+
+def _schema_name(text: str) -> str:
+    try:
+        return check_schema_name(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def store_spec(args: argparse.Namespace) -> str:
+    """The store as given: ``--store``'s URL or path, else ``--root``'s directory."""
+    spec: str = args.store if args.store is not None else args.root
+    return spec
+
+
+def uses_postgres(args: argparse.Namespace) -> bool:
+    return is_postgres(store_spec(args))
+
+
+def schema_of(args: argparse.Namespace) -> str:
+    return str(args.schema or DEFAULT_SCHEMA)
+
+
+def check_store_usage(args: argparse.Namespace, pg_only: dict[str, object] | None = None) -> None:
+    """Refuse options that need PostgreSQL with a directory, and URLs of other kinds.
+
+    Exits with argparse's usage error (code 2). ``pg_only`` maps more such options (their flag)
+    to their values (``None`` when not given).
+    """
+    spec = store_spec(args)
+    if is_postgres(spec):
+        return
+    if args.store is not None and "://" in spec:
+        scheme = spec.partition("://")[0]
+        args.store_parser.error(
+            f"--store: {scheme}:// is not a store; give a postgresql:// URL or a directory"
+        )
+    for flag, value in {"--schema": args.schema, **(pg_only or {})}.items():
+        if value is not None:
+            args.store_parser.error(f"{flag} applies only to a PostgreSQL --store (postgresql://)")
+
+
+def public_url(url: str) -> str:
+    """A PostgreSQL URL for messages: scheme, user, host, port and database, no password.
+
+    The query is left out too (libpq accepts ``?password=`` there).
+    """
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return f"{url.partition('://')[0]}://..."
+    userinfo, _, hosts = parts.netloc.rpartition("@")
+    user = userinfo.partition(":")[0]
+    path = parts.path if "@" not in parts.path else "/..."  # a password with an unquoted '/'
+    return f"{parts.scheme}://{user + '@' if user else ''}{hosts}{path}"
+
+
+def store_flags(args: argparse.Namespace) -> str:
+    """The options naming the store, as given (``--root X`` or ``--store URL [--schema S]``).
+
+    For the commands a message suggests; a URL's password is left out.
+    """
+    if args.store is None:
+        return f"--root {shlex.quote(args.root)}"
+    if not uses_postgres(args):
+        return f"--store {shlex.quote(args.store)}"
+    flags = f"--store {shlex.quote(public_url(args.store))}"
+    if schema_of(args) != DEFAULT_SCHEMA:
+        flags += f" --schema {schema_of(args)}"
+    return flags
+
+
+def store_label(args: argparse.Namespace) -> str:
+    """The store in a sentence: its directory, or ``URL (schema S)`` without the password."""
+    spec = store_spec(args)
+    if not is_postgres(spec):
+        return spec
+    return f"{public_url(spec)} (schema {schema_of(args)})"
+
+
+def open_store(args: argparse.Namespace, *, create: bool = False, **options: Any) -> Store:
+    """The store the options name, not entered yet.
+
+    A directory must exist unless ``create`` (entering the store creates it then); ``options``
+    go to the store's constructor.
 
     Raises:
-        StoreMissingError: ``root`` is not a directory.
+        StoreMissingError: the directory does not exist, or the URL cannot be used.
     """
-    if not os.path.isdir(root):
-        raise StoreMissingError(f"{root}: no such directory (give the store's --root)")
-    return FileStore(root)
+    spec = store_spec(args)
+    if is_postgres(spec):
+        try:
+            return store_for(spec, schema=schema_of(args), **options)
+        except ValueError as exc:  # a malformed URL (bad port, ...)
+            raise StoreMissingError(f"{public_url(spec)}: {exc}") from None
+    if not create and not os.path.isdir(spec):
+        flag = "--root" if args.store is None else "--store"
+        raise StoreMissingError(f"{spec}: no such directory (give the store's {flag})")
+    return FileStore(spec, **options)
 
 
-async def load_summary(store: FileStore, run_id: str) -> tuple[list[AnyEvent], RunSummary]:
-    """A run's events (read without its lock) and summary.
+@asynccontextmanager
+async def using(store: Store, *, write: bool) -> AsyncIterator[Store]:
+    """Enter ``store`` for a command; a ``FileStore`` only when the command writes.
+
+    Reading a directory store needs no setup, and entering one would create its folders and
+    clean up leftovers: a command that only reads changes nothing. A PostgreSQL store is always
+    entered (it opens its connections there).
+    """
+    if isinstance(store, FileStore) and not write:
+        yield store
+        return
+    async with store:
+        yield store
+
+
+def store_failure(args: argparse.Namespace, exc: BaseException) -> str | None:
+    """What to say when ``exc`` means the PostgreSQL store cannot be reached or used, else None."""
+    if not uses_postgres(args):
+        return None
+    label = store_label(args)
+    if isinstance(exc, ImportError) and exc.name == "asyncpg":
+        return f"{label}: needs the asyncpg package (pip install 'tether[postgres]')"
+    if isinstance(exc, StoreSchemaError):
+        return str(exc)
+    if isinstance(exc, OSError):  # refused, unknown host, timed out
+        return f"cannot connect to {label}: {exc.strerror or str(exc) or type(exc).__name__}"
+    try:
+        import asyncpg
+    except ImportError:  # pragma: no cover - asyncpg would have been imported to get here
+        return None
+    if isinstance(exc, (asyncpg.PostgresError, asyncpg.InterfaceError)):
+        return f"{label}: {type(exc).__name__}: {exc}"
+    return None
+
+
+async def load_summary(store: Store, run_id: str) -> tuple[list[AnyEvent], RunSummary]:
+    """A run's events (read without its lock or lease) and summary.
 
     Raises:
         RunNotFoundError, InvalidRunIdError, JournalCorruptError, JournalVersionError, OSError.
     """
     events = await store.read(run_id)
-    path = store.path(run_id)
-    return events, summarize(run_id, events, held_by(path))
+    return events, summarize(run_id, events, await holder_of(store, run_id))
 
 
-async def load_summaries(store: FileStore) -> list[RunSummary]:
+async def load_summaries(store: Store) -> list[RunSummary]:
     """Every run of the store; a journal that cannot be read gives an unreadable summary.
 
     Raises:
@@ -458,6 +637,7 @@ def fail(message: str, code: int) -> int:
 def execute(args: argparse.Namespace, command: Callable[[], Awaitable[int]]) -> int:
     """Run an async command; turn the errors every command shares into exit codes."""
     run_id = getattr(args, "run", None)
+    check_store_usage(args)
     try:
         return anyio.run(command)
     except StoreMissingError as exc:
@@ -465,7 +645,7 @@ def execute(args: argparse.Namespace, command: Callable[[], Awaitable[int]]) -> 
     except InvalidRunIdError as exc:
         return fail(str(exc), 2)
     except RunNotFoundError:
-        return fail(f"no run {run_id!r} in {args.root}", 1)
+        return fail(f"no run {run_id!r} in {store_label(args)}", 1)
     except JournalLockedError:
         return fail(
             f"run {run_id!r} is busy in another process (a worker is advancing it); "
@@ -474,8 +654,20 @@ def execute(args: argparse.Namespace, command: Callable[[], Awaitable[int]]) -> 
         )
     except (JournalCorruptError, JournalVersionError) as exc:
         return fail(f"{exc} (see `tether journal verify`)", 1)
+    except JournalBrokenError as exc:
+        cause = f" ({exc.__cause__})" if exc.__cause__ is not None else ""
+        return fail(
+            f"run {run_id!r}: writing failed{cause}; it may or may not have been recorded: "
+            f"look with `tether show {store_flags(args)} {run_id}`",
+            3,
+        )
     except RunStateError as exc:
         return fail(f"refused: {exc}", 1)
-    except OSError as exc:
-        where = f"{exc.filename}: " if exc.filename else ""
-        return fail(f"{where}{exc.strerror or exc}", 3)
+    except Exception as exc:
+        problem = store_failure(args, exc)
+        if problem is not None:
+            return fail(problem, 3)
+        if isinstance(exc, OSError):
+            where = f"{exc.filename}: " if exc.filename else ""
+            return fail(f"{where}{exc.strerror or exc}", 3)
+        raise

@@ -1,13 +1,25 @@
-"""``tether worker --root DIR --app MODULE:FACTORY``: serve a store's runs until told to stop."""
+"""``tether worker --root DIR|--store URL --app MODULE:FACTORY``: serve a store's runs.
+
+Until SIGTERM or SIGINT; see ``tether.supervisor.run_worker``.
+"""
 
 from __future__ import annotations
 
 import argparse
 import logging
+import math
 import sys
 from typing import Any
 
 import anyio
+
+from ._view import (
+    StoreMissingError,
+    add_store_options,
+    check_store_usage,
+    open_store,
+    store_failure,
+)
 
 
 def add_worker_commands(commands: Any) -> None:
@@ -17,9 +29,22 @@ def add_worker_commands(commands: Any) -> None:
         description="Resume every unfinished run in the store, take over runs whose owner "
         "process died, continue parked runs when a decision arrives, until SIGTERM or SIGINT. "
         "MODULE:FACTORY names a function returning a tether.WorkerApp (model, tools, "
-        "supervisor options); the current directory is importable.",
+        "supervisor options); the current directory is importable. The store is a directory "
+        "(--root DIR; workers on one machine share it) or a PostgreSQL database (--store URL; "
+        "workers on many machines share it, each run held by one worker at a time through a "
+        "lease that another worker takes over once it expires, see --lease-ttl). Exit 0 on a "
+        "signal; 1 if the application cannot be loaded; 3 if the store cannot be reached.",
     )
-    worker.add_argument("--root", required=True, help="the store's directory")
+    add_store_options(worker)
+    worker.add_argument(
+        "--lease-ttl",
+        metavar="SECONDS",
+        type=_positive,
+        default=None,
+        help="with a PostgreSQL --store: seconds a run's lease lasts without renewal (renewed "
+        "every third of it); a worker that stops loses its runs to the others this long after "
+        "(default: 30)",
+    )
     worker.add_argument("--app", required=True, metavar="MODULE:FACTORY", help="the application")
     worker.add_argument(
         "--sweep-interval",
@@ -32,9 +57,20 @@ def add_worker_commands(commands: Any) -> None:
     worker.set_defaults(handler=_worker)
 
 
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"must be more than 0, not {text!r}")
+    return value
+
+
 def _worker(args: argparse.Namespace) -> int:
     from ..supervisor._worker import load_app, run_worker
 
+    check_store_usage(args, {"--lease-ttl": args.lease_ttl})
     logging.basicConfig(
         level=logging.WARNING if args.quiet else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -48,5 +84,14 @@ def _worker(args: argparse.Namespace) -> int:
         app.options["sweep_interval"] = args.sweep_interval
     if args.max_active_runs is not None:
         app.options["max_active_runs"] = args.max_active_runs
-    anyio.run(run_worker, args.root, app)
+    options = {} if args.lease_ttl is None else {"lease_ttl": args.lease_ttl}
+    try:
+        store = open_store(args, create=True, **options)
+        anyio.run(run_worker, store, app)
+    except Exception as exc:
+        problem = str(exc) if isinstance(exc, StoreMissingError) else store_failure(args, exc)
+        if problem is None:
+            raise
+        print(f"tether: {problem}", file=sys.stderr)
+        return 3
     return 0

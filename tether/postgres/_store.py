@@ -103,6 +103,8 @@ class PostgresStore:
     ) -> None:
         if lease_ttl <= 0:
             raise ValueError("lease_ttl must be positive")
+        if "://" in dsn:
+            urlsplit(dsn).port  # noqa: B018 - raises ValueError now on a malformed port
         self.dsn = dsn
         self.sql = Sql(schema)
         self.lease_ttl = lease_ttl
@@ -520,13 +522,12 @@ def _unique_violation() -> type[BaseException]:
 
 
 def _display(dsn: str) -> str:
-    """The DSN without its password, for messages."""
+    """The DSN without its user and password, for messages (any host list is kept as is)."""
     try:
         parts = urlsplit(dsn)
     except ValueError:
         return "postgresql"
     if not parts.scheme:
         return "postgresql"
-    host = parts.hostname or "localhost"
-    port = f":{parts.port}" if parts.port else ""
-    return f"{parts.scheme}://{host}{port}{parts.path}"
+    hosts = parts.netloc.rpartition("@")[2] or "localhost"
+    return f"{parts.scheme}://{hosts}{parts.path}"
