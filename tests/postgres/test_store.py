@@ -219,3 +219,19 @@ async def test_a_newer_schema_is_refused(pg_dsn: str, pg_schema: str) -> None:
     with pytest.raises(tether.StoreSchemaError, match="upgrade tether"):
         async with PostgresStore(pg_dsn, schema=pg_schema):
             pass
+
+
+async def test_a_schema_name_of_the_longest_allowed_length_still_notifies(pg_dsn: str) -> None:
+    schema = "s" * 63
+    try:
+        async with PostgresStore(pg_dsn, schema=schema) as store:
+            async with await store.create("run-1", [_started("run-1")]) as journal:
+                await journal.append([Decision(call_id="c1", approved=True, by="x")])
+            await store.post("run-1", Decision(call_id="c2", approved=True, by="x"))
+            assert await store.has_inbox("run-1")
+    finally:
+        conn = await asyncpg.connect(pg_dsn)
+        try:
+            await conn.execute(f"DROP SCHEMA {schema} CASCADE")
+        finally:
+            await conn.close()

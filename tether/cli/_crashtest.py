@@ -20,7 +20,9 @@ def add_crashtest_command(commands: Any) -> None:
         "'scenario(root: Path) -> tether.testing.Scenario'; MODULE is imported with the "
         "current directory on the path. Exit 0 when every case is safe, 1 on any duplicate "
         "side effect, lost journal record, differing answer, unexplained extra model call or "
-        "failed process, 2 when the scenario cannot be loaded or its baseline run fails.",
+        "failed process, 2 when the scenario cannot be loaded or its baseline run fails. "
+        "With --store URL the runs live in that PostgreSQL database, each case in a schema "
+        "of its own.",
     )
     cmd.add_argument("target", metavar="MODULE:SCENARIO", help="e.g. examples.mail:scenario")
     cmd.add_argument("--json", action="store_true", help="print one JSON report object")
@@ -46,18 +48,30 @@ def add_crashtest_command(commands: Any) -> None:
         "--root",
         metavar="DIR",
         help="keep every case's store, services and traces in DIR (new or empty); by default "
-        "a temporary directory, removed afterwards",
+        "a temporary directory, removed afterwards. With --store, the cases' schemas are kept "
+        "too (each case's schema.txt names its schema)",
+    )
+    cmd.add_argument(
+        "--store",
+        metavar="URL",
+        help="run the cases in this PostgreSQL database (postgresql://user@host:port/db), "
+        "each in a new schema crash_<random>_<n>, dropped afterwards unless --root is given; "
+        "by default each case has a file store in its directory",
     )
     cmd.set_defaults(handler=_crashtest)
 
 
 def _crashtest(args: argparse.Namespace) -> int:
-    from ..testing._harness import CrashtestError, run_crashtest
+    from ..testing._harness import CrashtestError, redact_url, run_crashtest
 
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())  # as `python -m` does, so examples.x:scenario imports
     if not args.json:
-        print(f"crashtest {args.target}: baseline, then one case per crash point ...", flush=True)
+        where = f" on {redact_url(args.store)}" if args.store else ""
+        print(
+            f"crashtest {args.target}{where}: baseline, then one case per crash point ...",
+            flush=True,
+        )
     try:
         report = run_crashtest(
             args.target,
@@ -65,6 +79,7 @@ def _crashtest(args: argparse.Namespace) -> int:
             workers=args.workers,
             points=args.points.split(",") if args.points else None,
             root=args.root,
+            store=args.store,
         )
     except CrashtestError as exc:
         print(f"tether: crashtest: {exc}", file=sys.stderr)

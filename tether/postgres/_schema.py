@@ -14,6 +14,7 @@ Every lease time is the database's ``now()``: workers' clocks never decide who o
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 SCHEMA_VERSION = 1
@@ -71,7 +72,10 @@ class Sql:
     def __init__(self, schema: str) -> None:
         s = check_schema_name(schema)
         self.schema = s
-        self.channel = f"tether_{s}"
+        channel = f"tether_{s}"
+        if len(channel) > 63:  # PostgreSQL's identifier limit (pg_notify refuses longer names)
+            channel = "tether_" + hashlib.sha256(s.encode()).hexdigest()[:32]
+        self.channel = channel
         self.create_schema = f"CREATE SCHEMA IF NOT EXISTS {s}"
         self.create_meta = (
             f"CREATE TABLE IF NOT EXISTS {s}.meta (key text PRIMARY KEY, value text NOT NULL)"

@@ -1,5 +1,6 @@
-"""``python -m tether.testing MODULE:SCENARIO --root DIR --step start|resume``: one process of a
-crash test case; ``run_crashtest`` (and ``tether crashtest``) start these."""
+"""``python -m tether.testing MODULE:SCENARIO --root DIR --step start|resume [--store URL]
+[--schema NAME]``: one process of a crash test case; ``run_crashtest`` (and ``tether crashtest``)
+start these."""
 
 from __future__ import annotations
 

@@ -31,28 +31,45 @@ Each child is ``python -m tether.testing MODULE:NAME --root DIR --step start|res
 case's directory ``DIR``: ``world/`` is the scenario's root, ``store/`` the run's ``FileStore``,
 ``model_calls.log`` one line per model answer (written as it happens, so a killed process's calls
 count too), ``trace-N.txt`` the crash points process ``N`` passed.
+
+With ``store="postgresql://..."`` the runs live in that database instead, every case (and the
+baseline) in a PostgreSQL schema of its own (``crash_<random>_<case number>``, named in the
+case's ``schema.txt``), so cases never see each other's runs. Children get ``--schema NAME`` and
+the URL in ``TETHER_CRASHTEST_STORE`` (not on their command line, where a password would show)
+and open the store with ``store_for``; the harness reads the run and records a person's answers
+through the same ``Store`` protocol. A killed child's lease on the run stays live until it runs
+out, so children use a short one (``PG_LEASE_TTL``) and a resuming child waits until it can
+claim the run. The schemas are dropped when their case is over, unless ``root`` is given: then
+they are kept with the cases' directories.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import json
 import os
+import secrets
 import signal
 import subprocess
 import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeAlias
+from typing import Any, Protocol, TypeAlias
+from urllib.parse import urlsplit
 
 import anyio
+from anyio.from_thread import start_blocking_portal
 
+from .._errors import JournalLockedError, RunNotFoundError
+from .._store_url import is_postgres, store_for
 from ..journal import (
     AnyEvent,
     Budgets,
@@ -61,6 +78,7 @@ from ..journal import (
     FileStore,
     ModelResponse,
     Resolved,
+    Store,
     ToolResult,
     ToolStarted,
     verify_file,
@@ -84,6 +102,13 @@ CHILD_TIMEOUT_S = 60.0
 
 MAX_PROCESSES = 12
 """Processes one case may start before it counts as stuck."""
+
+PG_LEASE_TTL = 0.5
+"""Seconds a child's lease on a PostgreSQL run lasts: how long a resuming child waits after a
+kill before it may take the run over."""
+
+STORE_ENV = "TETHER_CRASHTEST_STORE"
+"""The variable that gives children the PostgreSQL URL of the cases' runs."""
 
 _STATUS_MARK = "tether-crashtest-status: "
 _ACKNOWLEDGED: dict[str, type[AnyEvent]] = {
@@ -278,40 +303,71 @@ class _CountingModel:
 
 
 def child_main(argv: Sequence[str]) -> int:
-    """``python -m tether.testing MODULE:NAME --root DIR --step start|resume``.
+    """``python -m tether.testing MODULE:NAME --root DIR --step start|resume
+    [--store URL] [--schema NAME]``.
 
     Runs one process of a case: ``start`` creates the run and drives it, ``resume`` lets a
     ``Supervisor`` resume unfinished runs on entry. Either waits until the run rests and
     prints its status as the last line. Exit 0 when the run rests, 1 otherwise.
+
+    The run lives in ``DIR/store`` (a ``FileStore``), or with ``--store`` (by default the
+    ``TETHER_CRASHTEST_STORE`` variable) in that PostgreSQL database, in schema ``NAME``.
     """
     parser = argparse.ArgumentParser(prog="python -m tether.testing")
     parser.add_argument("target", metavar="MODULE:SCENARIO")
     parser.add_argument("--root", required=True, type=Path)
     parser.add_argument("--step", required=True, choices=("start", "resume"))
+    parser.add_argument("--store", metavar="URL", default=os.environ.get(STORE_ENV) or None)
+    parser.add_argument("--schema", metavar="NAME", default="tether")
     args = parser.parse_args(list(argv))
+    if args.store is not None and not is_postgres(args.store):
+        parser.error(f"--store: expected a postgresql:// URL, got {args.store!r}")
     factory = load_target(args.target)
     root: Path = args.root
     (root / "world").mkdir(parents=True, exist_ok=True)
     scenario = factory(root / "world")
-    status = anyio.run(_child, scenario, root, args.step)
+    if args.store is None:
+        store = store_for(str(root / "store"))
+    else:
+        store = store_for(args.store, schema=args.schema, lease_ttl=PG_LEASE_TTL)
+    status = anyio.run(_child, scenario, root, store, args.step)
     print(_STATUS_MARK + json.dumps(status), flush=True)
     return 0 if status["status"] != RunStatus.RUNNING.value else 1
 
 
-async def _child(scenario: Scenario, root: Path, step: str) -> dict[str, Any]:
+async def _claimable(store: Store, run_id: str) -> None:
+    """Wait until run ``run_id`` can be claimed (or does not exist).
+
+    A killed process leaves its lease on a PostgreSQL run live until it runs out; a
+    ``Supervisor`` entered before that would see the run as another worker's and not resume it.
+    """
+    with anyio.fail_after(CHILD_TIMEOUT_S):
+        while True:
+            try:
+                journal = await store.open(run_id)
+            except JournalLockedError:
+                await anyio.sleep(0.05)
+                continue
+            except RunNotFoundError:
+                return
+            await journal.aclose()
+            return
+
+
+async def _child(scenario: Scenario, root: Path, store: Store, step: str) -> dict[str, Any]:
     model, tools = scenario.build()
     counting = _CountingModel(model, root / "model_calls.log")
     run_id = scenario.run_id
-    async with (
-        FileStore(root / "store") as store,
-        Supervisor(store, model=counting, tools=tools) as sup,
-    ):
-        if step == "start":
-            await sup.start(
-                run_id, scenario.prompt, system=scenario.system, budgets=scenario.budgets
-            )
-        status = await sup.wait(run_id, timeout=CHILD_TIMEOUT_S)
-        view = await sup.inspect(run_id)
+    async with store:
+        if step == "resume" and not isinstance(store, FileStore):
+            await _claimable(store, run_id)
+        async with Supervisor(store, model=counting, tools=tools) as sup:
+            if step == "start":
+                await sup.start(
+                    run_id, scenario.prompt, system=scenario.system, budgets=scenario.budgets
+                )
+            status = await sup.wait(run_id, timeout=CHILD_TIMEOUT_S)
+            view = await sup.inspect(run_id)
     return {"status": status.value, "reason": view.reason, "pending": list(view.pending)}
 
 
@@ -374,11 +430,83 @@ def _record(store: Path, run_id: str, records: list[Decision | Resolved]) -> Non
 
     async def append() -> None:
         async with FileStore(store) as fs:
-            journal = await fs.open(run_id)
-            async with journal:
-                await journal.append(records)
+            await _append(fs, run_id, records)
 
     anyio.run(append)
+
+
+async def _append(store: Store, run_id: str, records: list[Decision | Resolved]) -> None:
+    journal = await store.open(run_id)
+    async with journal:
+        await journal.append(records)
+
+
+class _CaseStore(Protocol):
+    """Where a case's run lives, as the harness sees it between two processes."""
+
+    def read(self, run_id: str) -> list[AnyEvent]:
+        """The run's durable events (none before it exists)."""
+        ...
+
+    def record(self, run_id: str, records: list[Decision | Resolved]) -> None:
+        """Append a person's records to the run, holding it as a worker would."""
+        ...
+
+
+@dataclass(frozen=True)
+class _FileCase:
+    """The case's ``FileStore`` in ``DIR/store``."""
+
+    root: Path
+
+    def read(self, run_id: str) -> list[AnyEvent]:
+        return _read_events(self.root, run_id)
+
+    def record(self, run_id: str, records: list[Decision | Resolved]) -> None:
+        _record(self.root, run_id, records)
+
+
+class _PostgresCase:
+    """The case's PostgreSQL schema, through a ``Store`` kept open on a thread of its own."""
+
+    def __init__(self, store: Store, call: Callable[..., Any]) -> None:
+        self._store = store
+        self._call = call
+
+    def read(self, run_id: str) -> list[AnyEvent]:
+        try:
+            events: list[AnyEvent] = self._call(self._store.read, run_id)
+        except RunNotFoundError:
+            return []
+        return events
+
+    def record(self, run_id: str, records: list[Decision | Resolved]) -> None:
+        self._call(_append, self._store, run_id, records)
+
+
+@contextmanager
+def _postgres_case(url: str, schema: str, *, keep: bool) -> Iterator[_PostgresCase]:
+    """Open schema ``schema`` of the database at ``url`` (created if missing); drop it on the
+    way out unless ``keep``."""
+    with ExitStack() as stack:
+        portal = stack.enter_context(start_blocking_portal())
+        store = store_for(url, schema=schema)
+        try:
+            stack.enter_context(portal.wrap_async_context_manager(store))
+        except Exception as exc:  # not reachable, refused, no right to create the schema
+            raise CrashtestError(
+                f"cannot use the store {redact_url(url)}: {type(exc).__name__}: {exc}"
+            ) from exc
+        if not keep:
+            stack.callback(portal.call, _drop_schema, store)
+        yield _PostgresCase(store, portal.call)
+
+
+async def _drop_schema(store: Store) -> None:
+    from ..postgres import PostgresStore
+
+    assert isinstance(store, PostgresStore)
+    await store.pool.execute(f"DROP SCHEMA IF EXISTS {store.sql.schema} CASCADE")
 
 
 def _pending(run_id: str, events: list[AnyEvent], ids: Sequence[str]) -> list[Pending]:
@@ -417,9 +545,15 @@ class _Target:
     factory: ScenarioFactory
     paths: list[str]
     pycache: str
+    store: str | None = None  # a postgresql:// URL; None: a FileStore in each case
+    keep: bool = False  # keep the cases' schemas
 
     def env(self, kill: Kill | None, trace: Path) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("TETHER_CRASH_")}
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith("TETHER_CRASH_") and k != STORE_ENV
+        }
         if env.pop("PYTHONDONTWRITEBYTECODE", None) is not None:
             # Dozens of children would each compile everything again; let them share a
             # bytecode cache in the crash test's own directory instead of the source tree.
@@ -430,14 +564,30 @@ class _Target:
         env["TETHER_CRASH_TRACE"] = str(trace)
         if kill is not None:
             env["TETHER_CRASH_AT"] = f"{kill.point}:{kill.n}"
+        if self.store is not None:
+            env[STORE_ENV] = self.store
         return env
 
+    @contextmanager
+    def case_store(self, case: Path, schema: str | None) -> Iterator[_CaseStore]:
+        """How the harness reaches the run of the case in directory ``case``."""
+        if self.store is None or schema is None:
+            yield _FileCase(case / "store")
+            return
+        (case / "schema.txt").write_text(schema + "\n", encoding="utf-8")
+        with _postgres_case(self.store, schema, keep=self.keep) as store:
+            yield store
 
-def _spawn(target: _Target, case: Path, number: int, step: str, kill: Kill | None) -> _Process:
+
+def _spawn(
+    target: _Target, case: Path, number: int, step: str, kill: Kill | None, schema: str | None
+) -> _Process:
     trace = case / f"trace-{number}.txt"
     trace.unlink(missing_ok=True)
     cmd = [sys.executable, "-m", "tether.testing", target.spec, "--root", str(case)]
     cmd += ["--step", step]
+    if schema is not None:
+        cmd += ["--schema", schema]
     try:
         proc = subprocess.run(
             cmd,
@@ -460,11 +610,19 @@ def _spawn(target: _Target, case: Path, number: int, step: str, kill: Kill | Non
     return _Process(number, step, kill, proc.returncode, points, status, stderr)
 
 
-def _drive(target: _Target, case: Path, kills: Sequence[Kill]) -> _Run:
-    """Run the scenario under ``case`` (new) to a rest, killing processes as ``kills`` say."""
+def _drive(target: _Target, case: Path, kills: Sequence[Kill], schema: str | None = None) -> _Run:
+    """Run the scenario under ``case`` (new) to a rest, killing processes as ``kills`` say;
+    its run lives in schema ``schema`` of the target's PostgreSQL store if it has one."""
     world = case / "world"
     world.mkdir(parents=True)
-    store = case / "store"
+    with target.case_store(case, schema) as store:
+        return _drive_in(target, case, kills, schema, store)
+
+
+def _drive_in(
+    target: _Target, case: Path, kills: Sequence[Kill], schema: str | None, store: _CaseStore
+) -> _Run:
+    world = case / "world"
     scenario = target.factory(world)
     run_id = scenario.run_id
     armed = {k.process: k for k in kills}
@@ -476,9 +634,9 @@ def _drive(target: _Target, case: Path, kills: Sequence[Kill]) -> _Run:
     status, reason = "", ""
     for number in range(1, MAX_PROCESSES + 1):
         kill = armed.get(number)
-        before = _read_events(store, run_id)
+        before = store.read(run_id)
         step = "start" if number == 1 else "resume"
-        proc = _spawn(target, case, number, step, kill)
+        proc = _spawn(target, case, number, step, kill, schema)
         processes.append(proc)
         expected = -signal.SIGKILL if kill is not None else 0
         if proc.returncode != expected:
@@ -490,7 +648,7 @@ def _drive(target: _Target, case: Path, kills: Sequence[Kill]) -> _Run:
             )
             status = "error"
             break
-        after = _read_events(store, run_id)
+        after = store.read(run_id)
         snapshots.append(after)
         if kill is not None:
             record = _ACKNOWLEDGED.get(kill.point)
@@ -508,15 +666,15 @@ def _drive(target: _Target, case: Path, kills: Sequence[Kill]) -> _Run:
             answers = [scenario.decide(p) for p in _pending(run_id, after, proc.status["pending"])]
             records = [a for a in answers if a is not None]
             if records:
-                _record(store, run_id, records)
+                store.record(run_id, records)
                 decisions += len(records)
-                snapshots.append(_read_events(store, run_id))
+                snapshots.append(store.read(run_id))
                 continue
         break
     else:
         problems.append(f"the run did not come to a rest in {MAX_PROCESSES} processes")
         status = "error"
-    events = _read_events(store, run_id)
+    events = store.read(run_id)
     by_seq = {e.seq: e for e in events}
     for snapshot in snapshots:
         changed = [e.seq for e in snapshot if by_seq.get(e.seq) != e]
@@ -620,6 +778,7 @@ class Report:
     baseline: Baseline
     cases: list[CaseResult]
     seconds: float
+    store: str | None = None  # the PostgreSQL database the runs lived in (no password)
 
     @property
     def points(self) -> int:
@@ -711,12 +870,14 @@ class Report:
         return ", ".join(f"{n} {o}" for o, n in counts.items())
 
     def text(self) -> str:
-        return f"crashtest {self.target}\n\n{self.table()}\n\n{self.summary()}"
+        where = f" on {self.store}" if self.store else ""
+        return f"crashtest {self.target}{where}\n\n{self.table()}\n\n{self.summary()}"
 
     def as_dict(self) -> dict[str, Any]:
         b = self.baseline
         return {
             "target": self.target,
+            "store": self.store,
             "ok": self.ok,
             "points": self.points,
             "double_kills": self.double_kills,
@@ -738,6 +899,20 @@ class Report:
             },
             "cases": [c.as_dict() for c in self.cases],
         }
+
+
+def redact_url(url: str) -> str:
+    """``url`` without its password (or anything past the host when it cannot be parsed)."""
+    if "://" not in url:
+        return url
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        return url.partition("://")[0] + "://..."
+    user = f"{parts.username}@" if parts.username else ""
+    return f"{parts.scheme}://{user}{host}{port}{parts.path}"
 
 
 def _judge(kills: tuple[Kill, ...], base: _Run, got: _Run) -> CaseResult:
@@ -835,6 +1010,7 @@ def run_crashtest(
     points: Iterable[str] | None = None,
     root: str | os.PathLike[str] | None = None,
     progress: Callable[[str], None] | None = None,
+    store: str | None = None,
 ) -> Report:
     """Crash-test a scenario: kill it at every crash point it passes, resume, compare.
 
@@ -845,24 +1021,40 @@ def run_crashtest(
             ``True`` for 6 of them, or the sample size.
         workers: cases run at the same time (each in its own directory).
         points: kill only at these crash points (``POINTS`` names); every point by default.
-        root: where the cases' directories go (kept afterwards); a temporary directory that is
-            removed afterwards by default.
+        root: where the cases' directories go (kept afterwards, with their PostgreSQL schemas);
+            a temporary directory that is removed afterwards by default.
         progress: called with a line for each case that finished.
+        store: a ``postgresql://`` URL: run every case in that database instead of a
+            ``FileStore`` in its directory, each in a schema of its own, ``crash_<random>_<n>``
+            (``n`` is 0 for the baseline; the case's ``schema.txt`` names it). The schemas are
+            dropped as each case ends, unless ``root`` is given. Needs ``asyncpg``.
 
     Raises:
-        CrashtestError: a bad target, or the uninterrupted baseline run failed.
+        CrashtestError: a bad target or store, or the uninterrupted baseline run failed.
     """
     started = time.monotonic()
     unknown = sorted(set(points or ()) - set(POINTS))
     if unknown:
         raise CrashtestError(f"unknown crash points {unknown}; known: {', '.join(POINTS)}")
+    if store is not None:
+        if not is_postgres(store):
+            raise CrashtestError(f"store: expected a postgresql:// URL, got {redact_url(store)!r}")
+        if importlib.util.find_spec("asyncpg") is None:
+            raise CrashtestError("a PostgreSQL store needs asyncpg: pip install 'tether[postgres]'")
     spec, factory, paths = _resolve_target(target)
     say = progress or (lambda _line: None)
+    tag = secrets.token_hex(4)
+
+    def schema(number: int) -> str | None:
+        return None if store is None else f"crash_{tag}_{number}"
+
     with tempfile.TemporaryDirectory(prefix="tether-crashtest-") as tmp:
-        tgt = _Target(spec, factory, paths, str(Path(tmp) / "pycache"))
+        tgt = _Target(
+            spec, factory, paths, str(Path(tmp) / "pycache"), store=store, keep=root is not None
+        )
         base_dir = Path(root) if root is not None else Path(tmp)
         base_dir.mkdir(parents=True, exist_ok=True)
-        base = _drive(tgt, base_dir / "baseline", [])
+        base = _drive(tgt, base_dir / "baseline", [], schema(0))
         if base.status == "error" or base.lost:
             raise CrashtestError(f"the baseline run failed: {'; '.join(base.problems)}")
         say(f"baseline: {base.status}, {base.model_calls} model calls, {dict(base.ledger)}")
@@ -871,22 +1063,24 @@ def run_crashtest(
             wanted = set(points)
             kills = [k for k in kills if k.point in wanted]
 
-        def one(kills: tuple[Kill, ...]) -> tuple[CaseResult, _Run]:
+        def one(number: int, kills: tuple[Kill, ...]) -> tuple[CaseResult, _Run]:
             name = "-".join(f"p{k.process}-{k.point}-{k.n}" for k in kills)
-            got = _drive(tgt, base_dir / name, kills)
+            got = _drive(tgt, base_dir / name, kills, schema(number))
             result = _judge(kills, base, got)
             say(f"{result.label}: {result.outcome}")
             return result, got
 
         with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-            singles = list(pool.map(one, [(k,) for k in kills]))
+            numbers = range(1, len(kills) + 1)
+            singles = list(pool.map(one, numbers, [(k,) for k in kills]))
             cases = [r for r, _ in singles]
             size = 6 if double is True else int(double)
             if size > 0:
                 runs = {k: run for k, (_, run) in zip(kills, singles, strict=True)}
                 pairs = [(k, _second_kill(k, runs[k])) for k in kills]
                 doubles = _sample([(k, s) for k, s in pairs if s is not None], size)
-                cases += [r for r, _ in pool.map(one, doubles)]
+                numbers = range(len(kills) + 1, len(kills) + 1 + len(doubles))
+                cases += [r for r, _ in pool.map(one, numbers, doubles)]
     baseline = Baseline(
         status=base.status,
         final_text=base.final_text,
@@ -896,7 +1090,8 @@ def run_crashtest(
         decisions=base.decisions,
         points=[p.points for p in base.processes],
     )
-    return Report(spec, baseline, cases, time.monotonic() - started)
+    where = redact_url(store) if store is not None else None
+    return Report(spec, baseline, cases, time.monotonic() - started, store=where)
 
 
 def assert_crash_safe(
@@ -907,10 +1102,16 @@ def assert_crash_safe(
     points: Iterable[str] | None = None,
     min_points: int = 1,
     root: str | os.PathLike[str] | None = None,
+    store: str | None = None,
 ) -> Report:
     """``run_crashtest``, then raise ``AssertionError`` with the report if any case failed or
-    fewer than ``min_points`` crash points were exercised. Returns the report."""
-    report = run_crashtest(target, double=double, workers=workers, points=points, root=root)
+    fewer than ``min_points`` crash points were exercised. Returns the report.
+
+    ``store`` (a ``postgresql://`` URL) runs the cases in that database, as ``run_crashtest``
+    says."""
+    report = run_crashtest(
+        target, double=double, workers=workers, points=points, root=root, store=store
+    )
     if not report.ok or report.points < min_points:
         raise AssertionError(report.text())
     return report
