@@ -1,6 +1,7 @@
 """PostgreSQL driver choice: asyncpg against psycopg 3 (async), measured side by side in one run.
 
-Run ``python bench/pg_driver.py [--repeats N] [--duration S] [--synchronous-commit off]``.
+Run ``python bench/pg_driver.py [--repeats N] [--duration S] [--synchronous-commit off]`` after
+``pip install -e '.[bench]'`` (psycopg and its pool are needed only here).
 
 One throwaway PostgreSQL server (default settings, fsync on), one schema per variant, one pool
 of 16 autocommit connections per variant shared by every case; every operation checks a
