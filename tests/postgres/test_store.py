@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import anyio
 import asyncpg
+import msgspec
 import pytest
 
 import tether
@@ -15,6 +16,7 @@ from tether import (
     RunNotFoundError,
 )
 from tether.journal import Decision, ModelResponse, RunStarted, ToolResult
+from tether.journal._records import encode_event
 from tether.postgres import PostgresStore
 from tether.postgres._schema import SCHEMA_VERSION
 
@@ -235,3 +237,33 @@ async def test_a_schema_name_of_the_longest_allowed_length_still_notifies(pg_dsn
             await conn.execute(f"DROP SCHEMA {schema} CASCADE")
         finally:
             await conn.close()
+
+
+async def test_a_schema_at_version_1_is_migrated_in_place(pg_dsn: str, pg_schema: str) -> None:
+    from tether.postgres._schema import MIGRATIONS, Sql
+
+    sql = Sql(pg_schema)
+    conn = await asyncpg.connect(pg_dsn)
+    try:  # a database a version-1 store created
+        await conn.execute(sql.create_schema)
+        await conn.execute(sql.create_meta)
+        await conn.execute(MIGRATIONS[1].format(s=pg_schema))
+        await conn.execute(sql.set_version, "1")
+        await conn.execute(f"INSERT INTO {pg_schema}.runs (run_id, next_seq) VALUES ('old', 1)")
+        await conn.execute(
+            f"INSERT INTO {pg_schema}.events VALUES ('old', 0, $1)",
+            encode_event(msgspec.structs.replace(_started("old"), seq=0)),
+        )
+        async with PostgresStore(pg_dsn, schema=pg_schema) as store:
+            assert [type(e).__name__ for e in await store.read("old")] == ["RunStarted"]
+            async with await store.open("old") as journal:
+                await journal.append([_text(1)])
+        assert await conn.fetchval(sql.get_version) == str(SCHEMA_VERSION)
+        fks = await conn.fetchval(
+            "SELECT count(*) FROM pg_constraint WHERE conname = 'events_run_id_fkey' "
+            "AND connamespace = $1::regnamespace",
+            pg_schema,
+        )
+        assert fks == 0
+    finally:
+        await conn.close()

@@ -5,8 +5,8 @@ exactly as for a directory store). Here the removals are made safe against the w
 the store at the same time:
 
 - A run is deleted only if it finished and nobody holds a live lease on it, in one transaction
-  that locks its row (a worker claiming it meanwhile waits, then finds no run). Its events and
-  inbox go with it (``ON DELETE CASCADE``).
+  that locks its row (a worker claiming it meanwhile waits, then finds no run). Its events go
+  with it in the same statement, and its inbox by ``ON DELETE CASCADE``.
 - A worker stores a large tool result in ``blobs`` before the event that refers to it, and an
   identical result reuses the stored row. So any run a worker owns may be about to refer to a
   blob that nothing refers to yet. Blobs are therefore deleted only under a ``SHARE`` lock on
@@ -54,11 +54,7 @@ async def remove_run(store: PostgresStore, run_id: str) -> RunRemoval:
             return "held"
         if status == "active":
             return "unfinished"
-        deleted = await conn.fetchval(
-            f"DELETE FROM {s}.runs WHERE run_id = $1 "
-            "AND (owner IS NULL OR expires_at <= now()) RETURNING run_id",
-            run_id,
-        )
+        deleted = await conn.fetchval(store.sql.delete_run, run_id)
     return "removed" if deleted is not None else "held"
 
 

@@ -184,8 +184,8 @@ class PgJournal:
                 self.mark_lost(detail)
                 raise LeaseLostError(self.path, detail)
             self._events.extend(stamped)
-            if any(isinstance(ev, (Decision, Resolved, RunFinished)) for ev in stamped):
-                self.answered = True
+            if any(isinstance(ev, (Decision, Resolved)) for ev in stamped):
+                self.answered = True  # a person's answer: the workers should look at the run
 
     async def fence(self) -> None:
         """Raise ``LeaseLostError`` unless this worker still holds the run.

@@ -218,18 +218,26 @@ class PostgresStore:
         try:
             prepared = [await self.prepare(ev) for ev in events]
             stamped, payloads, finished = stamp(self.where(run_id), prepared, 0)
-            async with self.pool.acquire() as conn, conn.transaction():
-                epoch = await conn.fetchval(self.sql.create_run, run_id, self.owner, self.lease_ttl)
-                if epoch is None:
+            if payloads:
+                status = await self.pool.execute(
+                    self.sql.create_run_with_events,
+                    run_id,
+                    self.owner,
+                    self.lease_ttl,
+                    payloads,
+                    finished,
+                )
+                if status == "INSERT 0 0":
                     raise RunExistsError(run_id)
-                if payloads:
-                    await conn.execute(
-                        self.sql.append, run_id, epoch, self.owner, 0, payloads, finished
-                    )
+            elif (
+                await self.pool.fetchval(self.sql.create_run, run_id, self.owner, self.lease_ttl)
+                is None
+            ):
+                raise RunExistsError(run_id)
         except BaseException:
             self._held.pop(run_id, None)
             raise
-        journal = self._held[run_id] = PgJournal(self, run_id, epoch, stamped)
+        journal = self._held[run_id] = PgJournal(self, run_id, 1, stamped)
         return journal
 
     async def open(self, run_id: str) -> PgJournal:
@@ -268,7 +276,7 @@ class PostgresStore:
                     try:
                         events = self._decode(run_id, rows)
                     except JournalCorruptError:
-                        await conn.execute(self.sql.release, run_id, epoch, self.owner)
+                        await conn.execute(self.sql.release, run_id, epoch, self.owner, False)
                         raise
             except connection_errors():
                 if time.monotonic() > deadline:
@@ -293,10 +301,9 @@ class PostgresStore:
             InvalidRunIdError, RunNotFoundError, JournalCorruptError.
         """
         check_run_id(run_id)
-        async with self.pool.acquire() as conn, conn.transaction(isolation="repeatable_read"):
-            rows = await conn.fetch(self.sql.read, run_id)
-            if not rows and await conn.fetchval(self.sql.exists, run_id) is None:
-                raise RunNotFoundError(run_id)
+        rows = await self._retry("fetch", self.sql.read, run_id)
+        if not rows and not await self.exists(run_id):
+            raise RunNotFoundError(run_id)
         return self._decode(run_id, rows)
 
     def _decode(self, run_id: str, rows: list[Any]) -> list[AnyEvent]:
@@ -473,10 +480,9 @@ class PostgresStore:
         if journal.lost:
             return
         try:
-            async with self.pool.acquire() as conn, conn.transaction():
-                await conn.execute(self.sql.release, journal.run_id, journal.epoch, self.owner)
-                if journal.answered:
-                    await conn.execute(self.sql.notify, self.sql.channel, journal.run_id)
+            await self.pool.execute(
+                self.sql.release, journal.run_id, journal.epoch, self.owner, journal.answered
+            )
         except connection_errors() as exc:
             # The lease runs out by itself; this owner may also claim it again before then.
             log.warning("run %s: could not release its lease (%s)", journal.run_id, exc)

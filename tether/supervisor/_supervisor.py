@@ -546,8 +546,11 @@ class Supervisor:
 
     async def _sweep(self) -> None:
         """Find runs to resume, take over or continue; skip what cannot have changed."""
-        stats = await self._store.run_stats()
-        for run_id, run_stat in stats.items():
+        stats = list((await self._store.run_stats()).items())
+        # Workers sweeping one store at the same moment then start on different runs, instead
+        # of all racing for the same ones in the same order.
+        random.shuffle(stats)
+        for run_id, run_stat in stats:
             stat = run_stat.version
             entry = self._runs.get(run_id)
             if entry is not None:
