@@ -29,7 +29,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 import asyncpg
 import psycopg
@@ -113,7 +113,7 @@ class Asyncpg:
         await self.pool.close()
 
 
-PgPool = psycopg_pool.AsyncConnectionPool[psycopg.AsyncConnection[tuple[Any, ...]]]
+PgPool: TypeAlias = psycopg_pool.AsyncConnectionPool[psycopg.AsyncConnection[tuple[Any, ...]]]
 
 
 class Psycopg:
