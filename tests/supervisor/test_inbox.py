@@ -89,3 +89,61 @@ async def test_a_parked_run_with_answers_in_its_inbox_is_picked_up_by_a_sweep(
                 await anyio.sleep(0.05)
     assert sent == ["run-1:toolu_2"]
     assert len(of_type(await read_events(tmp_path, "run-1"), Decision)) == 1
+
+
+def test_a_kill_between_folding_the_inbox_and_clearing_it_records_the_answer_once(
+    tmp_path: pathlib.Path,
+) -> None:
+    """SIGKILL right after queued answers reach the journal, before the inbox is cleared: the
+    next process finds them in both, records nothing twice, and the call runs once."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from tether.journal import Decision as Dec
+
+    from . import _inbox_child
+
+    root, ledger = tmp_path / "store", tmp_path / "ledger.txt"
+    repo = pathlib.Path(__file__).resolve().parents[2]
+
+    async def park_and_queue() -> None:
+        model, tools = _inbox_child.app(ledger)
+        async with Supervisor(tether.FileStore(root), model=model, tools=tools) as sup:
+            await sup.start("run-1", "go")
+            assert await sup.wait("run-1", timeout=WAIT) is RunStatus.WAITING_FOR_APPROVAL
+        async with FileStore(root) as store:  # queued as if the journal had been held
+            await store.post("run-1", Dec(call_id="toolu_1", approved=True, by="priya"))
+
+    anyio.run(park_and_queue)
+
+    def child(crash_at: str | None) -> subprocess.CompletedProcess[str]:
+        env = {k: v for k, v in os.environ.items() if k != "TETHER_CRASH_AT"}
+        if crash_at:
+            env["TETHER_CRASH_AT"] = crash_at
+        return subprocess.run(
+            [sys.executable, "-m", "tests.supervisor._inbox_child", str(root), str(ledger)],
+            cwd=repo,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+    killed = child("inbox_folded")
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert (root / "runs" / "run-1.inbox").exists(), "killed before the inbox was cleared"
+    decisions = of_type(anyio.run(read_events, root, "run-1"), Decision)
+    assert len(decisions) == 1, "the answer was durable before the kill"
+    assert not ledger.exists(), "nothing ran yet"
+
+    resumed = child(None)
+    assert resumed.returncode == 0, resumed.stderr
+    assert resumed.stdout.strip() == "done"
+    assert "ignored a queued answer" in resumed.stderr
+    events = anyio.run(read_events, root, "run-1")
+    assert len(of_type(events, Decision)) == 1
+    assert ledger.read_text().splitlines() == ["run-1:toolu_1"]
+    assert not (root / "runs" / "run-1.inbox").exists()

@@ -15,10 +15,11 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeAlias, final
 
 import anyio.lowlevel
+import msgspec
 
 from .._errors import ModelResponseError
 from ..journal._records import Usage
-from ._base import ModelReply, check_reply_blocks
+from ._base import ModelReply, check_reply_blocks, deep_copy
 
 ScriptedAnswer: TypeAlias = str | list[dict[str, Any]]
 """One scripted answer: content blocks, or a string as shorthand for one text block."""
@@ -37,23 +38,32 @@ def _canonical_json(value: object) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def _size_json(value: object) -> str:
-    # For token estimates only: anything that is not JSON counts as its type's name, which is
-    # still the same in every process (unlike a repr holding an object id).
-    return json.dumps(
-        value,
-        sort_keys=True,
-        separators=(",", ":"),
-        ensure_ascii=False,
-        default=lambda obj: type(obj).__name__,
-    )
+def _type_name(obj: object) -> str:
+    return type(obj).__name__
 
 
-def _expand(answer: object) -> object:
-    """Turn the string shorthand into its one text block; copy anything else."""
+# For token estimates only: sorted keys, so the same value gives the same size in every
+# process; anything that is not JSON counts as its type's name (unlike a repr holding an object
+# id, the same everywhere). msgspec, because the whole conversation is sized at every call.
+_SIZE_ENCODER = msgspec.json.Encoder(order="sorted", enc_hook=_type_name)
+
+
+def _json_size(value: object) -> int:
+    """Characters of ``value`` as compact JSON."""
+    data = _SIZE_ENCODER.encode(value)
+    return len(data) if data.isascii() else len(data.decode())
+
+
+def _expand(answer: object, copy_with: Callable[[object], object] = copy.deepcopy) -> object:
+    """Turn the string shorthand into its one text block; copy anything else.
+
+    A script is copied with ``deepcopy`` once, when the model is made (so a value that is not
+    JSON, such as a set, is kept and refused when served); answers a function computes at each
+    call are copied the fast way.
+    """
     if isinstance(answer, str):
         return [{"type": "text", "text": answer}]
-    return copy.deepcopy(answer)
+    return copy_with(answer)
 
 
 @final
@@ -167,13 +177,13 @@ class ScriptedModel:
                     f"script has {len(self._script)} responses; call {index} (made after "
                     f"{index} assistant messages) has none",
                 )
-            answer = copy.deepcopy(self._script[index])
+            answer = deep_copy(self._script[index])
         else:
             assert self._function is not None
-            produced = self._function(copy.deepcopy(messages))
+            produced = self._function(deep_copy(messages))
             if inspect.isawaitable(produced):
                 produced = await produced
-            answer = _expand(produced)
+            answer = _expand(produced, deep_copy)
         blocks = check_reply_blocks(self._name, answer)
         usage = self._usage_for(system=system, messages=messages, tools=tools, blocks=blocks)
         stop_reason = "tool_use" if any(b["type"] == "tool_use" for b in blocks) else "end_turn"
@@ -191,11 +201,11 @@ class ScriptedModel:
         if isinstance(self._usage, Usage):
             return self._usage
         if self._usage is not None:
-            return self._usage(copy.deepcopy(messages), copy.deepcopy(blocks))
+            return self._usage(deep_copy(messages), deep_copy(blocks))
         request = {"system": system, "messages": messages, "tools": tools}
         return Usage(
-            input_tokens=max(1, len(_size_json(request)) // 4),
-            output_tokens=max(1, len(_size_json(blocks)) // 4),
+            input_tokens=max(1, _json_size(request) // 4),
+            output_tokens=max(1, _json_size(blocks) // 4),
         )
 
     @staticmethod

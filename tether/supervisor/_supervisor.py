@@ -558,6 +558,8 @@ class Supervisor:
                     continue  # advanced here right now, or over for good
                 if entry.remote or run_stat.inbox:
                     # owned elsewhere: try its lock (free once the owner died); or answers wait
+                    if not entry.remote:
+                        self._set(run_id, Outcome(RunStatus.RUNNING))
                     self._spawn(run_id, None, fresh=False)
                     continue
                 if entry.seen == stat:
@@ -582,11 +584,14 @@ class Supervisor:
                     self._set(run_id, outcome)
                     self._spawn(run_id, None, fresh=False)
                     continue
+            if not outcome.status.final and run_stat.inbox:
+                # answers wait: the run takes them (until it rests again, it is running)
+                self._set(run_id, Outcome(RunStatus.RUNNING))
+                self._spawn(run_id, None, fresh=False)
+                continue
             if entry is None or (entry.status, entry.reason) != (outcome.status, outcome.reason):
                 self._set(run_id, outcome)
-            if not outcome.status.final and run_stat.inbox:
-                self._spawn(run_id, None, fresh=False)  # answers wait: let the run take them
-            elif outcome.wake_at is not None:
+            if outcome.wake_at is not None:
                 self._tg_start(self._wake_at, run_id, outcome.wake_at)
 
 

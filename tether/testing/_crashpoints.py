@@ -15,6 +15,8 @@ Disarmed, a crash point costs one attribute check. Points in the runtime:
 ``tool_returned``    the tool ran (its side effect happened); its result is not yet saved
 ``result_saved``     the tool's result is durable
 ``parked``           the run parked (waiting for a person); its journal is closed
+``inbox_folded``     answers queued in the run's inbox are durable in its journal; the inbox
+                     is not yet cleared
 """
 
 from __future__ import annotations
