@@ -172,7 +172,8 @@ async def test_a_worker_paused_past_its_lease_is_fenced_when_it_wakes(
             _stop(other)
     finally:
         _stop(paused)
-    late = [c for c in world.calls() if c[0] == paused.pid and c[1] > stopped_at]
+    # (a margin: SIGSTOP takes effect a moment after kill() returns)
+    late = [c for c in world.calls() if c[0] == paused.pid and c[1] > stopped_at + 0.2]
     assert late == [], f"tool calls after the pause: {late}"
     assert woke_at > stopped_at
     world.check_exactly_once()
@@ -194,10 +195,10 @@ async def test_a_worker_with_a_wrong_clock_takes_nothing_over_early(
     tmp_path: pathlib.Path, pg_dsn: str, pg_schema: str, offset: float
 ) -> None:
     """P5: a worker whose clock is an hour off sweeps every 0.1 s while another holds every
-    run (leases of 1 s, runs of 2-3 s: renewals keep them). No run changes hands."""
+    run (leases of 2 s, runs of over 4 s: renewals keep them). No run changes hands."""
     world = World(tmp_path, pg_dsn, pg_schema)
     await world.create_runs()
-    holder = world.worker("--lease-ttl", "1", "--max-active", str(RUNS), slow=2.0)
+    holder = world.worker("--lease-ttl", "2", "--max-active", str(RUNS), slow=4.0)
     skewed = None
     try:
         await _until(
