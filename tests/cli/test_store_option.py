@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
+import asyncpg
 import msgspec
 import pytest
 
@@ -165,6 +166,11 @@ def test_runs_on_an_empty_schema(
     pg_schema: str,  # noqa: F811
     capsys: pytest.CaptureFixture[str],
 ) -> None:
+    async def create() -> None:  # a worker creates the schema; it has no runs yet
+        async with PostgresStore(pg_dsn, schema=pg_schema):
+            pass
+
+    anyio.run(create)
     code, out, _ = cli(capsys, "runs", "--store", pg_dsn, "--schema", pg_schema)
     assert code == 0
     assert out == f"no runs in {pg_dsn} (schema {pg_schema})\n"
@@ -502,3 +508,22 @@ def test_worker_reports_an_unreachable_server(tmp_path: pathlib.Path) -> None:
     assert "tether: cannot connect to postgresql://tether@127.0.0.1:" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert SECRET not in proc.stderr
+
+
+def test_operator_commands_never_create_a_schema(
+    pg_dsn: str,  # noqa: F811
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, err = cli(capsys, "runs", "--store", pg_dsn, "--schema", "no_such_store")
+    assert (code, out) == (3, "")
+    assert "holds no tether store" in err
+
+    async def schemas() -> list[str]:
+        conn = await asyncpg.connect(pg_dsn)
+        try:
+            rows = await conn.fetch("SELECT nspname FROM pg_namespace")
+        finally:
+            await conn.close()
+        return [r[0] for r in rows]
+
+    assert "no_such_store" not in anyio.run(schemas)

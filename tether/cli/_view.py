@@ -459,7 +459,7 @@ def add_store_options(parser: argparse.ArgumentParser) -> None:
         type=_schema_name,
         default=None,
         help=f"with a PostgreSQL --store: the schema holding tether's tables (default: "
-        f"{DEFAULT_SCHEMA}; created if missing)",
+        f"{DEFAULT_SCHEMA}; `tether worker` creates it, the other commands require it)",
     )
     parser.set_defaults(store_parser=parser)
 
@@ -553,8 +553,8 @@ def open_store(args: argparse.Namespace, *, create: bool = False, **options: Any
     """
     spec = store_spec(args)
     if is_postgres(spec):
-        try:
-            return store_for(spec, schema=schema_of(args), **options)
+        try:  # only a worker creates or migrates the schema
+            return store_for(spec, schema=schema_of(args), create=create, **options)
         except ValueError as exc:  # a malformed URL (bad port, ...)
             raise StoreMissingError(f"{public_url(spec)}: {exc}") from None
     if not create and not os.path.isdir(spec):

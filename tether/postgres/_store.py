@@ -87,6 +87,9 @@ class PostgresStore:
         owner: this store's name in the leases (default: host, pid and a random tag).
         reconnect_timeout: how long an append whose connection dropped keeps trying to learn
             its outcome before the handle is declared broken.
+        create: create the schema if missing and migrate an older one (workers); ``False``
+            requires it to exist at this version and changes nothing (operator tools), so a
+            mistyped schema name is an error rather than a new, empty store.
     """
 
     def __init__(
@@ -100,6 +103,7 @@ class PostgresStore:
         redact: Redactor | Any | None = _DEFAULT,
         owner: str | None = None,
         reconnect_timeout: float = 30.0,
+        create: bool = True,
     ) -> None:
         if lease_ttl <= 0:
             raise ValueError("lease_ttl must be positive")
@@ -111,6 +115,7 @@ class PostgresStore:
         self.pool_size = pool_size
         self.blob_threshold = blob_threshold
         self.reconnect_timeout = reconnect_timeout
+        self.create_schema = create
         self._redact: Redactor | None = SecretRedactor() if redact is _DEFAULT else redact
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
         self._display = _display(dsn)
@@ -183,6 +188,9 @@ class PostgresStore:
     async def _migrate(self) -> None:
         """Create the schema, or bring it to ``SCHEMA_VERSION``; refuse a newer one."""
         sql = self.sql
+        if not self.create_schema:
+            await self._check_schema()
+            return
         async with self.pool.acquire() as conn, conn.transaction():
             await conn.execute(sql.migration_lock, f"tether-schema-{sql.schema}")
             await conn.execute(sql.create_schema)
@@ -198,6 +206,21 @@ class PostgresStore:
                 await conn.execute(sql.migrations[version])
                 await conn.execute(sql.set_version, str(version))
                 log.info("schema %s migrated to version %d", sql.schema, version)
+
+    async def _check_schema(self) -> None:
+        """Refuse a missing schema, or one at another version (``create=False``)."""
+        sql = self.sql
+        where = f"{self._display} schema {sql.schema!r}"
+        exists = await self.pool.fetchval("SELECT to_regclass($1)", f"{sql.schema}.meta")
+        if exists is None:
+            raise StoreSchemaError(f"{where} holds no tether store (is the schema name right?)")
+        value = await self.pool.fetchval(sql.get_version)
+        current = int(value) if value is not None else 0
+        if current != SCHEMA_VERSION:
+            raise StoreSchemaError(
+                f"{where} is at version {current}; this tether uses {SCHEMA_VERSION}: "
+                + ("upgrade tether" if current > SCHEMA_VERSION else "start a worker to migrate it")
+            )
 
     # ------------------------------------------------------------------ the Store protocol
 
