@@ -11,6 +11,7 @@ from collections import Counter
 from typing import Any
 
 import anyio
+import asyncpg
 import pytest
 
 import tether
@@ -116,3 +117,37 @@ async def test_runs_survive_a_server_restart_mid_flight_with_each_effect_once(
             events = await direct.read(run_id)
             assert [e.seq for e in events] == list(range(len(events)))
             assert len(events) == 1 + 4 * 3 + 1 + 1  # started, 4 x (answer, start, result), ...
+
+
+async def test_a_cut_append_still_waiting_on_the_server_is_settled_not_called_lost(
+    pg_server: PostgresServer, pg_schema: str
+) -> None:
+    """The cut statement is still queued on its server process (behind a row lock) when the
+    client looks for it. The store must end that process before reading, then send again:
+    the append is acknowledged once, not reported as a lost lease."""
+    async with CuttingProxy(pg_server.port) as proxy:
+        dsn = f"postgresql://tether@127.0.0.1:{proxy.port}/tether"
+        async with PostgresStore(dsn, schema=pg_schema, pool_size=2) as store:
+            journal = await store.create("run-1", [_started("run-1")])
+            blocker = await asyncpg.connect(pg_server.dsn)
+            try:
+                tx = blocker.transaction()
+                await tx.start()
+                await blocker.execute(f"SELECT 1 FROM {pg_schema}.runs FOR UPDATE")
+
+                async def unblock() -> None:
+                    await anyio.sleep(1.0)
+                    await tx.commit()
+
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(unblock)
+                    (written,) = await journal.append([_text("x CUT-AFTER-held.")])
+            finally:
+                await blocker.close()
+            assert written.seq == 1
+            await journal.append([_text("after")])
+            await journal.aclose()
+    assert proxy.cut == [b"CUT-AFTER-held."]
+    async with PostgresStore(pg_server.dsn, schema=pg_schema) as direct:
+        events = await direct.read("run-1")
+    assert [e.seq for e in events] == [0, 1, 2]

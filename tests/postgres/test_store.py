@@ -192,8 +192,13 @@ async def test_the_inbox_queues_answers_and_notifies_every_worker(
                 await b.post("run-1", decision)
         assert await a.has_inbox("run-1")
         assert (await a.run_stats())["run-1"].inbox
-        assert await a.take_inbox("run-1") == [decision]
-        await a.clear_inbox("run-1", 1)
+        # Only the run's holder clears its inbox (a worker that lost the run must not).
+        assert await b.take_inbox("run-1") == [decision]
+        await b.clear_inbox("run-1", 1)
+        assert await a.has_inbox("run-1")
+        async with await a.open("run-1"):
+            assert await a.take_inbox("run-1") == [decision]
+            await a.clear_inbox("run-1", 1)
         assert not await a.has_inbox("run-1")
         with pytest.raises(RunNotFoundError):
             await b.post("nope", decision)

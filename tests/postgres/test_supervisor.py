@@ -138,3 +138,29 @@ async def test_a_decision_for_a_run_another_worker_holds_goes_through_its_inbox(
         assert await owner.wait("run-1", timeout=WAIT) is RunStatus.DONE
         assert not await owner_store.has_inbox("run-1")
     assert sent == ["run-1:toolu_2"]
+
+
+async def test_a_run_started_just_before_the_supervisor_exits_is_not_left_held(
+    pg_dsn: str, pg_schema: str
+) -> None:
+    sent: list[str] = []
+    model, tools = _approval_app(sent)
+    async with PostgresStore(pg_dsn, schema=pg_schema, lease_ttl=30) as store:
+        async with Supervisor(store, model=model, tools=tools, sweep_interval=None) as sup:
+            await sup.start("run-1", "go")  # its child has not run a single step yet
+        async with PostgresStore(pg_dsn, schema=pg_schema) as other:
+            journal = await other.open("run-1")  # released, not held for 30 s
+            await journal.aclose()
+
+
+async def test_a_failing_lease_renewal_does_not_take_the_store_down(
+    pg_dsn: str, pg_schema: str
+) -> None:
+    async def broken(journals: object) -> None:
+        raise ValueError("renewal exploded")
+
+    async with PostgresStore(pg_dsn, schema=pg_schema, lease_ttl=0.3) as store:
+        store.renew = broken  # type: ignore[method-assign]
+        async with await store.create("run-1", []):
+            await anyio.sleep(0.5)  # the renewer fails at least once meanwhile
+        assert await store.exists("run-1")

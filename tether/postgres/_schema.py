@@ -138,17 +138,23 @@ class Sql:
             "WHERE r.run_id = h.run_id AND r.epoch = h.epoch AND r.owner = $1 "
             "RETURNING r.run_id"
         )
-        # Give a run up, and (``$4``) wake the other workers: one statement.
+        # Give a run up, and wake the other workers if ``$4`` (an answer was recorded) or
+        # answers wait in its inbox (posted after the holder last looked): one statement.
         self.release = (
             f"WITH r AS (UPDATE {s}.runs SET owner = NULL, expires_at = NULL "
             "WHERE run_id = $1 AND epoch = $2 AND owner = $3 RETURNING run_id) "
-            f"SELECT pg_notify('{self.channel}', r.run_id) FROM r WHERE $4"
+            f"SELECT pg_notify('{self.channel}', r.run_id) FROM r "
+            f"WHERE $4 OR EXISTS (SELECT 1 FROM {s}.inbox i WHERE i.run_id = r.run_id)"
         )
         self.holder = (
             f"SELECT owner FROM {s}.runs WHERE run_id = $1 AND owner IS NOT NULL "
             "AND expires_at > now()"
         )
         self.notify = "SELECT pg_notify($1, $2)"
+        # End a server process of ours whose statement's outcome is unknown, waiting up to 5 s.
+        self.terminate = (
+            "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity WHERE pid = $1"
+        )
         self.read = f"SELECT seq, payload FROM {s}.events WHERE run_id = $1 ORDER BY seq"
         self.read_range = (
             f"SELECT seq, payload FROM {s}.events WHERE run_id = $1 AND seq >= $2 AND seq < $3 "
@@ -172,7 +178,12 @@ class Sql:
         self.has_inbox = f"SELECT EXISTS (SELECT 1 FROM {s}.inbox WHERE run_id = $1)"
         self.post = f"INSERT INTO {s}.inbox (run_id, payload) VALUES ($1, $2)"
         self.take_inbox = f"SELECT id, payload FROM {s}.inbox WHERE run_id = $1 ORDER BY id"
-        self.clear_inbox = f"DELETE FROM {s}.inbox WHERE id = ANY($1::bigint[])"
+        # Only while the clearing worker still holds the run: a worker that lost its lease
+        # unawares must not drop answers meant for the new owner.
+        self.clear_inbox = (
+            f"DELETE FROM {s}.inbox WHERE id = ANY($1::bigint[]) AND EXISTS "
+            f"(SELECT 1 FROM {s}.runs WHERE run_id = $2 AND owner = $3 AND epoch = $4)"
+        )
         self.put_blob = (
             f"INSERT INTO {s}.blobs (digest, data, summary) VALUES ($1, $2, $3) "
             "ON CONFLICT (digest) DO NOTHING"

@@ -52,6 +52,9 @@ log = logging.getLogger("tether.postgres")
 
 _DEFAULT = object()
 LISTEN_KEEPALIVE = 5.0
+SESSION_SETTINGS = {"default_transaction_isolation": "read committed"}
+"""The fencing relies on READ COMMITTED's re-check of an updated row, whatever the database's
+default isolation is."""
 
 
 def connection_errors() -> tuple[type[BaseException], ...]:
@@ -116,6 +119,9 @@ class PostgresStore:
         self.blob_threshold = blob_threshold
         self.reconnect_timeout = reconnect_timeout
         self.create_schema = create
+        self.statement_timeout = max(reconnect_timeout, 1.0)
+        """Seconds a lease statement may take before its outcome counts as unknown (a silent,
+        half-open connection would otherwise hang it forever)."""
         self._redact: Redactor | None = SecretRedactor() if redact is _DEFAULT else redact
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
         self._display = _display(dsn)
@@ -139,6 +145,7 @@ class PostgresStore:
                 max_size=self.pool_size,
                 command_timeout=None,
                 reset=_keep_session,
+                server_settings=SESSION_SETTINGS,
             )
             stack.push_async_callback(self._close_pool)
             await self._migrate()
@@ -242,15 +249,7 @@ class PostgresStore:
             prepared = [await self.prepare(ev) for ev in events]
             stamped, payloads, finished = stamp(self.where(run_id), prepared, 0)
             if payloads:
-                status = await self.pool.execute(
-                    self.sql.create_run_with_events,
-                    run_id,
-                    self.owner,
-                    self.lease_ttl,
-                    payloads,
-                    finished,
-                )
-                if status == "INSERT 0 0":
+                if not await self._create_with_events(run_id, payloads, finished):
                     raise RunExistsError(run_id)
             elif (
                 await self.pool.fetchval(self.sql.create_run, run_id, self.owner, self.lease_ttl)
@@ -290,7 +289,13 @@ class PostgresStore:
             started = time.monotonic()
             try:
                 async with self.pool.acquire() as conn:
-                    epoch = await conn.fetchval(self.sql.claim, run_id, self.owner, self.lease_ttl)
+                    epoch = await conn.fetchval(
+                        self.sql.claim,
+                        run_id,
+                        self.owner,
+                        self.lease_ttl,
+                        timeout=self.statement_timeout,
+                    )
                     if epoch is None:
                         if await conn.fetchval(self.sql.exists, run_id) is None:
                             raise RunNotFoundError(run_id)
@@ -391,10 +396,14 @@ class PostgresStore:
         return [decode_event(r[1]) for r in rows]
 
     async def clear_inbox(self, run_id: str, count: int) -> None:
-        """Drop the first ``count`` answers ``take_inbox`` returned (by id: safe to repeat)."""
+        """Drop the first ``count`` answers ``take_inbox`` returned (by id: safe to repeat),
+        only while this store still holds the run (the answers are in its journal then)."""
         ids = self._taken.pop(run_id, [])[:count]
-        if ids:
-            await self._retry("execute", self.sql.clear_inbox, ids)
+        journal = self._held.get(run_id)
+        if ids and journal is not None:
+            await self._retry(
+                "execute", self.sql.clear_inbox, ids, run_id, self.owner, journal.epoch
+            )
 
     async def load_blob(self, ref: BlobRef) -> Any:
         data = await self._retry("fetchval", self.sql.get_blob, ref.digest)
@@ -429,17 +438,70 @@ class PostgresStore:
         learn whether it committed; send it again (fenced) only if it did not.
         """
         args = (journal.run_id, journal.epoch, self.owner, first, payloads, finished)
+        deadline = time.monotonic() + self.reconnect_timeout
+        while True:
+            backend: list[int] = []
+            try:
+                status = await self._send(backend, self.sql.append, *args)
+            except _unique_violation():
+                return False  # another writer has these seqs: we are not the owner any more
+            except connection_errors() as exc:
+                log.warning("run %s: connection lost during an append (%s)", journal.run_id, exc)
+                # The statement may still be running on its server process (waiting for the
+                # row lock, say): end that process first, so what we read next is final.
+                await self._end_backend(backend, deadline)
+                landed = await self._learn(journal.run_id, first, payloads)
+                if landed is not None:
+                    return landed
+                if time.monotonic() > deadline:
+                    raise
+                continue  # it never took effect: send it again, fenced as ever
+            if status != "INSERT 0 0":
+                return True
+            # Rejected. If an earlier attempt of this same group landed after all, it is ours.
+            return bool(await self._learn(journal.run_id, first, payloads))
+
+    async def _create_with_events(
+        self, run_id: str, payloads: list[bytes], finished: str | None
+    ) -> bool:
+        """Insert the run and its first events; ``False`` if the run exists (someone else's).
+
+        A dropped connection is settled as for appends: end the old server process, read the
+        rows, send again only if nothing landed.
+        """
+        args = (run_id, self.owner, self.lease_ttl, payloads, finished)
+        deadline = time.monotonic() + self.reconnect_timeout
+        while True:
+            backend: list[int] = []
+            try:
+                status = await self._send(backend, self.sql.create_run_with_events, *args)
+            except connection_errors() as exc:
+                log.warning("run %s: connection lost while creating it (%s)", run_id, exc)
+                await self._end_backend(backend, deadline)
+                landed = await self._learn(run_id, 0, payloads)
+                if landed is not None:
+                    return landed
+                if time.monotonic() > deadline:
+                    raise
+                continue
+            return status != "INSERT 0 0"
+
+    async def _send(self, backend: list[int], query: str, *args: Any) -> str:
+        """Execute ``query`` on a pooled connection, noting its server process id first."""
+        async with self.pool.acquire() as conn:
+            backend.append(conn.get_server_pid())
+            status: str = await conn.execute(query, *args, timeout=self.statement_timeout)
+            return status
+
+    async def _end_backend(self, backend: list[int], deadline: float) -> None:
+        """Terminate the server process that ran a statement whose outcome is unknown."""
+        if not backend:
+            return
         try:
-            status: str = await self.pool.execute(self.sql.append, *args)
-        except connection_errors() as exc:
-            log.warning("run %s: connection lost during an append (%s)", journal.run_id, exc)
-            landed = await self._learn(journal.run_id, first, payloads)
-            if landed is not None:
-                return landed
-            status = await self._retry("execute", self.sql.append, *args)
-        except _unique_violation():
-            return False  # another writer has these seqs: we are not the owner any more
-        return status != "INSERT 0 0"
+            await self._retry("fetchval", self.sql.terminate, backend[0])
+        except connection_errors():
+            if time.monotonic() > deadline:
+                raise
 
     async def _learn(self, run_id: str, first: int, payloads: list[bytes]) -> bool | None:
         """Whether a group is in the database: True (all, equal), False (other data), None."""
@@ -488,6 +550,7 @@ class PostgresStore:
             self.lease_ttl,
             [j.run_id for j in journals],
             [j.epoch for j in journals],
+            timeout=self.statement_timeout,
         )
         renewed = {r[0] for r in rows}
         for journal in journals:
@@ -504,7 +567,12 @@ class PostgresStore:
             return
         try:
             await self.pool.execute(
-                self.sql.release, journal.run_id, journal.epoch, self.owner, journal.answered
+                self.sql.release,
+                journal.run_id,
+                journal.epoch,
+                self.owner,
+                journal.answered,
+                timeout=self.statement_timeout,
             )
         except connection_errors() as exc:
             # The lease runs out by itself; this owner may also claim it again before then.
@@ -518,7 +586,7 @@ class PostgresStore:
             held = [j for j in self._held.values() if j is not None and j.active]
             try:
                 await self.renew(held)
-            except connection_errors() as exc:
+            except Exception as exc:  # never take the host down: fence() asks again later
                 log.warning("lease renewal failed (%s); retrying", exc)
 
     async def _listener(self) -> None:
@@ -531,8 +599,8 @@ class PostgresStore:
 
         while True:
             try:
-                conn = await asyncpg.connect(self.dsn)
-            except connection_errors() as exc:
+                conn = await asyncpg.connect(self.dsn, server_settings=SESSION_SETTINGS)
+            except Exception as exc:  # sweeps still find every change, later
                 log.warning("cannot listen for changes (%s); sweeps still run", exc)
                 await anyio.sleep(LISTEN_KEEPALIVE)
                 continue
@@ -541,7 +609,7 @@ class PostgresStore:
                 while True:
                     await anyio.sleep(LISTEN_KEEPALIVE)
                     await conn.execute("SELECT 1")
-            except connection_errors() as exc:
+            except Exception as exc:
                 log.warning("change listener disconnected (%s); reconnecting", exc)
                 notified()  # something may have changed while nobody listened
             finally:

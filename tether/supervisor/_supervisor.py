@@ -201,6 +201,7 @@ class Supervisor:
         self._active = anyio.CapacityLimiter(max_active_runs or _default_active_limit())
         self._watchers: set[MemoryObjectSendStream[StatusChange]] = set()
         self._runs: dict[str, _Entry] = {}
+        self._handed: set[RunJournal] = set()
         self._tg: anyio.abc.TaskGroup | None = None
         self._stack: AsyncExitStack | None = None
 
@@ -208,6 +209,7 @@ class Supervisor:
         async with AsyncExitStack() as stack:
             if not self._store.entered:
                 await stack.enter_async_context(self._store)
+            stack.push_async_callback(self._close_handed)  # runs after the children ended
             self._tg = await stack.enter_async_context(anyio.create_task_group())
             stack.callback(self._tg.cancel_scope.cancel)
             stack.callback(self._close_watchers)
@@ -429,7 +431,16 @@ class Supervisor:
     def _spawn(self, run_id: str, journal: RunJournal | None, *, fresh: bool) -> None:
         if self._tg is None:
             raise RuntimeError("use the Supervisor as an async context manager")
+        if journal is not None:
+            self._handed.add(journal)  # closed on exit if the child never gets to start
         self._tg.start_soon(self._child, run_id, journal, fresh, name=f"tether-run-{run_id}")
+
+    async def _close_handed(self) -> None:
+        """Close journals handed to children that were cancelled before they started: a store
+        that outlives the supervisor would otherwise keep them open (and their runs held)."""
+        with anyio.CancelScope(shield=True):
+            while self._handed:
+                await self._handed.pop().aclose()
 
     async def _known(self, run_id: str) -> _Entry:
         if run_id not in self._runs and not await self._store.exists(run_id):
@@ -468,11 +479,14 @@ class Supervisor:
 
     async def _child(self, run_id: str, journal: RunJournal | None, fresh: bool) -> None:
         entry = self._entry(run_id)
+        if journal is not None:
+            self._handed.discard(journal)
         with anyio.CancelScope() as scope:
             entry.scope = scope
             try:
                 async with self._active, entry.lock:
                     outcome = await self._run(run_id, journal, fresh)
+                    journal = None  # _run closed it
                 if outcome is not None:
                     self._set(run_id, outcome)
                     if outcome.wake_at is not None:
@@ -480,6 +494,9 @@ class Supervisor:
             finally:
                 entry.scope = None
                 entry.release_idle_lock()
+                if journal is not None:  # cancelled while queued for a slot: never driven
+                    with anyio.CancelScope(shield=True):
+                        await journal.aclose()
 
     def _tg_start(self, func: Any, *args: Any) -> None:
         if self._tg is not None:
@@ -504,7 +521,8 @@ class Supervisor:
                     log.warning("run %s: %s; another worker continues it", run_id, lost)
                     self._entry(run_id).remote = True
                     return None
-                if isinstance(exc, JournalLockedError) and failures == 0:
+                if isinstance(exc, JournalLockedError):
+                    # (also after a crash of ours: another worker may have taken it meanwhile)
                     log.info("run %s is owned by another process", run_id)
                     self._entry(run_id).remote = True
                     return None
