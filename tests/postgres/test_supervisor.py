@@ -9,7 +9,8 @@ from typing import Any
 import anyio
 
 import tether
-from tether.journal import Decision
+import tether.supervisor._loop
+from tether.journal import Decision, RunStarted
 from tether.postgres import PostgresStore
 from tether.supervisor import RunStatus, Supervisor
 
@@ -164,3 +165,34 @@ async def test_a_failing_lease_renewal_does_not_take_the_store_down(
         async with await store.create("run-1", []):
             await anyio.sleep(0.5)  # the renewer fails at least once meanwhile
         assert await store.exists("run-1")
+
+
+async def test_wait_on_a_run_a_dead_worker_held_waits_for_the_takeover(
+    pg_dsn: str, pg_schema: str
+) -> None:
+    sent: list[str] = []
+    model, tools = _approval_app(sent)
+    rt_manifest = tether.supervisor._loop.build_manifest(
+        tether.supervisor._loop.Runtime(model=model, tools=tools, load_blob=_no_blob),
+        system=None,
+        app_version="",
+    )
+
+    async def no_renewal(journals: object) -> None:
+        pass
+
+    async with PostgresStore(pg_dsn, schema=pg_schema, lease_ttl=1.0) as dead:
+        dead.renew = no_renewal  # type: ignore[method-assign]
+        started = RunStarted(
+            run_id="run-1", manifest=rt_manifest, messages=[{"role": "user", "content": "go"}]
+        )
+        held = await dead.create("run-1", [started])  # then the worker "dies" holding it
+        store = PostgresStore(pg_dsn, schema=pg_schema)
+        async with Supervisor(store, model=model, tools=tools, sweep_interval=0.2) as sup:
+            status = await sup.wait("run-1", timeout=WAIT)
+        assert status is RunStatus.WAITING_FOR_APPROVAL  # taken over once the lease ran out
+        await held.aclose()
+
+
+async def _no_blob(ref: object) -> object:
+    raise AssertionError("no blobs here")

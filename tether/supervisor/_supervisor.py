@@ -267,26 +267,36 @@ class Supervisor:
     ) -> RunStatus:
         """Wait until the run reaches a resting status and return it.
 
+        A run this supervisor does not advance (another process holds it, or a dead worker's
+        lease has not run out yet) is watched through its journal until it rests or this
+        supervisor takes it over: pass a ``timeout`` if nobody may ever advance it.
+
         Raises:
             RunNotFoundError: no such run.
             TimeoutError: ``timeout`` seconds passed first.
 
         On cancellation: stops waiting; the run is not affected.
         """
-        entry = self._runs.get(run_id)
-        if entry is None:
-            return (await self.inspect(run_id)).status
         with anyio.fail_after(timeout):
-            while entry.status is RunStatus.RUNNING:
-                if entry.remote:  # another process advances it: watch its journal
+            while True:
+                entry = self._runs.get(run_id)
+                if entry is None or entry.remote:
+                    # Not advanced here (another process has it, or nobody yet): watch the
+                    # run as its journal tells it until it rests or this supervisor takes it.
                     status = (await self.inspect(run_id)).status
                     if status.resting:
                         return status
-                    with anyio.move_on_after(REMOTE_POLL):
-                        await entry.changed().wait()
-                else:
-                    await entry.changed().wait()
-        return entry.status
+                    entry = self._runs.get(run_id)
+                    if entry is None:
+                        await anyio.sleep(REMOTE_POLL)
+                        continue
+                    if entry.remote:
+                        with anyio.move_on_after(REMOTE_POLL):
+                            await entry.changed().wait()
+                        continue
+                if entry.status is not RunStatus.RUNNING:
+                    return entry.status
+                await entry.changed().wait()
 
     async def decide(
         self, run_id: str, call_id: str, *, approved: bool, by: str, note: str = ""
