@@ -364,11 +364,17 @@ async def _advance_calls(
     if over is not None:
         await _finish(journal, state, rt, blobs, RunStatus.FAILED, over)
         return
-    async with anyio.create_task_group() as tg:
-        for call, spec in runnable:
-            tg.start_soon(_run_call, journal, state, call, spec)
-        for call, spec in verify:
-            tg.start_soon(_verify_call, journal, state, call, spec)
+    if len(runnable) + len(verify) == 1:  # the common case: no task group to pay for
+        if runnable:
+            await _run_call(journal, state, *runnable[0])
+        else:
+            await _verify_call(journal, state, *verify[0])
+    else:
+        async with anyio.create_task_group() as tg:
+            for call, spec in runnable:
+                tg.start_soon(_run_call, journal, state, call, spec)
+            for call, spec in verify:
+                tg.start_soon(_verify_call, journal, state, call, spec)
     await _catch_up(journal, state, rt, blobs)
 
 
