@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import random
 from collections import Counter
-from typing import Any
 
 import anyio
 
@@ -14,35 +12,10 @@ from tether.journal import Decision, RunStarted
 from tether.postgres import PostgresStore
 from tether.supervisor import RunStatus, Supervisor
 
+from ..supervisor._helpers import delivery_app
+
 use = tether.ScriptedModel.tool_use
 WAIT = 30.0
-
-
-def _app(ledger: Counter[str]) -> tuple[tether.ScriptedModel, tether.ToolRegistry]:
-    tools = tether.ToolRegistry()
-
-    @tools.tool(policy="rerun")
-    async def lookup(item: str) -> str:
-        """Look an item up."""
-        await anyio.sleep(random.uniform(0, 0.01))
-        return f"{item} found"
-
-    @tools.tool(policy="idempotency_key")
-    async def deliver(item: str, ctx: tether.ToolContext) -> dict[str, Any]:
-        """Deliver an item."""
-        ledger[ctx.idempotency_key] += 1
-        return {"ok": True}
-
-    def script(messages: list[dict[str, Any]]) -> list[dict[str, Any]] | str:
-        step = sum(1 for m in messages if m["role"] == "assistant")
-        item = str(messages[0]["content"])
-        if step == 0:
-            return [use("toolu_1", "lookup", {"item": item})]
-        if step == 1:
-            return [use("toolu_2", "deliver", {"item": item})]
-        return f"delivered {item}"
-
-    return tether.ScriptedModel(script), tools
 
 
 def _approval_app(sent: list[str]) -> tuple[tether.ScriptedModel, tether.ToolRegistry]:
@@ -61,7 +34,7 @@ async def test_two_hundred_runs_finish_with_each_side_effect_once(
     pg_dsn: str, pg_schema: str
 ) -> None:
     ledger: Counter[str] = Counter()
-    model, tools = _app(ledger)
+    model, tools = delivery_app(ledger)
     ids = [f"run-{i:03d}" for i in range(200)]
     store = PostgresStore(pg_dsn, schema=pg_schema)
     async with Supervisor(store, model=model, tools=tools) as sup:

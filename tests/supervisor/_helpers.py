@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pathlib
+import random
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
@@ -154,3 +156,32 @@ class RecordingModel:
     ) -> ModelReply:
         self.requests.append({"system": system, "messages": messages, "tools": tools})
         return await self.inner(system=system, messages=messages, tools=tools)
+
+
+def delivery_app(ledger: Counter[str]) -> tuple[tether.ScriptedModel, tether.ToolRegistry]:
+    """A lookup (rerun), then a delivery counted in ``ledger`` by idempotency key, then text."""
+    tools = tether.ToolRegistry()
+
+    @tools.tool(policy="rerun")
+    async def lookup(item: str) -> str:
+        """Look an item up."""
+        await anyio.sleep(random.uniform(0, 0.01))
+        return f"{item} found"
+
+    @tools.tool(policy="idempotency_key")
+    async def deliver(item: str, ctx: tether.ToolContext) -> dict[str, Any]:
+        """Deliver an item."""
+        await anyio.sleep(random.uniform(0, 0.01))
+        ledger[ctx.idempotency_key] += 1
+        return {"ok": True}
+
+    def script(messages: list[dict[str, Any]]) -> list[dict[str, Any]] | str:
+        step = sum(1 for m in messages if m["role"] == "assistant")
+        item = str(messages[0]["content"])
+        if step == 0:
+            return [tether.ScriptedModel.tool_use("toolu_1", "lookup", {"item": item})]
+        if step == 1:
+            return [tether.ScriptedModel.tool_use("toolu_2", "deliver", {"item": item})]
+        return f"delivered {item}"
+
+    return tether.ScriptedModel(script), tools

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import errno
 import pathlib
-import random
 from collections import Counter
-from typing import Any
 
 import anyio
 import pytest
@@ -16,41 +14,15 @@ from tether.journal import verify_file
 from tether.supervisor import RunStatus, StatusChange, Supervisor
 from tether.testing import FaultyFileOps
 
+from ._helpers import delivery_app
+
 use = tether.ScriptedModel.tool_use
-
-
-def _app(ledger: Counter[str]) -> tuple[tether.ScriptedModel, tether.ToolRegistry]:
-    tools = tether.ToolRegistry()
-
-    @tools.tool(policy="rerun")
-    async def lookup(item: str) -> str:
-        """Look an item up."""
-        await anyio.sleep(random.uniform(0, 0.01))
-        return f"{item} found"
-
-    @tools.tool(policy="idempotency_key")
-    async def deliver(item: str, ctx: tether.ToolContext) -> dict[str, Any]:
-        """Deliver an item."""
-        await anyio.sleep(random.uniform(0, 0.01))
-        ledger[ctx.idempotency_key] += 1
-        return {"ok": True}
-
-    def script(messages: list[dict[str, Any]]) -> list[dict[str, Any]] | str:
-        step = sum(1 for m in messages if m["role"] == "assistant")
-        item = str(messages[0]["content"])
-        if step == 0:
-            return [use("toolu_1", "lookup", {"item": item})]
-        if step == 1:
-            return [use("toolu_2", "deliver", {"item": item})]
-        return f"delivered {item}"
-
-    return tether.ScriptedModel(script), tools
 
 
 @pytest.mark.slow
 async def test_a_thousand_runs_in_one_process(tmp_path: pathlib.Path) -> None:
     ledger: Counter[str] = Counter()
-    model, tools = _app(ledger)
+    model, tools = delivery_app(ledger)
     ids = [f"run-{i:04d}" for i in range(1000)]
     async with Supervisor(tether.FileStore(tmp_path), model=model, tools=tools) as sup:
         async with anyio.create_task_group() as tg:
@@ -68,7 +40,7 @@ async def test_a_run_whose_journal_breaks_is_restarted_and_completes(
     tmp_path: pathlib.Path,
 ) -> None:
     ledger: Counter[str] = Counter()
-    model, tools = _app(ledger)
+    model, tools = delivery_app(ledger)
     faults = FaultyFileOps()
     store = tether.FileStore(tmp_path, file_ops=faults)
     async with Supervisor(store, model=model, tools=tools, restart_backoff=0.01) as sup:
@@ -82,7 +54,7 @@ async def test_a_run_whose_journal_breaks_is_restarted_and_completes(
 
 
 async def test_status_changes_stream_to_observers(tmp_path: pathlib.Path) -> None:
-    model, tools = _app(Counter())
+    model, tools = delivery_app(Counter())
     seen: list[StatusChange] = []
     async with Supervisor(tether.FileStore(tmp_path), model=model, tools=tools) as sup:
 
