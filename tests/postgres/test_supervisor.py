@@ -12,7 +12,7 @@ from tether.journal import Decision, RunStarted
 from tether.postgres import PostgresStore
 from tether.supervisor import RunStatus, Supervisor
 
-from ..supervisor._helpers import delivery_app
+from ..supervisor._helpers import delivery_app, gated_tools, lookup_and_send_model
 
 use = tether.ScriptedModel.tool_use
 WAIT = 30.0
@@ -80,29 +80,15 @@ async def test_a_decision_for_a_run_another_worker_holds_goes_through_its_inbox(
 ) -> None:
     sent: list[str] = []
     gate = anyio.Event()
-    tools = tether.ToolRegistry()
-
-    @tools.tool(policy="rerun")
-    async def slow_lookup(item: str) -> str:
-        """Look an item up, slowly."""
-        await gate.wait()
-        return f"{item} found"
-
-    @tools.tool(policy="idempotency_key", approval=True)
-    async def send(text: str, ctx: tether.ToolContext) -> str:
-        """Send a text."""
-        sent.append(ctx.idempotency_key)
-        return "sent"
-
-    def model() -> tether.ScriptedModel:
-        both = [use("toolu_1", "slow_lookup", {"item": "a"}), use("toolu_2", "send", {"text": "x"})]
-        return tether.ScriptedModel([both, "done"])
+    tools = gated_tools(sent, gate)
 
     owner_store = PostgresStore(pg_dsn, schema=pg_schema)
-    async with Supervisor(owner_store, model=model(), tools=tools) as owner:
+    async with Supervisor(owner_store, model=lookup_and_send_model(), tools=tools) as owner:
         await owner.start("run-1", "go")
         other_store = PostgresStore(pg_dsn, schema=pg_schema)
-        async with Supervisor(other_store, model=model(), tools=tools, resume=False) as other:
+        async with Supervisor(
+            other_store, model=lookup_and_send_model(), tools=tools, resume=False
+        ) as other:
             with anyio.fail_after(WAIT):
                 while not (await other.inspect("run-1")).model_calls:
                     await anyio.sleep(0.01)

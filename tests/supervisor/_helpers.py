@@ -185,3 +185,31 @@ def delivery_app(ledger: Counter[str]) -> tuple[tether.ScriptedModel, tether.Too
         return f"delivered {item}"
 
     return tether.ScriptedModel(script), tools
+
+
+def gated_tools(sent: list[str], gate: anyio.Event) -> tether.ToolRegistry:
+    """``slow_lookup`` (waits for ``gate``) and ``send`` (needs approval; keys go to ``sent``)."""
+    tools = tether.ToolRegistry()
+
+    @tools.tool(policy="rerun")
+    async def slow_lookup(item: str) -> str:
+        """Look an item up, slowly."""
+        await gate.wait()
+        return f"{item} found"
+
+    @tools.tool(policy="idempotency_key", approval=True)
+    async def send(text: str, ctx: tether.ToolContext) -> str:
+        """Send a text."""
+        sent.append(ctx.idempotency_key)
+        return "sent"
+
+    return tools
+
+
+def lookup_and_send_model() -> tether.ScriptedModel:
+    """Asks for ``slow_lookup`` and ``send`` in one turn, then answers "done"."""
+    both: list[dict[str, Any]] = [
+        tether.ScriptedModel.tool_use("toolu_1", "slow_lookup", {"item": "a"}),
+        tether.ScriptedModel.tool_use("toolu_2", "send", {"text": "hi"}),
+    ]
+    return tether.ScriptedModel([both, "done"])

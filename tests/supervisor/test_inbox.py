@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pathlib
-from typing import Any
 
 import anyio
 
@@ -11,35 +10,9 @@ import tether
 from tether.journal import Decision, FileStore
 from tether.supervisor import RunStatus, Supervisor
 
-from ._helpers import WAIT, of_type, read_events
+from ._helpers import WAIT, gated_tools, lookup_and_send_model, of_type, read_events
 
 use = tether.ScriptedModel.tool_use
-
-
-def _tools(sent: list[str], gate: anyio.Event) -> tether.ToolRegistry:
-    tools = tether.ToolRegistry()
-
-    @tools.tool(policy="rerun")
-    async def slow_lookup(item: str) -> str:
-        """Look an item up, slowly."""
-        await gate.wait()
-        return f"{item} found"
-
-    @tools.tool(policy="idempotency_key", approval=True)
-    async def send(text: str, ctx: tether.ToolContext) -> str:
-        """Send a text."""
-        sent.append(ctx.idempotency_key)
-        return "sent"
-
-    return tools
-
-
-def _model() -> tether.ScriptedModel:
-    both: list[dict[str, Any]] = [
-        use("toolu_1", "slow_lookup", {"item": "a"}),
-        use("toolu_2", "send", {"text": "hi"}),
-    ]
-    return tether.ScriptedModel([both, "done"])
 
 
 async def test_a_decision_for_a_run_held_elsewhere_is_recorded_by_its_owner(
@@ -47,12 +20,14 @@ async def test_a_decision_for_a_run_held_elsewhere_is_recorded_by_its_owner(
 ) -> None:
     sent: list[str] = []
     gate = anyio.Event()
-    tools = _tools(sent, gate)
-    async with Supervisor(tether.FileStore(tmp_path), model=_model(), tools=tools) as owner:
+    tools = gated_tools(sent, gate)
+    async with Supervisor(
+        tether.FileStore(tmp_path), model=lookup_and_send_model(), tools=tools
+    ) as owner:
         await owner.start("run-1", "go")
         # The owner is inside slow_lookup and holds the journal. Another process answers.
         async with Supervisor(
-            FileStore(tmp_path), model=_model(), tools=tools, resume=False
+            FileStore(tmp_path), model=lookup_and_send_model(), tools=tools, resume=False
         ) as other:
             with anyio.fail_after(WAIT):
                 while not (await other.inspect("run-1")).model_calls:
@@ -72,8 +47,10 @@ async def test_a_parked_run_with_answers_in_its_inbox_is_picked_up_by_a_sweep(
     sent: list[str] = []
     gate = anyio.Event()
     gate.set()
-    tools = _tools(sent, gate)
-    async with Supervisor(tether.FileStore(tmp_path), model=_model(), tools=tools) as sup:
+    tools = gated_tools(sent, gate)
+    async with Supervisor(
+        tether.FileStore(tmp_path), model=lookup_and_send_model(), tools=tools
+    ) as sup:
         await sup.start("run-1", "go")
         assert await sup.wait("run-1", timeout=WAIT) is RunStatus.WAITING_FOR_APPROVAL
     # Queued while nobody held the journal (the race where the owner parked right after an
@@ -82,7 +59,7 @@ async def test_a_parked_run_with_answers_in_its_inbox_is_picked_up_by_a_sweep(
         for _ in range(2):
             await store.post("run-1", Decision(call_id="toolu_2", approved=True, by="priya"))
     async with Supervisor(
-        tether.FileStore(tmp_path), model=_model(), tools=tools, sweep_interval=0.05
+        tether.FileStore(tmp_path), model=lookup_and_send_model(), tools=tools, sweep_interval=0.05
     ) as sup:
         with anyio.fail_after(WAIT):
             while (await sup.inspect("run-1")).status is not RunStatus.DONE:
