@@ -330,6 +330,66 @@ async def test_concurrent_appends_sharing_a_failed_fsync_all_fail(tmp_path: path
     assert len(recovered) in (len(acked_b), len(acked_b) + 12)
 
 
+async def test_cancelled_append_still_lands_and_close_waits_for_it(
+    tmp_path: pathlib.Path,
+) -> None:
+    faults = GatedOps()
+    async with FileStore(tmp_path, file_ops=faults) as store:
+        journal = await store.create("a", [started("a")])
+        faults.hold_next = True
+        task = asyncio.ensure_future(journal.append(responses(0, 1)))
+        try:
+            await anyio.to_thread.run_sync(faults.holding.wait, 10)
+            task.cancel()  # the caller gives up while its group is inside fdatasync
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            assert len(journal.events) == 1  # not durable yet, so not reported
+            closing = asyncio.ensure_future(journal.aclose())
+            await asyncio.sleep(0.05)
+            assert not closing.done()  # close waits for the group in flight
+        finally:
+            faults.release.set()
+        await closing
+        assert len(journal.events) == 2  # the sync succeeded: the group is recorded
+        assert not journal.broken
+
+    recovered, next_seq = await reopen_healthy(tmp_path, "a")
+    assert seqs(recovered) == [0, 1]
+    assert next_seq == 2
+
+
+class FailingGate(GatedOps):
+    """Like ``GatedOps``, but the held ``fdatasync`` then fails with ``EIO``."""
+
+    def fdatasync(self, fd: int) -> None:
+        held = self.hold_next
+        super().fdatasync(fd)
+        if held:
+            raise OSError(errno.EIO, "injected after the hold")
+
+
+async def test_cancelled_append_whose_sync_fails_poisons_the_handle(
+    tmp_path: pathlib.Path,
+) -> None:
+    faults = FailingGate()
+    async with FileStore(tmp_path, file_ops=faults) as store:
+        journal = await store.create("a", [started("a")])
+        faults.hold_next = True
+        task = asyncio.ensure_future(journal.append(responses(0, 1)))
+        try:
+            await anyio.to_thread.run_sync(faults.holding.wait, 10)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+        finally:
+            faults.release.set()
+        await journal.aclose()  # waits for the outcome nobody is waiting for any more
+        assert journal.broken
+        assert len(journal.events) == 1
+        with pytest.raises(JournalClosedError):
+            await journal.append(responses(1, 1))
+
+
 # --- faults while creating a run ---------------------------------------------------------------
 
 

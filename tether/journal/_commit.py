@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import queue
 import threading
+from collections.abc import Callable
 from typing import Protocol, final
 
 import anyio
@@ -30,16 +31,20 @@ class CommitTarget(Protocol):
     """The thread-side half of one open journal."""
 
     lock: threading.Lock
-    pending: list[tuple[list[tuple[bytes, int]], asyncio.Future[None]]]
+    pending: list[_Pending]
     scheduled: bool
     failed: BaseException | None
 
-    def write_batch(self, payloads: list[tuple[bytes, int]]) -> None:
-        """Write ``payloads`` as one group and make it durable; raise on any failure."""
+    def write_batch(self, data: bytes) -> None:
+        """Write ``data`` (whole framed groups) and make it durable; raise on any failure."""
         ...
 
 
-_Completion = tuple[asyncio.Future[None], BaseException | None]
+Settle = Callable[[BaseException | None], None]
+"""Told a group's outcome on the event loop: ``None`` when durable, else the error."""
+
+_Pending = tuple[bytes, asyncio.Future[None], Settle]
+_Completion = tuple[asyncio.Future[None], Settle, BaseException | None]
 
 
 @final
@@ -95,15 +100,18 @@ class GroupCommitter:
         with anyio.CancelScope(shield=True):
             await anyio.to_thread.run_sync(_join_all, threads)
 
-    def submit(
-        self, target: CommitTarget, payloads: list[tuple[bytes, int]]
-    ) -> asyncio.Future[None]:
-        """Queue one group for ``target``; the future completes when it is durable or failed."""
+    def submit(self, target: CommitTarget, group: bytes, settle: Settle) -> asyncio.Future[None]:
+        """Queue one framed group for ``target``.
+
+        When the group is durable or failed, ``settle`` is called with the outcome on the event
+        loop, whatever became of the returned future (which a cancelled appender cancels); then
+        the future completes the same way.
+        """
         if self._loop is None or self._closed:
             raise RuntimeError("the group committer is not running")
         fut: asyncio.Future[None] = self._loop.create_future()
         with target.lock:
-            target.pending.append((payloads, fut))
+            target.pending.append((group, fut, settle))
             if target.scheduled:
                 return fut
             target.scheduled = True
@@ -133,18 +141,25 @@ class GroupCommitter:
             if error is None:
                 try:
                     target.write_batch(
-                        batch[0][0] if len(batch) == 1 else [p for group, _ in batch for p in group]
+                        batch[0][0] if len(batch) == 1 else b"".join(g for g, _, _ in batch)
                     )
                 except BaseException as exc:  # every failure poisons the journal
                     target.failed = error = exc
-            self._complete([(fut, error) for _, fut in batch])
+            done = [(fut, settle, error) for _, fut, settle in batch]
             with target.lock:
-                if not target.pending:
+                idle = not target.pending
+                if idle:
                     target.scheduled = False
-                    return
+            if idle:
+                # Waking the loop is the last thing before this thread blocks again, so the loop
+                # does not wake only to wait for the GIL.
+                self._complete(done)
+                return
             if not self._ready.empty() and not self._closed:
                 self._ready.put(target)
+                self._complete(done)
                 return
+            self._complete(done)
 
     def _complete(self, items: list[_Completion]) -> None:
         with self._done_lock:
@@ -161,17 +176,14 @@ class GroupCommitter:
         with self._done_lock:
             items, self._done = self._done, []
             self._wake_pending = False
-        for fut, error in items:
-            _settle(fut, error)
-
-
-def _settle(fut: asyncio.Future[None], error: BaseException | None) -> None:
-    if fut.done():
-        return
-    if error is None:
-        fut.set_result(None)
-    else:
-        fut.set_exception(error)
+        for fut, settle, error in items:
+            settle(error)
+            if fut.done():  # the appender was cancelled; ``settle`` has recorded the outcome
+                continue
+            if error is None:
+                fut.set_result(None)
+            else:
+                fut.set_exception(error)
 
 
 def _join_all(threads: list[threading.Thread]) -> None:

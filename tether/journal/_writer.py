@@ -36,7 +36,7 @@ from .._errors import (
     RunExistsError,
     RunNotFoundError,
 )
-from ._commit import GroupCommitter
+from ._commit import GroupCommitter, Settle
 from ._file import FileOps
 from ._format import HEADER_SIZE, MAX_PAYLOAD, build_group, encode_header, payload_crc
 from ._reader import Scan, scan
@@ -61,13 +61,12 @@ class JournalFile:
         self.end = end
         self.alloc_end = alloc_end
         self.lock = threading.Lock()
-        self.pending: list[tuple[list[tuple[bytes, int]], asyncio.Future[None]]] = []
+        self.pending: list[tuple[bytes, asyncio.Future[None], Settle]] = []
         self.scheduled = False
         self.failed: BaseException | None = None
         self.syncs = 0
 
-    def write_batch(self, payloads: list[tuple[bytes, int]]) -> None:
-        data = build_group(payloads)
+    def write_batch(self, data: bytes) -> None:
         need = self.end + len(data)
         if need > self.alloc_end:
             if len(data) >= LARGE_WRITE:
@@ -209,7 +208,8 @@ class Journal:
         self._on_close = on_close
         self._closed = False
         self._broken: BaseException | None = None
-        self._inflight: set[asyncio.Future[None]] = set()
+        self._inflight = 0
+        self._drained: asyncio.Future[None] | None = None
 
     @property
     def run_id(self) -> str:
@@ -280,14 +280,15 @@ class Journal:
             payloads.append((data, payload_crc(data)))
             stamped.append(ev)  # type: ignore[arg-type]
             seq += 1
-        fut = self._committer.submit(self._file, payloads)
+        # The group's fate is recorded by ``_settle`` when it is known, whether or not anyone
+        # still waits: cancelling this call cancels only the wait.
+        fut = self._committer.submit(
+            self._file, build_group(payloads), functools.partial(self._settle, stamped)
+        )
         self._next_seq = seq
-        self._inflight.add(fut)
-        # The group's fate is recorded when it is known, whether or not anyone still waits.
-        fut.add_done_callback(functools.partial(self._settle, stamped))
+        self._inflight += 1
         try:
-            # shield: cancelling the caller must not cancel the future, or the outcome is lost
-            await asyncio.shield(fut)
+            await fut
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -297,12 +298,10 @@ class Journal:
     async def fence(self) -> None:
         """Nothing to check: the ``flock`` lasts as long as this handle (and its process)."""
 
-    def _settle(self, stamped: list[AnyEvent], fut: asyncio.Future[None]) -> None:
-        self._inflight.discard(fut)
-        if fut.cancelled():  # nothing cancels it, but an unknown outcome must not pass as ok
-            self._broken = self._broken or JournalClosedError(self.path)
-            return
-        error = fut.exception()
+    def _settle(self, stamped: list[AnyEvent], error: BaseException | None) -> None:
+        self._inflight -= 1
+        if self._inflight == 0 and self._drained is not None and not self._drained.done():
+            self._drained.set_result(None)
         if error is not None:
             self._broken = self._broken or error
             return
@@ -329,8 +328,9 @@ class Journal:
             return
         self._closed = True
         with anyio.CancelScope(shield=True):
-            if self._inflight:  # appends of other tasks still syncing: let them land first
-                await asyncio.wait(list(self._inflight))
+            if self._inflight:  # groups still syncing (maybe of cancelled appends): let them land
+                self._drained = asyncio.get_running_loop().create_future()
+                await self._drained
             try:
                 await anyio.to_thread.run_sync(lambda: self._file.close(trim=not self.broken))
             finally:
