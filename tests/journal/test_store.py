@@ -30,6 +30,7 @@ from tether.journal import (
     verify_file,
 )
 from tether.journal._format import HEADER_SIZE
+from tether.testing import FaultyFileOps
 
 
 def started(run_id: str) -> RunStarted:
@@ -51,6 +52,22 @@ async def store(tmp_path: pathlib.Path) -> AsyncIterator[FileStore]:
 
 
 # --- create, open, read, list, exists ----------------------------------------------------------
+
+
+async def test_create_writes_its_first_events_with_one_sync(tmp_path: pathlib.Path) -> None:
+    ops = FaultyFileOps()
+    async with FileStore(tmp_path, file_ops=ops) as store:
+        before = ops.calls
+        journal = await store.create("run-1", [started("run-1"), reply("hi")])
+        made = ops.calls - before
+        assert (made["pwrite"], made["fsync"] + made["fdatasync"], made["fsync_dir"]) == (1, 1, 1)
+        assert [e.seq for e in journal.events] == [0, 1]
+        before = ops.calls
+        await journal.aclose()
+        closed = ops.calls - before
+        # the trim of the preallocated zeros is not synced: zeros read as the end of data
+        assert (closed["ftruncate"], closed["fsync"] + closed["fdatasync"]) == (1, 0)
+    assert len(verify_file(journal.path).events) == 2
 
 
 async def test_create_then_reopen_round_trips(store: FileStore, tmp_path: pathlib.Path) -> None:

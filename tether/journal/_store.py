@@ -32,7 +32,7 @@ from ._reader import scan_live
 from ._records import ENCODER, AnyEvent, BlobRef, Event, ToolResult
 from ._redact import Redactor, SecretRedactor
 from ._runid import check_run_id
-from ._writer import Journal, create_file, journal_path, open_file
+from ._writer import Journal, create_file, frame_events, journal_path, open_file
 
 DEFAULT_BLOB_THRESHOLD = 64 * 1024
 _DEFAULT = object()
@@ -234,9 +234,12 @@ class FileStore:
         return journal_path(self.runs_dir, check_run_id(run_id))
 
     async def create(self, run_id: str, events: Iterable[Event] = ()) -> Journal:
-        """Create run ``run_id`` and open its journal for writing, appending ``events`` if any.
+        """Create run ``run_id`` and open its journal for writing, with ``events`` (if any) as its
+        first group.
 
-        The run exists durably (header written, file and directory fsync'd) when this returns.
+        The run exists durably when this returns: header and first group written with one
+        write and one sync before the journal gets its name, then the directory fsync'd. It
+        never exists without those events.
 
         Raises:
             InvalidRunIdError: ``run_id`` is not a valid run id.
@@ -244,16 +247,12 @@ class FileStore:
         """
         self._check_entered()
         check_run_id(run_id)
-        file = await anyio.to_thread.run_sync(create_file, self.runs_dir, run_id, self._ops)
-        journal = self._wrap(run_id, file, [])
-        initial = list(events)
-        if initial:
-            try:
-                await journal.append(initial)
-            except BaseException:
-                await journal.aclose()
-                raise
-        return journal
+        prepared = [await self._prepare_event(ev) for ev in events]
+        stamped, group = frame_events(prepared, 0, journal_path(self.runs_dir, run_id))
+        file = await anyio.to_thread.run_sync(
+            create_file, self.runs_dir, run_id, self._ops, group if stamped else b""
+        )
+        return self._wrap(run_id, file, stamped)
 
     async def open(self, run_id: str) -> Journal:
         """Open run ``run_id``'s journal for writing: lock it, verify it, recover a torn tail.

@@ -84,26 +84,49 @@ class JournalFile:
         self.end = need
 
     def close(self, *, trim: bool) -> None:
-        """Trim the preallocated zeros (durably) when ``trim`` and healthy, then close."""
+        """Trim the preallocated zeros when ``trim`` and healthy, then close.
+
+        The trim is not synced: a crash that loses it leaves zeros after the data, which the
+        reader takes as the end of data, and the next open trims them again.
+        """
         try:
             if trim and self.failed is None and self.alloc_end > self.end:
                 self.ops.ftruncate(self.fd, self.end)
-                self.ops.fsync(self.fd)
                 self.alloc_end = self.end
         finally:
             self.ops.close(self.fd)
+
+
+def frame_events(events: list[Event], first_seq: int, path: str) -> tuple[list[AnyEvent], bytes]:
+    """Stamp ``events`` with ``seq`` (from ``first_seq``) and ``at``; frame them as one group.
+
+    Raises:
+        RecordTooLargeError: an encoded event exceeds the frame limit.
+    """
+    now = time.time()
+    stamped: list[AnyEvent] = []
+    payloads: list[tuple[bytes, int]] = []
+    for seq, ev in enumerate(events, first_seq):
+        ev = msgspec.structs.replace(ev, seq=seq, at=ev.at or now)
+        data = encode_event(ev)
+        if len(data) > MAX_PAYLOAD:
+            raise RecordTooLargeError(path, len(data), MAX_PAYLOAD)
+        payloads.append((data, payload_crc(data)))
+        stamped.append(ev)  # type: ignore[arg-type]
+    return stamped, build_group(payloads)
 
 
 def journal_path(runs_dir: str, run_id: str) -> str:
     return os.path.join(runs_dir, f"{run_id}.journal")
 
 
-def create_file(runs_dir: str, run_id: str, ops: FileOps) -> JournalFile:
-    """Create a run's journal atomically: it appears with a complete, durable header or not at all.
+def create_file(runs_dir: str, run_id: str, ops: FileOps, first: bytes = b"") -> JournalFile:
+    """Create a run's journal atomically: it appears complete and durable, or not at all.
 
-    The header is written and fsync'd in a temporary file, which is then hard-linked to its
-    final name (``link`` fails if the name exists, so two creators cannot both win) and the
-    directory is fsync'd before anything is acknowledged.
+    The header and ``first`` (a framed group, or nothing) are written and fsync'd in a
+    temporary file, which is then hard-linked to its final name (``link`` fails if the name
+    exists, so two creators cannot both win) and the directory is fsync'd before anything is
+    acknowledged. A run created with its first events so costs one file sync, not two.
     """
     path = journal_path(runs_dir, run_id)
     tmp = os.path.join(runs_dir, f".{run_id}.{os.getpid()}.{threading.get_ident()}.tmp")
@@ -112,8 +135,9 @@ def create_file(runs_dir: str, run_id: str, ops: FileOps) -> JournalFile:
     try:
         if not ops.lock(fd):  # pragma: no cover - a fresh private file cannot be locked
             raise JournalLockedError(tmp)
-        alloc_end = HEADER_SIZE + PREALLOC_MIN
-        ops.write_all(fd, encode_header(run_id) + bytes(PREALLOC_MIN), 0)
+        end = HEADER_SIZE + len(first)
+        alloc_end = end + PREALLOC_MIN
+        ops.write_all(fd, encode_header(run_id) + first + bytes(PREALLOC_MIN), 0)
         ops.fsync(fd)
         try:
             ops.link(tmp, path)
@@ -129,7 +153,7 @@ def create_file(runs_dir: str, run_id: str, ops: FileOps) -> JournalFile:
                 ops.unlink(tmp)
         ops.close(fd)
         raise
-    return JournalFile(path, fd, ops, HEADER_SIZE, alloc_end)
+    return JournalFile(path, fd, ops, end, alloc_end)
 
 
 def open_file(runs_dir: str, run_id: str, ops: FileOps) -> tuple[JournalFile, Scan]:
@@ -268,24 +292,11 @@ class Journal:
             self._check_writable()
         if not prepared:
             return []
-        now = time.time()
-        stamped: list[AnyEvent] = []
-        payloads: list[tuple[bytes, int]] = []
-        seq = self._next_seq
-        for ev in prepared:
-            ev = msgspec.structs.replace(ev, seq=seq, at=ev.at or now)
-            data = encode_event(ev)
-            if len(data) > MAX_PAYLOAD:
-                raise RecordTooLargeError(self.path, len(data), MAX_PAYLOAD)
-            payloads.append((data, payload_crc(data)))
-            stamped.append(ev)  # type: ignore[arg-type]
-            seq += 1
+        stamped, group = frame_events(prepared, self._next_seq, self.path)
         # The group's fate is recorded by ``_settle`` when it is known, whether or not anyone
         # still waits: cancelling this call cancels only the wait.
-        fut = self._committer.submit(
-            self._file, build_group(payloads), functools.partial(self._settle, stamped)
-        )
-        self._next_seq = seq
+        fut = self._committer.submit(self._file, group, functools.partial(self._settle, stamped))
+        self._next_seq += len(stamped)
         self._inflight += 1
         try:
             await fut
