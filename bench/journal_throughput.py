@@ -19,6 +19,12 @@ What is compared:
   default executor, as an async application would do without a dedicated writer.
 - ``sqlite``: one row per event in a WAL database with ``synchronous=FULL`` and one connection
   per writer thread, the design tether's journal replaced.
+- ``handoff``: the least that any design keeping ``fdatasync`` off the event loop pays here:
+  each asyncio task hands raw bytes to a long-lived thread of its own (one per file, zero-filled
+  preallocated space like tether's), which writes, syncs and wakes the loop; no framing, no
+  checksum, no batching. Its ratios to ``plain`` are the ceiling for tether's async API on the
+  machine at hand, and ``plain`` to ``sqlite`` the ceiling of the SQLite comparison for any
+  design that syncs each file on its own.
 
 A "record" of N bytes is one encoded event of about N bytes for tether, and N bytes written for
 the baselines. MB/s counts record bytes (10**6 bytes per MB), not framing.
@@ -27,9 +33,11 @@ the baselines. MB/s counts record bytes (10**6 bytes per MB), not framing.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import functools
 import json
 import os
+import queue
 import shutil
 import sqlite3
 import statistics
@@ -62,7 +70,7 @@ PLAIN_THREADS = (16, 64)
 SQLITE_WRITERS = (1, 16)
 APPENDERS_ON_ONE_JOURNAL = 16
 
-Kind = Literal["tether", "plain", "aiofiles", "sqlite"]
+Kind = Literal["tether", "plain", "aiofiles", "sqlite", "handoff"]
 
 
 # --- what to measure -----------------------------------------------------------------------------
@@ -173,6 +181,7 @@ def build_cases() -> list[Case]:
         Case("tether", KiB, appenders=APPENDERS_ON_ONE_JOURNAL),
         Case("tether", KiB, redact=True),
         Case("sqlite", KiB),
+        Case("handoff", KiB),
     ]
     by_size = [
         c
@@ -188,6 +197,7 @@ def build_cases() -> list[Case]:
         for c in (
             Case("tether", KiB, writers=n),
             *([Case("plain", KiB, writers=n)] if n in PLAIN_THREADS else []),
+            *([Case("handoff", KiB, writers=n)] if n in PLAIN_THREADS else []),
             *([Case("sqlite", KiB, writers=n)] if n in SQLITE_WRITERS else []),
         )
     ]
@@ -215,6 +225,27 @@ def build_ratios() -> list[Ratio]:
             Case("tether", KiB, writers=16),
             Case("sqlite", KiB, writers=16),
             5.0,
+        ),
+        Ratio(
+            "ceiling: bare thread hand-off vs plain sync loop",
+            Case("handoff", KiB),
+            Case("plain", KiB),
+        ),
+        Ratio(
+            "ceiling: 64 bare hand-off threads vs 64 plain threads",
+            Case("handoff", KiB, writers=64),
+            Case("plain", KiB, writers=64),
+        ),
+        Ratio(
+            "ceiling: 16 plain threads vs SQLite WAL FULL, 16 writers",
+            Case("plain", KiB, writers=16),
+            Case("sqlite", KiB, writers=16),
+        ),
+        Ratio("1 journal vs bare thread hand-off", tether_1k, Case("handoff", KiB)),
+        Ratio(
+            "64 journals vs 64 bare hand-off threads",
+            Case("tether", KiB, writers=64),
+            Case("handoff", KiB, writers=64),
         ),
         Ratio("aiofiles vs tether (1 KiB sequential)", Case("aiofiles", KiB), tether_1k),
         Ratio(
@@ -384,6 +415,58 @@ async def measure_aiofiles(case: Case, root: Path, window: Window) -> Sample:
             await f.close()
 
 
+class _Handoff:
+    """One file and one long-lived thread that writes, syncs and wakes the loop per record."""
+
+    CHUNK = 1 << 20
+
+    def __init__(self, path: Path, loop: asyncio.AbstractEventLoop) -> None:
+        self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        self.loop = loop
+        self.queue: queue.SimpleQueue[tuple[bytes, asyncio.Future[None]] | None]
+        self.queue = queue.SimpleQueue()
+        self.end = self.allocated = 0
+        self.thread = threading.Thread(target=self._work)
+        self.thread.start()
+
+    async def append(self, data: bytes) -> None:
+        fut = self.loop.create_future()
+        self.queue.put((data, fut))
+        await fut
+
+    def _work(self) -> None:
+        while (item := self.queue.get()) is not None:
+            data, fut = item
+            while self.end + len(data) > self.allocated:  # zeros ahead, as tether preallocates
+                os.pwrite(self.fd, bytes(self.CHUNK), self.allocated)
+                self.allocated += self.CHUNK
+            os.pwrite(self.fd, data, self.end)
+            self.end += len(data)
+            os.fdatasync(self.fd)
+            self.loop.call_soon_threadsafe(_resolve, fut)
+
+    def close(self) -> None:
+        self.queue.put(None)
+        self.thread.join()
+        os.close(self.fd)
+
+
+def _resolve(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
+async def measure_handoff(case: Case, root: Path, window: Window) -> Sample:
+    loop = asyncio.get_running_loop()
+    data = b"x" * case.record_size
+    writers = [_Handoff(root / f"handoff-{i}", loop) for i in range(case.writers)]
+    try:
+        return await run_tasks([functools.partial(w.append, data) for w in writers], window, 1)
+    finally:
+        for w in writers:
+            w.close()
+
+
 SQLITE_SCHEMA = (
     "CREATE TABLE IF NOT EXISTS events ("
     "run_id TEXT, seq INTEGER, kind TEXT, payload BLOB, PRIMARY KEY (run_id, seq))"
@@ -444,6 +527,8 @@ def measure(case: Case, root: Path, window: Window) -> Sample:
             return anyio.run(measure_aiofiles, case, workdir, window)
         if case.kind == "plain":
             return measure_plain(case, workdir, window)
+        if case.kind == "handoff":
+            return anyio.run(measure_handoff, case, workdir, window)
         return measure_sqlite(case, workdir, window)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
