@@ -220,6 +220,7 @@ async def drive(
                 reason += f"; last error: {last_error}"
             return await _finish(journal, state, rt, blobs, RunStatus.FAILED, reason)
     await _fold_inbox(journal, state, rt, blobs)
+    prestarted: set[str] = set()  # calls whose tool_started went out with the model's answer
     while True:
         outcome = classify(state, rt)
         if outcome.status is not RunStatus.RUNNING and await _fold_inbox(journal, state, rt, blobs):
@@ -231,12 +232,12 @@ async def drive(
                 return await _finish(journal, state, rt, blobs, RunStatus.FAILED, reason)
             return outcome
         if state.turn_open:
-            await _advance_calls(journal, state, rt, blobs)
+            await _advance_calls(journal, state, rt, blobs, prestarted)
         else:
             over = _budget_problem(state, rt, for_model=True)
             if over is not None:
                 return await _finish(journal, state, rt, blobs, RunStatus.FAILED, over)
-            await _call_model(journal, state, rt, blobs)
+            await _call_model(journal, state, rt, blobs, prestarted)
 
 
 async def _fold_inbox(
@@ -268,7 +269,7 @@ async def _fold_inbox(
 
 
 async def _call_model(
-    journal: Journal, state: RunState, rt: Runtime, blobs: dict[str, Any]
+    journal: Journal, state: RunState, rt: Runtime, blobs: dict[str, Any], prestarted: set[str]
 ) -> None:
     tools = _definitions(rt, state.manifest)
     messages = [dict(m) for m in state.messages]
@@ -279,14 +280,49 @@ async def _call_model(
         reply = await rt.model(system=state.manifest.system, messages=messages, tools=tools)
     crashpoint("model_answered")
     records: list[Event] = [ModelResponse(message=reply.as_message(), usage=reply.usage)]
-    if not any(b.get("type") == "tool_use" for b in reply.content):
+    uses = [b for b in reply.content if b.get("type") == "tool_use"]
+    starts = _starts_with_answer(state, rt, uses)
+    if not uses:
         records.append(RunFinished(status=RunStatus.DONE.value))
-    await _append(journal, state, rt, blobs, records)
+    await _append(journal, state, rt, blobs, [*records, *starts])
+    prestarted.update(s.call_id for s in starts)
     crashpoint("model_saved")
 
 
+def _starts_with_answer(
+    state: RunState, rt: Runtime, uses: list[dict[str, Any]]
+) -> list[ToolStarted]:
+    """The ``tool_started`` records to write in the same group as the model's answer.
+
+    That saves one sync per call, and is done only where it changes nothing a person could
+    tell: every call of the turn runs at once (a known tool, valid arguments, no approval, within
+    budget), and each tool's policy makes running it again harmless (``rerun`` or
+    ``idempotency_key``). If the process dies before such a call really ran, the resumed run
+    finds it started without a result and runs it under that policy, as after any crash
+    between a call's start and its result.
+    """
+    starts: list[ToolStarted] = []
+    for block in uses:
+        spec = spec_for(state, rt, block["name"])
+        if spec is None or spec.approval or spec.policy not in _SAFE_TO_REPEAT:
+            return []
+        try:
+            spec.validate(block.get("input"))
+        except ToolArgumentsError:
+            return []
+        starts.append(ToolStarted(call_id=block["id"], name=block["name"], attempt=1))
+    if len({s.call_id for s in starts}) != len(starts):
+        return []  # a malformed turn: let the usual path deal with it
+    if starts and _budget_problem(state, rt, for_model=False, starting=len(starts)) is not None:
+        return []
+    return starts
+
+
+_SAFE_TO_REPEAT = (ReplayPolicy.RERUN, ReplayPolicy.IDEMPOTENCY_KEY)
+
+
 async def _advance_calls(
-    journal: Journal, state: RunState, rt: Runtime, blobs: dict[str, Any]
+    journal: Journal, state: RunState, rt: Runtime, blobs: dict[str, Any], prestarted: set[str]
 ) -> None:
     """Record what needs no tool run, then run every runnable call of the turn concurrently."""
     now = rt.clock()
@@ -345,8 +381,8 @@ async def _advance_calls(
         ):
             runnable.append((call, spec))
             continue
-        # Dangling: started, no result. The tool's policy decides.
-        if spec.policy in (ReplayPolicy.RERUN, ReplayPolicy.IDEMPOTENCY_KEY):
+        # Dangling: started, no result (or started with the model's answer). The policy decides.
+        if spec.policy in _SAFE_TO_REPEAT:
             runnable.append((call, spec))
         elif spec.policy is ReplayPolicy.VERIFY:
             verify.append((call, spec))
@@ -360,27 +396,34 @@ async def _advance_calls(
         await _append(journal, state, rt, blobs, records)
     if not runnable and not verify:
         return
-    over = _budget_problem(state, rt, for_model=False, starting=len(runnable))
+    starting = sum(1 for call, _ in runnable if call.id not in prestarted)
+    over = _budget_problem(state, rt, for_model=False, starting=starting)
     if over is not None:
         await _finish(journal, state, rt, blobs, RunStatus.FAILED, over)
         return
     if len(runnable) + len(verify) == 1:  # the common case: no task group to pay for
         if runnable:
-            await _run_call(journal, state, *runnable[0])
+            await _run_call(journal, state, *runnable[0], prestarted)
         else:
-            await _verify_call(journal, state, *verify[0])
+            await _verify_call(journal, state, *verify[0], prestarted)
     else:
         async with anyio.create_task_group() as tg:
             for call, spec in runnable:
-                tg.start_soon(_run_call, journal, state, call, spec)
+                tg.start_soon(_run_call, journal, state, call, spec, prestarted)
             for call, spec in verify:
-                tg.start_soon(_verify_call, journal, state, call, spec)
+                tg.start_soon(_verify_call, journal, state, call, spec, prestarted)
     await _catch_up(journal, state, rt, blobs)
 
 
-async def _run_call(journal: Journal, state: RunState, call: Call, spec: ToolSpec) -> None:
-    attempt = call.attempts + 1
-    await journal.append([ToolStarted(call_id=call.id, name=call.name, attempt=attempt)])
+async def _run_call(
+    journal: Journal, state: RunState, call: Call, spec: ToolSpec, prestarted: set[str]
+) -> None:
+    if call.id in prestarted:  # its tool_started is durable already, and it has not run
+        prestarted.discard(call.id)
+        attempt = call.attempts
+    else:
+        attempt = call.attempts + 1
+        await journal.append([ToolStarted(call_id=call.id, name=call.name, attempt=attempt)])
     crashpoint("tool_started")
     await journal.fence()  # a worker paused past its lease must not act for the run any more
     ctx = ToolContext(run_id=journal.run_id, call_id=call.id, attempt=attempt)
@@ -394,7 +437,9 @@ async def _run_call(journal: Journal, state: RunState, call: Call, spec: ToolSpe
     crashpoint("result_saved")
 
 
-async def _verify_call(journal: Journal, state: RunState, call: Call, spec: ToolSpec) -> None:
+async def _verify_call(
+    journal: Journal, state: RunState, call: Call, spec: ToolSpec, prestarted: set[str]
+) -> None:
     await journal.fence()
     ctx = ToolContext(run_id=journal.run_id, call_id=call.id, attempt=call.attempts)
     landed = await spec.check_landed(call.input, ctx)
@@ -402,7 +447,7 @@ async def _verify_call(journal: Journal, state: RunState, call: Call, spec: Tool
         await journal.append([ToolResult(call_id=call.id, ok=True, content=landed)])
         crashpoint("result_saved")
         return
-    await _run_call(journal, state, call, spec)
+    await _run_call(journal, state, call, spec, prestarted)
 
 
 async def _append(
