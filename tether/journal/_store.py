@@ -163,7 +163,7 @@ class FileStore:
             written to the blob store and referenced from the journal.
         redact: applied to every event before it is encoded. Defaults to a ``SecretRedactor``;
             pass ``None`` to write events exactly as given.
-        sync_threads: how many journals may fsync at the same time.
+        sync_threads: how many journals may fsync (or be opened, created, closed) at once.
         file_ops: the file layer (a fault-injecting one in tests).
     """
 
@@ -249,8 +249,9 @@ class FileStore:
         check_run_id(run_id)
         prepared = [await self._prepare_event(ev) for ev in events]
         stamped, group = frame_events(prepared, 0, journal_path(self.runs_dir, run_id))
-        file = await anyio.to_thread.run_sync(
-            create_file, self.runs_dir, run_id, self._ops, group if stamped else b""
+        first = group if stamped else b""
+        file = await self._committer.run(
+            lambda: create_file(self.runs_dir, run_id, self._ops, first)
         )
         return self._wrap(run_id, file, stamped)
 
@@ -266,7 +267,9 @@ class FileStore:
         """
         self._check_entered()
         check_run_id(run_id)
-        file, result = await anyio.to_thread.run_sync(open_file, self.runs_dir, run_id, self._ops)
+        file, result = await self._committer.run(
+            lambda: open_file(self.runs_dir, run_id, self._ops)
+        )
         return self._wrap(run_id, file, list(result.events))
 
     async def read(self, run_id: str) -> list[AnyEvent]:

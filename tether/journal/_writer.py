@@ -343,7 +343,7 @@ class Journal:
                 self._drained = asyncio.get_running_loop().create_future()
                 await self._drained
             try:
-                await anyio.to_thread.run_sync(lambda: self._file.close(trim=not self.broken))
+                await self._committer.run(lambda: self._file.close(trim=not self.broken))
             finally:
                 if self._on_close is not None:
                     await self._on_close()
