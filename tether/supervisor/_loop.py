@@ -458,8 +458,11 @@ async def _append(
 
 
 async def _catch_up(journal: Journal, state: RunState, rt: Runtime, blobs: dict[str, Any]) -> None:
-    """Fold new durable events, with the content of any blob they refer to."""
-    await _load_blobs(journal, rt, blobs)
+    """Fold new durable events, with the content of any blob they refer to.
+
+    Only the events not folded yet are looked at, so a step costs the same in a long run.
+    """
+    await _load_blobs(journal, rt, blobs, state.applied)
     state.catch_up(journal.events, blobs)
 
 
@@ -486,9 +489,10 @@ def _definitions(rt: Runtime, manifest: Manifest) -> list[dict[str, Any]]:
     return list(cached)
 
 
-async def _load_blobs(journal: Journal, rt: Runtime, blobs: dict[str, Any]) -> None:
-    """Load every blob the journal refers to that ``blobs`` does not hold yet."""
-    for event in journal.events:
+async def _load_blobs(journal: Journal, rt: Runtime, blobs: dict[str, Any], start: int = 0) -> None:
+    """Load every blob the journal's events from ``start`` on refer to that ``blobs`` lacks."""
+    events = journal.events
+    for event in events[start:] if start else events:
         ref = event.blob if isinstance(event, ToolResult) else None
         if ref is not None and ref.digest not in blobs:
             blobs[ref.digest] = await rt.load_blob(ref)
