@@ -330,19 +330,24 @@ async def test_concurrent_appends_sharing_a_failed_fsync_all_fail(tmp_path: path
     assert len(recovered) in (len(acked_b), len(acked_b) + 12)
 
 
+async def cancel_inside_sync(journal: Journal, faults: GatedOps) -> None:
+    """Append one event and cancel the appender while its group is held inside ``fdatasync``."""
+    faults.hold_next = True
+    task = asyncio.ensure_future(journal.append(responses(0, 1)))
+    await anyio.to_thread.run_sync(faults.holding.wait, 10)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
 async def test_cancelled_append_still_lands_and_close_waits_for_it(
     tmp_path: pathlib.Path,
 ) -> None:
     faults = GatedOps()
     async with FileStore(tmp_path, file_ops=faults) as store:
         journal = await store.create("a", [started("a")])
-        faults.hold_next = True
-        task = asyncio.ensure_future(journal.append(responses(0, 1)))
         try:
-            await anyio.to_thread.run_sync(faults.holding.wait, 10)
-            task.cancel()  # the caller gives up while its group is inside fdatasync
-            with pytest.raises(asyncio.CancelledError):
-                await task
+            await cancel_inside_sync(journal, faults)
             assert len(journal.events) == 1  # not durable yet, so not reported
             closing = asyncio.ensure_future(journal.aclose())
             await asyncio.sleep(0.05)
@@ -374,13 +379,8 @@ async def test_cancelled_append_whose_sync_fails_poisons_the_handle(
     faults = FailingGate()
     async with FileStore(tmp_path, file_ops=faults) as store:
         journal = await store.create("a", [started("a")])
-        faults.hold_next = True
-        task = asyncio.ensure_future(journal.append(responses(0, 1)))
         try:
-            await anyio.to_thread.run_sync(faults.holding.wait, 10)
-            task.cancel()
-            with pytest.raises(asyncio.CancelledError):
-                await task
+            await cancel_inside_sync(journal, faults)
         finally:
             faults.release.set()
         await journal.aclose()  # waits for the outcome nobody is waiting for any more
