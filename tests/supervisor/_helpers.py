@@ -25,6 +25,8 @@ from tether.models import Model, ModelReply
 from tether.supervisor import RunStatus, Supervisor
 from tether.supervisor._loop import Runtime, build_manifest
 
+from ._ledger_app import script as delivery_script
+
 _E = TypeVar("_E")
 
 WAIT = 10.0
@@ -175,16 +177,7 @@ def delivery_app(ledger: Counter[str]) -> tuple[tether.ScriptedModel, tether.Too
         ledger[ctx.idempotency_key] += 1
         return {"ok": True}
 
-    def script(messages: list[dict[str, Any]]) -> list[dict[str, Any]] | str:
-        step = sum(1 for m in messages if m["role"] == "assistant")
-        item = str(messages[0]["content"])
-        if step == 0:
-            return [tether.ScriptedModel.tool_use("toolu_1", "lookup", {"item": item})]
-        if step == 1:
-            return [tether.ScriptedModel.tool_use("toolu_2", "deliver", {"item": item})]
-        return f"delivered {item}"
-
-    return tether.ScriptedModel(script), tools
+    return tether.ScriptedModel(delivery_script), tools
 
 
 def gated_tools(sent: list[str], gate: anyio.Event) -> tether.ToolRegistry:
