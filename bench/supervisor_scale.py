@@ -20,6 +20,10 @@ What is compared:
   ``AsyncSqliteSaver`` in one database (its own settings: WAL, SQLite's default
   ``synchronous``), invoked with ``durability="sync"`` so that a step is saved before the next
   starts, as tether and DBOS do.
+- ``tether-nosync``: the same as ``tether`` with every ``fdatasync``, ``fsync`` and directory
+  sync replaced by nothing (through the ``FileOps`` seam). Not durable: it measures how fast the
+  supervisor goes when the disk costs nothing, the CPU-bound ceiling of the ``tether`` case on
+  the machine at hand.
 - ``dbos``: a DBOS workflow whose model and tool calls are ``@DBOS.step``s, with DBOS's system
   database on SQLite (its own settings).
 
@@ -81,7 +85,7 @@ PARK_BATCH = 200
 CASE_TIMEOUT = 900.0
 TOOL_NAMES = ("tool_a", "tool_b", "tool_c", "tool_d")
 
-Kind = Literal["tether", "sqlite", "langgraph", "dbos", "parked", "parked-heap"]
+Kind = Literal["tether", "tether-nosync", "sqlite", "langgraph", "dbos", "parked", "parked-heap"]
 OPTIONAL_PACKAGES: dict[str, tuple[str, ...]] = {
     "langgraph": ("langgraph.graph", "langgraph.checkpoint.sqlite.aio", "aiosqlite"),
     "dbos": ("dbos",),
@@ -309,8 +313,21 @@ async def fan_out(
 # --- tether --------------------------------------------------------------------------------------
 
 
-async def case_tether(res: CaseResult, root: Path) -> None:
-    ops = FaultyFileOps()
+class NoSyncOps(FaultyFileOps):
+    """File operations whose syncs do nothing: the ``tether-nosync`` case (not durable)."""
+
+    def fdatasync(self, fd: int) -> None:
+        return None
+
+    def fsync(self, fd: int) -> None:
+        return None
+
+    def fsync_dir(self, path: str) -> None:
+        return None
+
+
+async def case_tether(res: CaseResult, root: Path, *, sync: bool = True) -> None:
+    ops = FaultyFileOps() if sync else NoSyncOps()
     model = SlowModel(res.latency_ms / 1000)
     store = tether.FileStore(root, redact=None, file_ops=ops)
     sampler = Sampler()
@@ -626,6 +643,8 @@ def run_case(kind: str, latency_ms: int, runs: int, root: Path) -> CaseResult:
         return res
     if kind == "tether":
         anyio.run(case_tether, res, root)
+    elif kind == "tether-nosync":
+        anyio.run(lambda: case_tether(res, root, sync=False))
     elif kind == "parked":
         anyio.run(lambda: case_parked(res, root, heap=False))
     elif kind == "parked-heap":
@@ -663,7 +682,11 @@ def build_cases(quick: bool, baseline_max: int, dbos_max: int) -> list[Case]:
         for lat in LATENCIES_MS:
             cases.append(Case("tether", lat, n))
             if n <= baseline_max:
-                cases += [Case("sqlite", lat, n), Case("langgraph", lat, n)]
+                cases += [
+                    Case("tether-nosync", lat, n),
+                    Case("sqlite", lat, n),
+                    Case("langgraph", lat, n),
+                ]
             if n <= min(baseline_max, dbos_max):
                 cases.append(Case("dbos", lat, n))
     parked_n = sizes[-1]
@@ -788,11 +811,16 @@ def by_key(results: list[CaseResult]) -> dict[str, CaseResult]:
     return {r.key: r for r in results}
 
 
+BASELINES = ("tether-nosync", "sqlite", "langgraph", "dbos")
+"""What ``tether`` is compared with; against ``tether-nosync`` the ratio is the share of the
+CPU-bound ceiling that the durable case reaches."""
+
+
 def ratios(results: list[CaseResult]) -> list[dict[str, Any]]:
     table = by_key(results)
     out = []
     for r in results:
-        if r.kind not in ("sqlite", "langgraph", "dbos") or not r.ok or r.steps_per_s <= 0:
+        if r.kind not in BASELINES or not r.ok or r.steps_per_s <= 0:
             continue
         mine = table.get(f"tether/{r.latency_ms}ms/n{r.runs}")
         if mine is None or not mine.ok:
