@@ -13,6 +13,10 @@ Modes:
     Open the journal, print ``open <next_seq>`` and sleep until killed.
 ``try``
     Try to open the journal once; print ``locked`` or ``open <next_seq>`` and exit.
+``create``
+    Wait for a line on stdin, then create runs ``<RUN_ID>-<SEED>-<n>`` forever, each with two
+    first events (a ``RunStarted`` and a ``ToolResult`` whose ``call_id`` is the run id), and
+    close each one; print ``created <run_id>`` once ``create`` has returned.
 
 Every line is flushed at once, so a line the parent reads was written after the fact it reports.
 """
@@ -25,7 +29,16 @@ import sys
 import anyio
 
 from tether import JournalLockedError
-from tether.journal import Event, FileStore, Journal, ModelResponse, ToolResult, ToolStarted
+from tether.journal import (
+    Event,
+    FileStore,
+    Journal,
+    Manifest,
+    ModelResponse,
+    RunStarted,
+    ToolResult,
+    ToolStarted,
+)
 
 
 def say(line: str) -> None:
@@ -68,6 +81,20 @@ async def appender(journal: Journal, rng: random.Random, name: str) -> None:
         say(f"ack {stamped[0].seq} {stamped[-1].seq} {token}")
 
 
+async def creator(store: FileStore, prefix: str) -> None:
+    n = 0
+    while True:
+        run_id = f"{prefix}-{n}"
+        n += 1
+        first: list[Event] = [
+            RunStarted(run_id=run_id, manifest=Manifest(model="m"), messages=[]),
+            ToolResult(call_id=run_id, ok=True, content="x" * (n % 5000)),
+        ]
+        journal = await store.create(run_id, first)
+        say(f"created {run_id}")
+        await journal.aclose()
+
+
 async def main(mode: str, root: str, run_id: str, seed: int) -> None:
     async with FileStore(root, redact=None, blob_threshold=1 << 30, sync_threads=2) as store:
         if mode == "try":
@@ -79,8 +106,11 @@ async def main(mode: str, root: str, run_id: str, seed: int) -> None:
             say(f"open {journal.next_seq}")
             await journal.aclose()
             return
-        if mode == "append":
+        if mode in ("append", "create"):
             await anyio.to_thread.run_sync(sys.stdin.readline)
+        if mode == "create":
+            await creator(store, f"{run_id}-{seed}")
+            return
         journal = await store.open(run_id)
         say(f"open {journal.next_seq}")
         if mode == "hold":

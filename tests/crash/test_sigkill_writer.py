@@ -196,6 +196,63 @@ def test_sigkill_at_random_moments_loses_no_acknowledged_event(tmp_path: pathlib
     )
 
 
+def test_sigkill_while_creating_runs_leaves_each_run_whole_or_absent(
+    tmp_path: pathlib.Path,
+) -> None:
+    """A run appears with its first events or not at all, whenever its creator is killed.
+
+    Children create runs in a loop (header and first group in one write and one sync, then a
+    link, then close with its unsynced trim) and are killed at random moments. Every run the
+    store lists must open and hold exactly its two first events, every acknowledged run must be
+    listed, and a killed creation leaves no half-made run behind.
+    """
+    root = tmp_path / "store"
+    rng = random.Random(20261130)
+    acked: set[str] = set()
+    kills = 0
+    ahead = _spawn("create", root, seed=0)
+    try:
+        for round_ in range(25):
+            proc, ahead = ahead, _spawn("create", root, seed=round_ + 1)
+            assert proc.stdin is not None
+            proc.stdin.write(b"go\n")
+            proc.stdin.flush()
+            lines = [_line(proc)]
+            time.sleep(rng.uniform(0, 0.05))
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            assert proc.stdout is not None
+            lines += proc.stdout.read().decode().splitlines()
+            _close(proc)
+            assert proc.returncode == -signal.SIGKILL
+            kills += 1
+            for line in lines:
+                word, run_id = line.split()
+                assert word == "created", line
+                acked.add(run_id)
+    finally:
+        ahead.kill()
+        ahead.wait()
+        _close(ahead)
+
+    async def check() -> set[str]:
+        async with FileStore(root, redact=None) as store:
+            listed = set(await store.list_runs())
+            for run_id in listed:
+                async with await store.open(run_id) as journal:
+                    started, result = journal.events  # exactly the two first events
+                    assert isinstance(started, RunStarted)
+                    assert started.run_id == run_id
+                    assert isinstance(result, ToolResult)
+                    assert result.call_id == run_id
+            return listed
+
+    listed = anyio.run(check)
+    assert acked <= listed, f"acknowledged runs missing: {sorted(acked - listed)[:5]}"
+    assert len(acked) > kills  # the children did create runs
+    print(f"kills={kills} acknowledged={len(acked)} listed={len(listed)}")
+
+
 def test_a_second_process_is_locked_out_until_the_first_is_killed(tmp_path: pathlib.Path) -> None:
     root = tmp_path / "store"
     known = _create(root)
