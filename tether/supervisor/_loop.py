@@ -289,6 +289,10 @@ async def _call_model(
     crashpoint("model_saved")
 
 
+_SAFE_TO_REPEAT = (ReplayPolicy.RERUN, ReplayPolicy.IDEMPOTENCY_KEY)
+"""Policies under which running a call again is harmless."""
+
+
 def _starts_with_answer(
     state: RunState, rt: Runtime, uses: list[dict[str, Any]]
 ) -> list[ToolStarted]:
@@ -318,9 +322,6 @@ def _starts_with_answer(
     return starts
 
 
-_SAFE_TO_REPEAT = (ReplayPolicy.RERUN, ReplayPolicy.IDEMPOTENCY_KEY)
-
-
 async def _advance_calls(
     journal: Journal, state: RunState, rt: Runtime, blobs: dict[str, Any], prestarted: set[str]
 ) -> None:
@@ -333,6 +334,9 @@ async def _advance_calls(
         if call.done or call.escalated:
             continue
         spec = spec_for(state, rt, call.name)
+        if spec is not None and call.id in prestarted:
+            runnable.append((call, spec))  # checked when its start went out with the answer
+            continue
         if spec is None:
             records.append(_error(call, f"unknown tool {call.name!r}"))
             continue
@@ -381,7 +385,7 @@ async def _advance_calls(
         ):
             runnable.append((call, spec))
             continue
-        # Dangling: started, no result (or started with the model's answer). The policy decides.
+        # Dangling: started, no result. The tool's policy decides.
         if spec.policy in _SAFE_TO_REPEAT:
             runnable.append((call, spec))
         elif spec.policy is ReplayPolicy.VERIFY:
