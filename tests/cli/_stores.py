@@ -51,6 +51,19 @@ def _answer(messages: list[dict[str, Any]]) -> Any:
     return SCRIPTS[prompt][turn]
 
 
+async def start_resting_runs(sup: Supervisor) -> None:
+    """Start the parked, done and failed runs and wait until each has come to rest."""
+    await sup.start(APPROVE, "refund o-1")
+    await sup.start(DONE, "look big")
+    await sup.start(FAILED, "look loop", budgets=tether.Budgets(max_model_calls=1))
+    for run_id, want in (
+        (APPROVE, RunStatus.WAITING_FOR_APPROVAL),
+        (DONE, RunStatus.DONE),
+        (FAILED, RunStatus.FAILED),
+    ):
+        assert await sup.wait(run_id, timeout=WAIT) is want, run_id
+
+
 @dataclass
 class Env:
     """A store with one run per resting status, and what its tools did."""
@@ -109,16 +122,8 @@ class Env:
                 await journal.append([response])
                 await journal.append([ToolStarted(call_id=CHARGE_CALL, name="charge_card")])
             async with Supervisor(store, model=model, tools=tools) as sup:
-                await sup.start(APPROVE, "refund o-1")
-                await sup.start(DONE, "look big")
-                await sup.start(FAILED, "look loop", budgets=tether.Budgets(max_model_calls=1))
-                for run_id, want in (
-                    (APPROVE, RunStatus.WAITING_FOR_APPROVAL),
-                    (ESCALATED, RunStatus.NEEDS_ATTENTION),
-                    (DONE, RunStatus.DONE),
-                    (FAILED, RunStatus.FAILED),
-                ):
-                    assert await sup.wait(run_id, timeout=WAIT) is want, run_id
+                await start_resting_runs(sup)
+                assert await sup.wait(ESCALATED, timeout=WAIT) is RunStatus.NEEDS_ATTENTION
 
     async def resume(self, run_id: str) -> tether.RunView:
         """Enter a supervisor on the store; return the run once it rests."""

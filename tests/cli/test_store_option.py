@@ -44,6 +44,7 @@ from ._stores import (
     cli,
     cli_async,
     finished_run,
+    start_resting_runs,
 )
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -67,15 +68,7 @@ class PgEnv:
 
     async def build(self) -> None:
         async with Supervisor(self.store(), model=self.app.model(), tools=self.app.tools()) as sup:
-            await sup.start(APPROVE, "refund o-1")
-            await sup.start(DONE, "look big")
-            await sup.start(FAILED, "look loop", budgets=tether.Budgets(max_model_calls=1))
-            for run_id, want in (
-                (APPROVE, RunStatus.WAITING_FOR_APPROVAL),
-                (DONE, RunStatus.DONE),
-                (FAILED, RunStatus.FAILED),
-            ):
-                assert await sup.wait(run_id, timeout=WAIT) is want, run_id
+            await start_resting_runs(sup)
 
     async def resume(self, run_id: str, until: RunStatus | None = None) -> tether.RunView:
         """Enter a supervisor on the store; return the run once it rests (with ``until``)."""
