@@ -21,26 +21,24 @@ import contextlib
 import functools
 import os
 import threading
-import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import final
 
 import anyio
-import msgspec
 
 from .._errors import (
     JournalBrokenError,
     JournalClosedError,
     JournalLockedError,
-    RecordTooLargeError,
     RunExistsError,
     RunNotFoundError,
 )
 from ._commit import GroupCommitter, Settle
 from ._file import FileOps
-from ._format import HEADER_SIZE, MAX_PAYLOAD, build_group, encode_header, payload_crc
+from ._format import HEADER_SIZE, build_group, encode_header, payload_crc
 from ._reader import Scan, scan
-from ._records import AnyEvent, Event, encode_event
+from ._records import AnyEvent, Event
+from ._stamp import stamp_events
 
 PREALLOC_MIN = 16 * 1024
 PREALLOC_MAX = 1024 * 1024
@@ -98,22 +96,13 @@ class JournalFile:
 
 
 def frame_events(events: list[Event], first_seq: int, path: str) -> tuple[list[AnyEvent], bytes]:
-    """Stamp ``events`` with ``seq`` (from ``first_seq``) and ``at``; frame them as one group.
+    """Stamp ``events`` (``stamp_events``) and frame them as one group.
 
     Raises:
         RecordTooLargeError: an encoded event exceeds the frame limit.
     """
-    now = time.time()
-    stamped: list[AnyEvent] = []
-    payloads: list[tuple[bytes, int]] = []
-    for seq, ev in enumerate(events, first_seq):
-        ev = msgspec.structs.replace(ev, seq=seq, at=ev.at or now)
-        data = encode_event(ev)
-        if len(data) > MAX_PAYLOAD:
-            raise RecordTooLargeError(path, len(data), MAX_PAYLOAD)
-        payloads.append((data, payload_crc(data)))
-        stamped.append(ev)  # type: ignore[arg-type]
-    return stamped, build_group(payloads)
+    stamped, payloads = stamp_events(events, first_seq, path)
+    return stamped, build_group([(data, payload_crc(data)) for data in payloads])
 
 
 def journal_path(runs_dir: str, run_id: str) -> str:

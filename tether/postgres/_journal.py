@@ -22,16 +22,14 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, final
 
 import anyio
-import msgspec
 
 from .._errors import (
     JournalBrokenError,
     JournalClosedError,
     LeaseLostError,
-    RecordTooLargeError,
 )
-from ..journal._format import MAX_PAYLOAD
-from ..journal._records import AnyEvent, Decision, Event, Resolved, RunFinished, encode_event
+from ..journal._records import AnyEvent, Decision, Event, Resolved, RunFinished
+from ..journal._stamp import stamp_events
 
 if TYPE_CHECKING:
     from ._store import PostgresStore
@@ -42,22 +40,10 @@ log = logging.getLogger("tether.postgres")
 def stamp(
     where: str, events: Iterable[Event], first_seq: int
 ) -> tuple[list[AnyEvent], list[bytes], str | None]:
-    """Give ``events`` their ``seq`` and ``at``; encode them; the final status if one ends the run.
-
-    Raises:
-        RecordTooLargeError: an encoded event exceeds the frame limit (nothing is written).
-    """
-    now = time.time()
-    stamped: list[AnyEvent] = []
-    payloads: list[bytes] = []
+    """``stamp_events``, and the final status if one of the events ends the run."""
+    stamped, payloads = stamp_events(events, first_seq, where)
     finished: str | None = None
-    for seq, ev in enumerate(events, first_seq):
-        ev = msgspec.structs.replace(ev, seq=seq, at=ev.at or now)
-        data = encode_event(ev)
-        if len(data) > MAX_PAYLOAD:
-            raise RecordTooLargeError(where, len(data), MAX_PAYLOAD)
-        payloads.append(data)
-        stamped.append(ev)  # type: ignore[arg-type]
+    for ev in stamped:
         if isinstance(ev, RunFinished):
             finished = ev.status
     return stamped, payloads, finished
