@@ -8,6 +8,12 @@ small dict, with a model latency of 0 or 50 ms (a sleep before the scripted answ
 of a case start at once in one process and the case ends when every run has finished. Each case
 runs in a fresh child process, so its peak RSS and descriptor counts are its own.
 
+Where a case is compared (up to ``--baseline-max`` runs), the cases of that point run
+``--repeat`` times (default 3) in turn (tether, tether-nosync, sqlite, langgraph, dbos,
+tether, ...), and each reports its median try: this machine drifts by tens of percent over
+minutes, and alternating spreads the drift over every system instead of onto whichever ran
+last.
+
 What is compared:
 
 - ``tether``: ``Supervisor`` over a ``FileStore`` (redaction off, no sweeper); one journal per
@@ -242,6 +248,7 @@ class CaseResult:
     parked_fds: int | None = None
     heap_before: int | None = None
     heap_parked: int | None = None
+    samples: list[float] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -694,6 +701,42 @@ def build_cases(quick: bool, baseline_max: int, dbos_max: int) -> list[Case]:
     return cases
 
 
+@dataclass(frozen=True)
+class Round:
+    """Cases measured together: each repetition runs every case once, in turn."""
+
+    cases: list[Case]
+    repeat: int
+
+
+def rounds_of(cases: list[Case], repeat: int, baseline_max: int) -> list[Round]:
+    """Group the cases of one point (runs, latency) so that they alternate ``repeat`` times.
+
+    Only points with baselines are repeated: there a ratio is taken, and alternating the
+    systems spreads the machine's drift over all of them instead of onto whichever ran last.
+    """
+    points: dict[tuple[int, int, bool], list[Case]] = {}
+    for case in cases:
+        parked = case.kind.startswith("parked")
+        points.setdefault((case.runs, case.latency_ms, parked), []).append(case)
+    return [
+        Round(group, repeat if runs <= baseline_max and not parked else 1)
+        for (runs, _, parked), group in points.items()
+    ]
+
+
+def median_result(tries: list[CaseResult]) -> CaseResult:
+    """The repetition with the median steps/s (the lower middle one of an even count), with
+    every repetition's steps/s in ``samples``. A failed repetition makes the case failed."""
+    failed = [r for r in tries if not r.ok]
+    if failed:
+        return failed[0]
+    ranked = sorted(tries, key=lambda r: r.steps_per_s)
+    chosen = ranked[(len(ranked) - 1) // 2]
+    chosen.samples = [round(r.steps_per_s, 1) for r in tries]
+    return chosen
+
+
 def spawn_case(case: Case, root: Path) -> CaseResult:
     workdir = Path(tempfile.mkdtemp(prefix="case-", dir=root))
     argv = [sys.executable, __file__, "--child", case.kind, str(case.latency_ms), str(case.runs)]
@@ -770,7 +813,7 @@ def format_results(results: list[CaseResult]) -> str:
             f"{'-' if fps is None else f'{fps:.0f}':>9} {_mib(r.peak_rss):>9} "
             f"{_kib(r.rss_per_active_run):>10} {r.peak_fds:>8}  "
             + ("" if r.ok else "INCOMPLETE ")
-            + "; ".join(r.notes)
+            + "; ".join(r.notes + ([f"tries: {r.samples}"] if len(r.samples) > 1 else []))
         )
     return "\n".join(lines)
 
@@ -969,6 +1012,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--only", default=None, help="comma-separated kinds to run")
     p.add_argument(
+        "--repeat",
+        type=int,
+        default=3,
+        help="times each compared case runs, alternating with the others (median reported)",
+    )
+    p.add_argument(
         "--child", nargs=3, metavar=("KIND", "LATENCY_MS", "RUNS"), help=argparse.SUPPRESS
     )
     return p.parse_args(argv)
@@ -992,11 +1041,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"warning: {root} is on {info['filesystem']}; fsync is free", file=sys.stderr)
         print(f"{len(cases)} cases on {root} ({info['filesystem']})", file=sys.stderr)
         started = time.perf_counter()
-        for case in cases:
-            res = spawn_case(case, root)
-            results.append(res)
-            shown = res.skipped or f"{res.wall_s:.2f} s, {res.steps_per_s:.0f} steps/s"
-            print(f"  {case.key:<26} {shown}", file=sys.stderr, flush=True)
+        for group in rounds_of(cases, args.repeat, args.baseline_max):
+            tries: dict[Case, list[CaseResult]] = {}
+            for _ in range(group.repeat):
+                for case in group.cases:
+                    res = spawn_case(case, root)
+                    tries.setdefault(case, []).append(res)
+                    shown = res.skipped or f"{res.wall_s:.2f} s, {res.steps_per_s:.0f} steps/s"
+                    print(f"  {case.key:<26} {shown}", file=sys.stderr, flush=True)
+            results += [median_result(tries[case]) for case in group.cases]
         elapsed = time.perf_counter() - started
     rats = ratios(results)
     tgts = targets(results, rats)
@@ -1017,6 +1070,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "tool_calls_per_run": TOOL_CALLS,
             "sqlite_threads": SQLITE_THREADS,
             "park_batch": PARK_BATCH,
+            "repeat": args.repeat,
             "elapsed_s": round(elapsed, 1),
         },
         "results": [r.to_json() for r in results],
