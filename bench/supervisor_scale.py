@@ -332,6 +332,9 @@ class NoSyncOps(FaultyFileOps):
     def fsync_dir(self, path: str) -> None:
         return None
 
+    def fsync_dir_fd(self, fd: int, path: str) -> None:
+        return None
+
 
 async def case_tether(res: CaseResult, root: Path, *, sync: bool = True) -> None:
     ops = FaultyFileOps() if sync else NoSyncOps()

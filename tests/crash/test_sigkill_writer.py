@@ -204,7 +204,8 @@ def test_sigkill_while_creating_runs_leaves_each_run_whole_or_absent(
     Children create runs in a loop (header and first group in one write and one sync, then a
     link, then close with its unsynced trim) and are killed at random moments. Every run the
     store lists must open and hold exactly its two first events, every acknowledged run must be
-    listed, and a killed creation leaves no half-made run behind.
+    listed, and a killed creation leaves no half-made run behind (nor, where the filesystem
+    has ``O_TMPFILE``, any file at all).
     """
     root = tmp_path / "store"
     rng = random.Random(20261130)
@@ -234,6 +235,10 @@ def test_sigkill_while_creating_runs_leaves_each_run_whole_or_absent(
         ahead.kill()
         ahead.wait()
         _close(ahead)
+
+    if getattr(os, "O_TMPFILE", 0):  # a killed creation's unnamed file dies with its process
+        names = os.listdir(root / "runs")
+        assert [n for n in names if not n.endswith(".journal")] == []
 
     async def check() -> set[str]:
         async with FileStore(root, redact=None) as store:

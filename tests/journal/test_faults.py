@@ -32,6 +32,8 @@ from tether.journal import (
 )
 from tether.testing import FaultyFileOps
 
+O_TMPFILE: int = getattr(os, "O_TMPFILE", 0)
+
 # --- helpers -----------------------------------------------------------------------------------
 
 
@@ -393,8 +395,50 @@ async def test_cancelled_append_whose_sync_fails_poisons_the_handle(
 # --- faults while creating a run ---------------------------------------------------------------
 
 
-async def test_fsync_dir_failure_during_create(tmp_path: pathlib.Path) -> None:
-    faults = FaultyFileOps()
+class NoTmpfileOps(FaultyFileOps):
+    """A filesystem without ``O_TMPFILE``: the store creates runs under a temporary name."""
+
+    def open(self, path: str, flags: int, mode: int = 0o644) -> int:
+        if O_TMPFILE and flags & O_TMPFILE == O_TMPFILE:
+            raise OSError(errno.EOPNOTSUPP, os.strerror(errno.EOPNOTSUPP), path)
+        return super().open(path, flags, mode)
+
+
+@pytest.fixture(params=["unnamed", "temporary-name"])
+def create_ops(request: pytest.FixtureRequest) -> FaultyFileOps:
+    """File operations for each way of creating a run: an ``O_TMPFILE`` linked in, or (where
+    the filesystem lacks it) a temporary name linked, then unlinked."""
+    if request.param == "unnamed" and not O_TMPFILE:
+        pytest.skip("no O_TMPFILE on this platform")
+    return FaultyFileOps() if request.param == "unnamed" else NoTmpfileOps()
+
+
+def leftovers(runs: pathlib.Path) -> list[str]:
+    return sorted(p.name for p in runs.iterdir() if not p.name.endswith(".journal"))
+
+
+async def test_each_create_path_makes_the_same_run(
+    tmp_path: pathlib.Path, create_ops: FaultyFileOps
+) -> None:
+    async with FileStore(tmp_path, file_ops=create_ops) as store:
+        create_ops.reset()
+        journal = await store.create("r", [started("r")])
+        await journal.aclose()
+        calls = create_ops.calls
+        assert (calls["fsync"], calls["fsync_dir"], calls["link"]) == (1, 1, 1)
+        assert calls["unlink"] == (1 if isinstance(create_ops, NoTmpfileOps) else 0)
+        assert leftovers(tmp_path / "runs") == []
+        [first] = await store.read("r")
+        assert isinstance(first, RunStarted)
+        with pytest.raises(RunExistsError):
+            await store.create("r")
+        assert leftovers(tmp_path / "runs") == []
+
+
+async def test_fsync_dir_failure_during_create(
+    tmp_path: pathlib.Path, create_ops: FaultyFileOps
+) -> None:
+    faults = create_ops
     async with FileStore(tmp_path, file_ops=faults) as store:
         faults.fail("fsync_dir", errno.EIO)
         with pytest.raises(OSError, match="injected") as info:
@@ -416,16 +460,20 @@ async def test_fsync_dir_failure_during_create(tmp_path: pathlib.Path) -> None:
             assert not await store.exists("r")
 
 
-async def test_create_failing_before_link_leaves_no_run(tmp_path: pathlib.Path) -> None:
-    faults = FaultyFileOps()
+async def test_create_failing_before_link_leaves_no_run(
+    tmp_path: pathlib.Path, create_ops: FaultyFileOps
+) -> None:
+    faults = create_ops
     async with FileStore(tmp_path, file_ops=faults) as store:
         faults.fail("fsync", errno.EIO)  # the header's fsync, before the run is linked in
         with pytest.raises(OSError, match="injected"):
             await store.create("r")
         assert await store.list_runs() == []
         assert not await store.exists("r")
-    # A later store removes the creation leftover once it is old enough to be surely stale.
     runs = tmp_path / "runs"
+    if not isinstance(faults, NoTmpfileOps):
+        assert leftovers(runs) == []  # the unnamed file went with its descriptor
+    # A later store removes a temporary name left over once it is old enough to be stale.
     for leftover in runs.iterdir():
         assert leftover.name.startswith(".r.")
         assert leftover.name.endswith(".tmp")
@@ -436,13 +484,15 @@ async def test_create_failing_before_link_leaves_no_run(tmp_path: pathlib.Path) 
         await journal.aclose()
 
 
-async def test_create_can_be_retried_after_a_failure_before_link(tmp_path: pathlib.Path) -> None:
-    faults = FaultyFileOps()
+async def test_create_can_be_retried_after_a_failure_before_link(
+    tmp_path: pathlib.Path, create_ops: FaultyFileOps
+) -> None:
+    faults = create_ops
     async with FileStore(tmp_path, file_ops=faults, sync_threads=1) as store:
         faults.fail("fsync", errno.EIO)
         with pytest.raises(OSError, match="injected"):
             await store.create("r")
-        # The retry runs on a reused worker thread, so its temporary file name is the same one.
+        # The retry runs on a reused worker thread: a temporary name would be the same one.
         journal = await store.create("r")
         assert journal.events == []
         with pytest.raises(RunExistsError):

@@ -62,8 +62,17 @@ class FileOps:
         finally:
             os.close(fd)
 
+    def fsync_dir_fd(self, fd: int, path: str) -> None:
+        """Make the directory entries of ``path``, open as ``fd``, durable."""
+        os.fsync(fd)
+
     def link(self, src: str, dst: str) -> None:
         os.link(src, dst)
+
+    def link_fd(self, fd: int, dir_fd: int, name: str) -> None:
+        """Give the unnamed file open as ``fd`` (``O_TMPFILE``) the name ``name`` in the
+        directory open as ``dir_fd``; ``FileExistsError`` if the name is taken."""
+        os.link(f"/proc/self/fd/{fd}", name, dst_dir_fd=dir_fd, follow_symlinks=True)
 
     def unlink(self, path: str) -> None:
         os.unlink(path)

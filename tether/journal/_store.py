@@ -32,7 +32,7 @@ from ._reader import scan_live
 from ._records import ENCODER, AnyEvent, BlobRef, Event, ToolResult
 from ._redact import Redactor, SecretRedactor
 from ._runid import check_run_id
-from ._writer import Journal, create_file, frame_events, journal_path, open_file
+from ._writer import Journal, create_file, frame_events, journal_path, open_file, open_runs_dir
 
 DEFAULT_BLOB_THRESHOLD = 64 * 1024
 _DEFAULT = object()
@@ -184,6 +184,7 @@ class FileStore:
         self._redact: Redactor | None = SecretRedactor() if redact is _DEFAULT else redact
         self._committer = GroupCommitter(threads=sync_threads)
         self._open: set[Journal] = set()
+        self._dir_fd: int | None = None
         self._entered = False
         self._closed = False
 
@@ -212,6 +213,9 @@ class FileStore:
                         first_error = first_error or exc
             finally:
                 await self._committer.aclose()
+                if self._dir_fd is not None:
+                    self._ops.close(self._dir_fd)
+                    self._dir_fd = None
         if first_error is not None:
             raise first_error
 
@@ -228,6 +232,7 @@ class FileStore:
         for name in os.listdir(self.runs_dir):
             if name.startswith(".") and name.endswith(".tmp"):
                 _remove_stale_tmp(os.path.join(self.runs_dir, name), self._ops)
+        self._dir_fd = open_runs_dir(self.runs_dir, self._ops)
 
     def path(self, run_id: str) -> str:
         """The journal file of ``run_id``."""
@@ -239,7 +244,9 @@ class FileStore:
 
         The run exists durably when this returns: header and first group written with one
         write and one sync before the journal gets its name, then the directory fsync'd. It
-        never exists without those events.
+        never exists without those events, and a creator killed half-way leaves no file
+        (where the filesystem supports ``O_TMPFILE``; elsewhere a temporary file that a later
+        start removes).
 
         Raises:
             InvalidRunIdError: ``run_id`` is not a valid run id.
@@ -251,7 +258,7 @@ class FileStore:
         stamped, group = frame_events(prepared, 0, journal_path(self.runs_dir, run_id))
         first = group if stamped else b""
         file = await self._committer.run(
-            lambda: create_file(self.runs_dir, run_id, self._ops, first)
+            lambda: create_file(self.runs_dir, run_id, self._ops, first, self._dir_fd)
         )
         return self._wrap(run_id, file, stamped)
 

@@ -109,25 +109,28 @@ def journal_path(runs_dir: str, run_id: str) -> str:
     return os.path.join(runs_dir, f"{run_id}.journal")
 
 
-def create_file(runs_dir: str, run_id: str, ops: FileOps, first: bytes = b"") -> JournalFile:
+def create_file(
+    runs_dir: str, run_id: str, ops: FileOps, first: bytes = b"", dir_fd: int | None = None
+) -> JournalFile:
     """Create a run's journal atomically: it appears complete and durable, or not at all.
 
-    The header and ``first`` (a framed group, or nothing) are written and fsync'd in a
-    temporary file, which is then hard-linked to its final name (``link`` fails if the name
+    The header and ``first`` (a framed group, or nothing) are written and fsync'd in a file
+    without a name yet, which is then linked to its final name (``link`` fails if the name
     exists, so two creators cannot both win) and the directory is fsync'd before anything is
     acknowledged. A run created with its first events so costs one file sync, not two.
+
+    With ``dir_fd`` (``runs_dir`` open; see ``open_runs_dir``) the file is an ``O_TMPFILE``:
+    a creator killed before the link leaves nothing behind. Without it, the file starts under
+    a temporary name that is unlinked after the link (a leftover is removed on a later start).
     """
+    if dir_fd is not None:
+        return _create_unnamed(runs_dir, run_id, ops, first, dir_fd)
     path = journal_path(runs_dir, run_id)
     tmp = os.path.join(runs_dir, f".{run_id}.{os.getpid()}.{threading.get_ident()}.tmp")
     fd = ops.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
     tmp_exists = True
     try:
-        if not ops.lock(fd):  # pragma: no cover - a fresh private file cannot be locked
-            raise JournalLockedError(tmp)
-        end = HEADER_SIZE + len(first)
-        alloc_end = end + PREALLOC_MIN
-        ops.write_all(fd, encode_header(run_id) + first + bytes(PREALLOC_MIN), 0)
-        ops.fsync(fd)
+        end, alloc_end = _write_first(fd, run_id, ops, first)
         try:
             ops.link(tmp, path)
         except FileExistsError:
@@ -143,6 +146,55 @@ def create_file(runs_dir: str, run_id: str, ops: FileOps, first: bytes = b"") ->
         ops.close(fd)
         raise
     return JournalFile(path, fd, ops, end, alloc_end)
+
+
+def _create_unnamed(
+    runs_dir: str, run_id: str, ops: FileOps, first: bytes, dir_fd: int
+) -> JournalFile:
+    path = journal_path(runs_dir, run_id)
+    fd = ops.open(runs_dir, os.O_RDWR | O_TMPFILE, 0o644)
+    try:
+        end, alloc_end = _write_first(fd, run_id, ops, first)
+        try:
+            ops.link_fd(fd, dir_fd, os.path.basename(path))
+        except FileExistsError:
+            raise RunExistsError(run_id) from None
+        ops.fsync_dir_fd(dir_fd, runs_dir)
+    except BaseException:
+        ops.close(fd)
+        raise
+    return JournalFile(path, fd, ops, end, alloc_end)
+
+
+def _write_first(fd: int, run_id: str, ops: FileOps, first: bytes) -> tuple[int, int]:
+    """Lock a new file, write its header, ``first`` and preallocated zeros, and fsync it.
+
+    Returns the end of data and the end of the allocated space.
+    """
+    if not ops.lock(fd):  # pragma: no cover - a fresh private file cannot be locked
+        raise JournalLockedError(f"<new journal of {run_id}>")
+    end = HEADER_SIZE + len(first)
+    ops.write_all(fd, encode_header(run_id) + first + bytes(PREALLOC_MIN), 0)
+    ops.fsync(fd)
+    return end, end + PREALLOC_MIN
+
+
+O_TMPFILE: int = getattr(os, "O_TMPFILE", 0)
+
+
+def open_runs_dir(runs_dir: str, ops: FileOps) -> int | None:
+    """``runs_dir`` open for ``create_file``, or ``None`` where unnamed files cannot be made
+    there (no ``O_TMPFILE`` in this OS or filesystem, or no ``/proc/self/fd`` to link one)."""
+    if not O_TMPFILE or not os.path.isdir("/proc/self/fd"):
+        return None
+    dir_fd = ops.open(runs_dir, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        probe = ops.open(runs_dir, os.O_RDWR | O_TMPFILE, 0o644)
+    except OSError:
+        ops.close(dir_fd)
+        return None
+    ops.close(probe)
+    return dir_fd
 
 
 def open_file(runs_dir: str, run_id: str, ops: FileOps) -> tuple[JournalFile, Scan]:

@@ -224,9 +224,17 @@ class FaultyFileOps(FileOps):
         self._enter("fsync_dir", path)
         super().fsync_dir(path)
 
+    def fsync_dir_fd(self, fd: int, path: str) -> None:
+        self._enter("fsync_dir", path)
+        super().fsync_dir_fd(fd, path)
+
     def link(self, src: str, dst: str) -> None:
         self._enter("link", dst)
         super().link(src, dst)
+
+    def link_fd(self, fd: int, dir_fd: int, name: str) -> None:
+        self._enter("link", name)
+        super().link_fd(fd, dir_fd, name)
 
     def unlink(self, path: str) -> None:
         self._enter("unlink", path)
