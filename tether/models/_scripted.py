@@ -237,5 +237,5 @@ class ScriptedModel:
             "type": "tool_use",
             "id": id,
             "name": name,
-            "input": copy.deepcopy(dict(input or {})),
+            "input": deep_copy(dict(input or {})),
         }
