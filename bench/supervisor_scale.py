@@ -27,7 +27,8 @@ What is compared:
   ``synchronous``), invoked with ``durability="sync"`` so that a step is saved before the next
   starts, as tether and DBOS do.
 - ``tether-nosync``: the same as ``tether`` with every ``fdatasync``, ``fsync`` and directory
-  sync replaced by nothing (through the ``FileOps`` seam). Not durable: it measures how fast the
+  sync replaced by nothing (through the ``FileOps`` seam, so on the writer threads even where
+  ``tether`` appends through ``io_uring``). Not durable: it measures how fast the
   supervisor goes when the disk costs nothing, the CPU-bound ceiling of the ``tether`` case on
   the machine at hand.
 - ``dbos``: a DBOS workflow whose model and tool calls are ``@DBOS.step``s, with DBOS's system
@@ -37,8 +38,8 @@ LangGraph and DBOS are imported only when installed (``pip install langgraph
 langgraph-checkpoint-sqlite aiosqlite dbos``); a case whose package is missing is recorded as
 skipped. The plot needs matplotlib, also optional.
 
-Reported per case: wall time, steps/s, fsyncs/s (tether: ``fdatasync`` + ``fsync`` calls
-counted through ``FaultyFileOps``; not counted for the others), peak RSS (``ru_maxrss``), the
+Reported per case: wall time, steps/s, fsyncs/s (tether: ``FileStore.syncs``, the syncs of
+appends plus a file and a directory sync per run created; not counted for the others), peak RSS (``ru_maxrss``), the
 RSS above the case's starting point per run in flight when the most runs were in flight, and
 the most descriptors open at once. The ``parked`` cases start runs whose first tool needs
 approval, wait until every run waits for a person, and measure what the parked runs hold: RSS
@@ -337,9 +338,8 @@ class NoSyncOps(FaultyFileOps):
 
 
 async def case_tether(res: CaseResult, root: Path, *, sync: bool = True) -> None:
-    ops = FaultyFileOps() if sync else NoSyncOps()
     model = SlowModel(res.latency_ms / 1000)
-    store = tether.FileStore(root, redact=None, file_ops=ops)
+    store = tether.FileStore(root, redact=None, file_ops=None if sync else NoSyncOps())
     sampler = Sampler()
     async with tether.Supervisor(
         store, model=model, tools=tether_tools(approval_first=False), sweep_interval=None
@@ -352,14 +352,13 @@ async def case_tether(res: CaseResult, root: Path, *, sync: bool = True) -> None
             await sup.start(run_id, f"job {i}")
             done.append(await sup.wait(run_id))
 
-        syncs0 = ops.calls["fdatasync"] + ops.calls["fsync"]
+        syncs0 = store.syncs
         with sampler.running():
             t0 = time.perf_counter()
             await fan_out(res.runs, one, sampler)
             res.wall_s = time.perf_counter() - t0
-        calls = ops.calls
-        res.fsyncs = calls["fdatasync"] + calls["fsync"] - syncs0
-        res.notes.append(f"fsync_dir calls: {calls['fsync_dir']}")
+        res.fsyncs = store.syncs - syncs0 if sync else 0
+        res.notes.append("io_uring" if store.uses_io_uring else "writer threads")
     res.completed = sum(1 for s in done if s is tether.RunStatus.DONE)
     res.steps = model.calls + TOOL_CALLS * res.completed
     _copy_sampler(res, sampler)

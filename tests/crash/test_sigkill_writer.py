@@ -47,13 +47,33 @@ BUDGET_S = 50.0
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
 
-def _spawn(mode: str, root: pathlib.Path, seed: int = 0) -> subprocess.Popen[bytes]:
+def _spawn(
+    mode: str, root: pathlib.Path, seed: int = 0, *, io_uring: bool = True
+) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [sys.executable, str(PROC), mode, str(root), RUN, str(seed)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        env={**os.environ, "TETHER_IO_URING": "1" if io_uring else "0"},
     )
+
+
+def _ring_available(tmp_path: pathlib.Path) -> bool:
+    async def probe() -> bool:
+        async with FileStore(tmp_path / "probe") as store:
+            return store.uses_io_uring
+
+    return anyio.run(probe)
+
+
+@pytest.fixture(params=["io_uring", "threads"])
+def io_uring(request: pytest.FixtureRequest, tmp_path: pathlib.Path) -> bool:
+    """Each way appends reach the disk: through io_uring (where the kernel allows it) and
+    through the writer threads. The children inherit the choice through the environment."""
+    if request.param == "io_uring" and not _ring_available(tmp_path):
+        pytest.skip("io_uring is not available here")
+    return bool(request.param == "io_uring")
 
 
 def _line(proc: subprocess.Popen[bytes]) -> str:
@@ -100,7 +120,9 @@ def _call_id(event: AnyEvent) -> str:
     return call_id
 
 
-def test_sigkill_at_random_moments_loses_no_acknowledged_event(tmp_path: pathlib.Path) -> None:
+def test_sigkill_at_random_moments_loses_no_acknowledged_event(
+    tmp_path: pathlib.Path, io_uring: bool
+) -> None:
     root = tmp_path / "store"
     known = _create(root)  # every event seen on disk so far, in order
     path = root / "runs" / f"{RUN}.journal"
@@ -111,10 +133,10 @@ def test_sigkill_at_random_moments_loses_no_acknowledged_event(tmp_path: pathlib
     torn_seen = 0  # checks that found a torn tail (left by a kill, or planted and not yet cut)
     planted_tails = 0
     started = time.monotonic()
-    ahead = _spawn("append", root, seed=0)  # the next child, its interpreter already starting
+    ahead = _spawn("append", root, seed=0, io_uring=io_uring)  # the next child, already starting
     try:
         for round_ in range(ROUNDS):
-            proc, ahead = ahead, _spawn("append", root, seed=round_ + 1)
+            proc, ahead = ahead, _spawn("append", root, seed=round_ + 1, io_uring=io_uring)
             assert proc.stdin is not None
             lines: list[str] = []
             proc.stdin.write(b"go\n")

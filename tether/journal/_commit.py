@@ -19,6 +19,10 @@ the filesystem merge their flushes.
 
 A failed write or sync is remembered on the journal (``failed``) and every later group of that
 journal fails with the same error without touching the disk: fsync is never retried.
+
+Where ``io_uring`` is available and wanted, appends bypass the threads: the event loop hands
+each journal's pending groups to the ring (``_uring``) under the same rules, and the threads
+only open, create and close journals.
 """
 
 from __future__ import annotations
@@ -32,17 +36,28 @@ from typing import Any, Protocol, TypeVar, final
 
 import anyio
 
+from ._uring import Ring, open_ring
+
 
 class CommitTarget(Protocol):
     """The thread-side half of one open journal."""
 
     lock: threading.Lock
+    fd: int
     pending: list[_Pending]
     scheduled: bool
     failed: BaseException | None
 
     def write_batch(self, data: bytes) -> None:
         """Write ``data`` (whole framed groups) and make it durable; raise on any failure."""
+        ...
+
+    def plan_write(self, data: bytes) -> tuple[bytes, int, int]:
+        """``data`` with any preallocation zeros, its file offset, and the new allocated end."""
+        ...
+
+    def written(self, end: int, alloc_end: int) -> None:
+        """Record that everything up to ``end`` is durable and space up to ``alloc_end``."""
         ...
 
 
@@ -75,10 +90,12 @@ class GroupCommitter:
         threads: how many journals may sync at the same time.
     """
 
-    def __init__(self, *, threads: int = 16) -> None:
+    def __init__(self, *, threads: int = 16, io_uring: bool = False) -> None:
         if threads < 1:
             raise ValueError("threads must be at least 1")
         self._nthreads = threads
+        self._want_ring = io_uring
+        self._ring: Ring | None = None
         self._ready: queue.SimpleQueue[CommitTarget | _Job | None] = queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -86,6 +103,7 @@ class GroupCommitter:
         self._done: list[_Completion] = []
         self._wake_pending = False
         self._closed = False
+        self._syncs = 0
 
     async def __aenter__(self) -> GroupCommitter:
         self.start()
@@ -99,6 +117,8 @@ class GroupCommitter:
         if self._loop is not None:
             return
         self._loop = asyncio.get_running_loop()
+        if self._want_ring:
+            self._ring = open_ring(self._deliver, workers=self._nthreads)
         for i in range(self._nthreads):
             t = threading.Thread(target=self._work, name=f"tether-journal-{i}", daemon=True)
             t.start()
@@ -116,7 +136,19 @@ class GroupCommitter:
             self._ready.put(None)
         threads, self._threads = self._threads, []
         with anyio.CancelScope(shield=True):
+            if self._ring is not None:
+                await self._ring.aclose()
             await anyio.to_thread.run_sync(_join_all, threads)
+
+    @property
+    def syncs(self) -> int:
+        """How many batches have been written and synced (by threads and ring together)."""
+        return self._syncs + (self._ring.syncs if self._ring is not None else 0)
+
+    @property
+    def uses_io_uring(self) -> bool:
+        """Whether appends go through ``io_uring`` (else through the writer threads)."""
+        return self._ring is not None
 
     def submit(self, target: CommitTarget, group: bytes, settle: Settle) -> asyncio.Future[None]:
         """Queue one framed group for ``target``.
@@ -128,6 +160,12 @@ class GroupCommitter:
         if self._loop is None or self._closed:
             raise RuntimeError("the group committer is not running")
         fut: asyncio.Future[None] = self._loop.create_future()
+        if self._ring is not None:  # everything happens on the loop: no lock needed
+            target.pending.append((group, fut, settle))
+            if not target.scheduled:
+                target.scheduled = True
+                self._ring.start(target)
+            return fut
         with target.lock:
             target.pending.append((group, fut, settle))
             if target.scheduled:
@@ -188,6 +226,7 @@ class GroupCommitter:
                 except BaseException as exc:  # every failure poisons the journal
                     target.failed = error = exc
             done: list[_Completion] = [(fut, settle, error, None) for _, fut, settle in batch]
+            synced = error is None
             with target.lock:
                 idle = not target.pending
                 if idle:
@@ -195,16 +234,17 @@ class GroupCommitter:
             if idle:
                 # Waking the loop is the last thing before this thread blocks again, so the loop
                 # does not wake only to wait for the GIL.
-                self._complete(done)
+                self._complete(done, synced)
                 return
             if not self._ready.empty() and not self._closed:
                 self._ready.put(target)
-                self._complete(done)
+                self._complete(done, synced)
                 return
-            self._complete(done)
+            self._complete(done, synced)
 
-    def _complete(self, items: list[_Completion]) -> None:
+    def _complete(self, items: list[_Completion], synced: bool = False) -> None:
         with self._done_lock:
+            self._syncs += synced
             self._done.extend(items)
             if self._wake_pending:
                 return
@@ -213,6 +253,17 @@ class GroupCommitter:
         assert loop is not None
         with contextlib.suppress(RuntimeError):  # a closed loop: nobody is waiting any more
             loop.call_soon_threadsafe(self._drain)
+
+    def _deliver(self, target: object, batch: list[_Pending], error: BaseException | None) -> None:
+        """Tell the outcome of a ring's batch, as ``_drain`` does for the threads'."""
+        for _, fut, settle in batch:
+            settle(error)
+            if fut.done():
+                continue
+            if error is None:
+                fut.set_result(None)
+            else:
+                fut.set_exception(error)
 
     def _drain(self) -> None:
         with self._done_lock:

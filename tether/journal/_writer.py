@@ -64,22 +64,27 @@ class JournalFile:
         self.failed: BaseException | None = None
         self.syncs = 0
 
-    def write_batch(self, data: bytes) -> None:
+    def plan_write(self, data: bytes) -> tuple[bytes, int, int]:
+        """What to write for ``data``: the bytes (with zeros ahead when the preallocated space
+        runs out), where, and the allocated end once written."""
         need = self.end + len(data)
-        if need > self.alloc_end:
-            if len(data) >= LARGE_WRITE:
-                new_alloc = need
-            else:
-                grow = min(max(self.alloc_end - HEADER_SIZE, PREALLOC_MIN), PREALLOC_MAX)
-                new_alloc = need + grow
-            data += bytes(new_alloc - need)
-            self.ops.write_all(self.fd, data, self.end)
-            self.alloc_end = new_alloc
-        else:
-            self.ops.write_all(self.fd, data, self.end)
-        self.ops.fdatasync(self.fd)
+        if need <= self.alloc_end:
+            return data, self.end, self.alloc_end
+        if len(data) >= LARGE_WRITE:
+            return data, self.end, need
+        grow = min(max(self.alloc_end - HEADER_SIZE, PREALLOC_MIN), PREALLOC_MAX)
+        return data + bytes(grow), self.end, need + grow
+
+    def written(self, end: int, alloc_end: int) -> None:
+        self.end = end
+        self.alloc_end = alloc_end
         self.syncs += 1
-        self.end = need
+
+    def write_batch(self, data: bytes) -> None:
+        buf, offset, alloc_end = self.plan_write(data)
+        self.ops.write_all(self.fd, buf, offset)
+        self.ops.fdatasync(self.fd)
+        self.written(offset + len(data), alloc_end)
 
     def close(self, *, trim: bool) -> None:
         """Trim the preallocated zeros when ``trim`` and healthy, then close.

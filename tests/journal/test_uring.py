@@ -1,0 +1,146 @@
+"""Appends through io_uring: the same journal as through the writer threads, failures included.
+
+Skipped where the kernel (or the platform) gives no ring. The SIGKILL matrix in
+``tests/crash/test_sigkill_writer.py`` runs over both paths.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import random
+
+import anyio
+import pytest
+
+from tether import JournalBrokenError
+from tether.journal import FileStore, Journal, ToolResult, verify_file
+from tether.journal._uring import Ring
+from tether.testing import FaultyFileOps
+
+
+async def ring_store(root: pathlib.Path) -> FileStore:
+    store = FileStore(root, redact=None)
+    await store.__aenter__()
+    if not store.uses_io_uring:
+        await store.aclose()
+        pytest.skip("io_uring is not available here")
+    return store
+
+
+def results(prefix: str, sizes: list[int]) -> list[ToolResult]:
+    return [
+        ToolResult(call_id=f"{prefix}-{i}", ok=True, content="x" * n) for i, n in enumerate(sizes)
+    ]
+
+
+async def test_concurrent_appends_to_many_journals_read_back_in_order(
+    tmp_path: pathlib.Path,
+) -> None:
+    rng = random.Random(7)
+    store = await ring_store(tmp_path)
+    written: dict[str, list[str]] = {}
+    try:
+        journals = [await store.create(f"r{i}") for i in range(20)]
+
+        async def writer(journal: Journal) -> None:
+            for k in range(15):  # small groups, and some past the preallocated space at once
+                sizes = [rng.choice([0, 10, 3000, 70_000]) for _ in range(rng.randint(1, 3))]
+                stamped = await journal.append(results(f"{journal.run_id}.{k}", sizes))
+                ids = [e.call_id for e in stamped if isinstance(e, ToolResult)]
+                written.setdefault(journal.run_id, []).extend(ids)
+
+        async with anyio.create_task_group() as tg:
+            for journal in journals:
+                for _ in range(2):  # two appenders per journal: groups share a batch
+                    tg.start_soon(writer, journal)
+        assert store.syncs >= 20
+        for journal in journals:
+            await journal.aclose()
+    finally:
+        await store.aclose()
+    async with FileStore(tmp_path, io_uring=False) as store:
+        for run_id, call_ids in written.items():
+            events = await store.read(run_id)
+            assert [e.seq for e in events] == list(range(len(events)))
+            assert sorted(str(getattr(e, "call_id", "")) for e in events) == sorted(call_ids)
+    for path in (tmp_path / "runs").glob("*.journal"):
+        verify_file(str(path))
+
+
+async def test_a_short_write_is_finished_and_synced(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The kernel may write less than asked; the rest goes out in a new write+sync pair."""
+    original = Ring._push
+    cut = {"count": 0}
+
+    def push_short(
+        self: Ring,
+        opcode: int,
+        fd: int,
+        flags: int,
+        user_data: int,
+        off: int,
+        addr: int,
+        length: int,
+        op_flags: int,
+    ) -> None:
+        if opcode == 23 and length > 1000:  # ask the kernel for fewer bytes than the batch
+            cut["count"] += 1
+            length = 1000
+        original(self, opcode, fd, flags, user_data, off, addr, length, op_flags)
+
+    monkeypatch.setattr(Ring, "_push", push_short)
+    store = await ring_store(tmp_path)
+    try:
+        journal = await store.create("r")
+        stamped = await journal.append(results("big", [5000, 2500]))
+        assert [e.seq for e in stamped] == [0, 1]
+        assert cut["count"] > 1  # several rounds of 1,000 bytes
+        await journal.aclose()
+    finally:
+        await store.aclose()
+    async with FileStore(tmp_path) as store:
+        events = await store.read("r")
+    assert [len(str(e.content)) for e in events if isinstance(e, ToolResult)] == [5000, 2500]
+
+
+async def test_a_failed_write_poisons_only_its_journal(tmp_path: pathlib.Path) -> None:
+    store = await ring_store(tmp_path)
+    try:
+        bad = await store.create("bad")
+        good = await store.create("good")
+        await bad.append(results("a", [10]))
+        # Put a read-only descriptor where the journal's is: the kernel's write gets EBADF.
+        readonly = os.open(os.devnull, os.O_RDONLY)
+        try:
+            os.dup2(readonly, bad._file.fd)
+        finally:
+            os.close(readonly)
+        with pytest.raises(JournalBrokenError) as info:
+            await bad.append(results("b", [10]))
+        assert isinstance(info.value.__cause__, OSError)
+        assert "io_uring write" in str(info.value.__cause__)
+        with pytest.raises(JournalBrokenError):  # never retried, never written
+            await bad.append(results("c", [10]))
+        assert bad.broken
+        assert [e.call_id for e in bad.events if isinstance(e, ToolResult)] == ["a-0"]
+        await good.append(results("g", [10, 20]))  # the other journal goes on
+        assert len(good.events) == 2
+        await bad.aclose()
+        await good.aclose()
+    finally:
+        await store.aclose()
+
+
+async def test_threads_when_asked_or_when_file_ops_are_custom(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with FileStore(tmp_path / "a", io_uring=False) as store:
+        assert not store.uses_io_uring
+    async with FileStore(tmp_path / "b", file_ops=FaultyFileOps()) as store:
+        assert not store.uses_io_uring  # injected faults must reach every write and sync
+    monkeypatch.setenv("TETHER_IO_URING", "0")
+    async with FileStore(tmp_path / "c") as store:
+        assert not store.uses_io_uring

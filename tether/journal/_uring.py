@@ -1,0 +1,408 @@
+"""Appends through Linux ``io_uring``: a write and an ``fdatasync`` per batch, no writer thread.
+
+With writer threads, every durable append costs two thread wake-ups (loop to thread, thread
+to loop), and the threads contend with the event loop for the GIL. Here the event loop itself
+queues a linked pair of requests per journal (``WRITE`` then ``FSYNC`` with
+``IORING_FSYNC_DATASYNC``), submits every journal's pairs with one ``io_uring_enter`` per loop
+iteration, and reaps the completions when the kernel signals an ``eventfd`` the loop watches.
+The kernel's own workers do the blocking part.
+
+Kept as with the threads (``_commit``): per journal, one batch in flight at a time, so writes
+stay in ``seq`` order, and groups that arrive meanwhile ride the next batch; a failed write or
+sync poisons the journal, and every later group fails without touching the disk.
+
+A short write breaks the link (the kernel cancels the sync): the rest is written and synced by
+a new pair. At most ``MAX_IN_FLIGHT`` pairs are in the kernel at once, well below the
+completion queue's size, so no completion is ever dropped; journals beyond that wait in turn.
+
+Only used on x86-64 Linux: the shared ring indices are read and written through ``ctypes``
+without explicit barriers, which that architecture's ordering of plain loads and stores makes
+safe (and nothing else here relies on). Elsewhere, or where the kernel refuses a ring
+(``kernel.io_uring_disabled``, seccomp, an old kernel), ``open_ring`` returns ``None`` and the
+threads do the work.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import errno
+import mmap
+import os
+import platform
+import sys
+from collections import deque
+from collections.abc import Callable
+from typing import Protocol, final
+
+_SYS_SETUP, _SYS_ENTER, _SYS_REGISTER = 425, 426, 427
+_OP_FSYNC, _OP_WRITE = 3, 23
+_IOSQE_IO_LINK = 1 << 2
+_FSYNC_DATASYNC = 1
+_REGISTER_EVENTFD = 4
+_REGISTER_IOWQ_MAX_WORKERS = 19
+_OFF_SQES = 0x10000000
+_FEAT_SINGLE_MMAP = 1
+
+ENTRIES = 256
+MAX_IN_FLIGHT = 192
+"""Write+sync pairs in the kernel at once: 384 completions at most, below the queue's 512."""
+
+
+class _SqOffsets(ctypes.Structure):
+    _fields_ = [
+        ("head", ctypes.c_uint32),
+        ("tail", ctypes.c_uint32),
+        ("ring_mask", ctypes.c_uint32),
+        ("ring_entries", ctypes.c_uint32),
+        ("flags", ctypes.c_uint32),
+        ("dropped", ctypes.c_uint32),
+        ("array", ctypes.c_uint32),
+        ("resv1", ctypes.c_uint32),
+        ("user_addr", ctypes.c_uint64),
+    ]
+
+
+class _CqOffsets(ctypes.Structure):
+    _fields_ = [
+        ("head", ctypes.c_uint32),
+        ("tail", ctypes.c_uint32),
+        ("ring_mask", ctypes.c_uint32),
+        ("ring_entries", ctypes.c_uint32),
+        ("overflow", ctypes.c_uint32),
+        ("cqes", ctypes.c_uint32),
+        ("flags", ctypes.c_uint32),
+        ("resv1", ctypes.c_uint32),
+        ("user_addr", ctypes.c_uint64),
+    ]
+
+
+class _Params(ctypes.Structure):
+    _fields_ = [
+        ("sq_entries", ctypes.c_uint32),
+        ("cq_entries", ctypes.c_uint32),
+        ("flags", ctypes.c_uint32),
+        ("sq_thread_cpu", ctypes.c_uint32),
+        ("sq_thread_idle", ctypes.c_uint32),
+        ("features", ctypes.c_uint32),
+        ("wq_fd", ctypes.c_uint32),
+        ("resv", ctypes.c_uint32 * 3),
+        ("sq_off", _SqOffsets),
+        ("cq_off", _CqOffsets),
+    ]
+
+
+class _Sqe(ctypes.Structure):
+    _fields_ = [
+        ("opcode", ctypes.c_uint8),
+        ("flags", ctypes.c_uint8),
+        ("ioprio", ctypes.c_uint16),
+        ("fd", ctypes.c_int32),
+        ("off", ctypes.c_uint64),
+        ("addr", ctypes.c_uint64),
+        ("len", ctypes.c_uint32),
+        ("op_flags", ctypes.c_uint32),
+        ("user_data", ctypes.c_uint64),
+        ("pad", ctypes.c_uint64 * 3),
+    ]
+
+
+class _Cqe(ctypes.Structure):
+    _fields_ = [("user_data", ctypes.c_uint64), ("res", ctypes.c_int32), ("flags", ctypes.c_uint32)]
+
+
+class RingTarget(Protocol):
+    """The thread-side half of one open journal, as the ring needs it."""
+
+    fd: int
+    pending: list[tuple[bytes, asyncio.Future[None], Callable[[BaseException | None], None]]]
+    scheduled: bool
+    failed: BaseException | None
+
+    def plan_write(self, data: bytes) -> tuple[bytes, int, int]:
+        """``data`` with any preallocation zeros, its file offset, and the new allocated end."""
+        ...
+
+    def written(self, end: int, alloc_end: int) -> None:
+        """Record that everything up to ``end`` is durable and space up to ``alloc_end``."""
+        ...
+
+
+_Batch = list[tuple[bytes, asyncio.Future[None], Callable[[BaseException | None], None]]]
+Deliver = Callable[[RingTarget, _Batch, BaseException | None], None]
+
+
+@final
+class _Pair:
+    """One write+sync pair in the kernel, for one batch of one journal."""
+
+    __slots__ = ("batch", "buf", "end", "fres", "new_alloc", "offset", "target", "wres")
+
+    def __init__(
+        self, target: RingTarget, batch: _Batch, buf: bytes, offset: int, end: int, new_alloc: int
+    ) -> None:
+        self.target = target
+        self.batch = batch
+        self.buf = buf  # kept alive until both completions are in
+        self.offset = offset
+        self.end = end  # of the data; ``buf`` may go on with preallocation zeros
+        self.new_alloc = new_alloc
+        self.wres: int | None = None
+        self.fres: int | None = None
+
+
+def _check(result: int, what: str) -> int:
+    if result < 0:
+        code = ctypes.get_errno()
+        raise OSError(code, f"{what}: {os.strerror(code)}")
+    return result
+
+
+@final
+class Ring:
+    """An ``io_uring`` instance driven from the event loop. Create with ``open_ring``."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, deliver: Deliver, workers: int) -> None:
+        self._libc = ctypes.CDLL(None, use_errno=True)
+        self._libc.syscall.restype = ctypes.c_long
+        params = _Params()
+        self.fd = _check(
+            self._libc.syscall(_SYS_SETUP, ENTRIES, ctypes.byref(params)), "io_uring_setup"
+        )
+        try:
+            self._map(params)
+            self._efd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+            efd = ctypes.c_int(self._efd)
+            _check(
+                self._libc.syscall(_SYS_REGISTER, self.fd, _REGISTER_EVENTFD, ctypes.byref(efd), 1),
+                "io_uring_register(eventfd)",
+            )
+            # The kernel's workers do the syncs; by default it allows 4 per CPU at once.
+            limits = (ctypes.c_uint32 * 2)(workers, 0)
+            with contextlib.suppress(OSError):  # older kernels: keep their default
+                _check(
+                    self._libc.syscall(
+                        _SYS_REGISTER, self.fd, _REGISTER_IOWQ_MAX_WORKERS, limits, 2
+                    ),
+                    "io_uring_register(max workers)",
+                )
+        except BaseException:
+            self._unmap()
+            raise
+        self._loop = loop
+        self._deliver = deliver
+        self._pairs: dict[int, _Pair] = {}
+        self._next_id = 1
+        self._waiting: deque[RingTarget] = deque()
+        self._unsubmitted = 0
+        self._flush_scheduled = False
+        self._drained: asyncio.Future[None] | None = None
+        self._broken: OSError | None = None
+        self.syncs = 0
+        loop.add_reader(self._efd, self._reap)
+
+    def _map(self, p: _Params) -> None:
+        self._sq_map: mmap.mmap | None = None
+        self._sqe_map: mmap.mmap | None = None
+        self._efd = -1
+        if not p.features & _FEAT_SINGLE_MMAP:
+            raise OSError(errno.ENOSYS, "io_uring without IORING_FEAT_SINGLE_MMAP")
+        size = max(p.sq_off.array + p.sq_entries * 4, p.cq_off.cqes + p.cq_entries * 16)
+        prot, flags = mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_SHARED | mmap.MAP_POPULATE
+        self._sq_map = mmap.mmap(self.fd, size, flags, prot, offset=0)
+        self._sqe_map = mmap.mmap(self.fd, p.sq_entries * 64, flags, prot, offset=_OFF_SQES)
+        base = ctypes.addressof(ctypes.c_char.from_buffer(self._sq_map))
+        self._base_ref = ctypes.c_char.from_buffer(self._sq_map)  # pins the mapping's buffer
+
+        def u32(off: int) -> ctypes.c_uint32:
+            return ctypes.c_uint32.from_address(base + off)
+
+        self._sq_head, self._sq_tail = u32(p.sq_off.head), u32(p.sq_off.tail)
+        self._sq_mask = u32(p.sq_off.ring_mask).value
+        self._sq_entries = p.sq_entries
+        self._sq_array = (ctypes.c_uint32 * p.sq_entries).from_address(base + p.sq_off.array)
+        self._sqes = (_Sqe * p.sq_entries).from_buffer(self._sqe_map)
+        self._cq_head, self._cq_tail = u32(p.cq_off.head), u32(p.cq_off.tail)
+        self._cq_mask = u32(p.cq_off.ring_mask).value
+        self._cqes = (_Cqe * p.cq_entries).from_address(base + p.cq_off.cqes)
+
+    def _unmap(self) -> None:
+        for name in ("_sqes", "_sq_array", "_cqes", "_base_ref"):
+            if hasattr(self, name):
+                delattr(self, name)  # ctypes views must go before their mappings close
+        for m in (getattr(self, "_sqe_map", None), getattr(self, "_sq_map", None)):
+            if m is not None:
+                m.close()
+        if getattr(self, "_efd", -1) >= 0:
+            os.close(self._efd)
+            self._efd = -1
+        os.close(self.fd)
+
+    # --- the loop side ---------------------------------------------------------------------
+
+    def start(self, target: RingTarget) -> None:
+        """Send ``target``'s pending groups to the kernel (or queue it while the ring is full).
+
+        The caller has set ``target.scheduled``; it stays set until the journal has nothing
+        pending and nothing in flight.
+        """
+        if len(self._pairs) >= MAX_IN_FLIGHT and self._broken is None:
+            self._waiting.append(target)
+            return
+        batch, target.pending = target.pending, []
+        error = target.failed or self._broken
+        if error is not None:  # poisoned: fail without touching the disk
+            self._finish(target, batch, error)
+            return
+        data = batch[0][0] if len(batch) == 1 else b"".join(g for g, _, _ in batch)
+        buf, offset, new_alloc = target.plan_write(data)
+        self._send(_Pair(target, batch, buf, offset, offset + len(data), new_alloc))
+
+    def _send(self, pair: _Pair) -> None:
+        """Queue a write of ``pair.buf`` at ``pair.offset``, linked to a sync of the file."""
+        if self._sq_tail.value - self._sq_head.value + 2 > self._sq_entries:
+            self._submit()  # room for the pair: the kernel takes what is queued
+        pid = self._next_id
+        self._next_id += 1
+        self._pairs[pid] = pair
+        pair.wres = pair.fres = None
+        addr = ctypes.cast(ctypes.c_char_p(pair.buf), ctypes.c_void_p).value or 0
+        fd = pair.target.fd
+        self._push(_OP_WRITE, fd, _IOSQE_IO_LINK, pid << 1, pair.offset, addr, len(pair.buf), 0)
+        self._push(_OP_FSYNC, fd, 0, (pid << 1) | 1, 0, 0, 0, _FSYNC_DATASYNC)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)
+
+    def _push(
+        self,
+        opcode: int,
+        fd: int,
+        flags: int,
+        user_data: int,
+        off: int,
+        addr: int,
+        length: int,
+        op_flags: int,
+    ) -> None:
+        tail = self._sq_tail.value
+        index = tail & self._sq_mask
+        sqe = self._sqes[index]
+        ctypes.memset(ctypes.addressof(sqe), 0, 64)
+        sqe.opcode, sqe.flags, sqe.fd = opcode, flags, fd
+        sqe.off, sqe.addr, sqe.len = off, addr, length
+        sqe.op_flags, sqe.user_data = op_flags, user_data
+        self._sq_array[index] = index
+        self._sq_tail.value = tail + 1  # a plain store, ordered after the SQE's on x86-64
+        self._unsubmitted += 1
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        self._submit()
+
+    def _submit(self) -> None:
+        while self._unsubmitted:
+            n = self._libc.syscall(_SYS_ENTER, self.fd, self._unsubmitted, 0, 0, None, 0)
+            if n >= 0:
+                self._unsubmitted -= n
+                continue
+            code = ctypes.get_errno()
+            if code in (errno.EINTR,):
+                continue
+            if code in (errno.EAGAIN, errno.EBUSY):  # kernel short of memory or CQ space
+                if not self._flush_scheduled:
+                    self._flush_scheduled = True
+                    self._loop.call_later(0.001, self._flush)
+                return
+            self._fail_everything(OSError(code, f"io_uring_enter: {os.strerror(code)}"))
+            return
+
+    def _reap(self) -> None:
+        with contextlib.suppress(BlockingIOError):
+            os.eventfd_read(self._efd)
+        head = self._cq_head.value
+        while head != self._cq_tail.value:
+            cqe = self._cqes[head & self._cq_mask]
+            user_data, res = cqe.user_data, cqe.res
+            head += 1
+            self._cq_head.value = head  # hand the slot back before acting on it
+            pair = self._pairs.get(user_data >> 1)
+            if pair is None:
+                continue
+            if user_data & 1:
+                pair.fres = res
+            else:
+                pair.wres = res
+            if pair.wres is not None and pair.fres is not None:
+                del self._pairs[user_data >> 1]
+                self._settle(pair)
+        while self._waiting and len(self._pairs) < MAX_IN_FLIGHT:
+            self.start(self._waiting.popleft())
+        if not self._pairs and self._drained is not None and not self._drained.done():
+            self._drained.set_result(None)
+
+    def _settle(self, pair: _Pair) -> None:
+        wres, fres = pair.wres or 0, pair.fres or 0
+        if wres < 0:
+            self._finish(pair.target, pair.batch, _os_error(-wres, "write"))
+            return
+        if wres < len(pair.buf):  # short: the kernel cancelled the sync; write the rest
+            if wres == 0:
+                self._finish(pair.target, pair.batch, _os_error(errno.EIO, "write"))
+                return
+            pair.buf = pair.buf[wres:]
+            pair.offset += wres
+            self._send(pair)
+            return
+        if fres < 0:
+            self._finish(pair.target, pair.batch, _os_error(-fres, "fdatasync"))
+            return
+        self.syncs += 1
+        pair.target.written(pair.end, pair.new_alloc)
+        self._finish(pair.target, pair.batch, None)
+
+    def _finish(self, target: RingTarget, batch: _Batch, error: BaseException | None) -> None:
+        if error is not None and target.failed is None:
+            target.failed = error
+        self._deliver(target, batch, error)
+        if target.pending:
+            self.start(target)
+        else:
+            target.scheduled = False
+
+    def _fail_everything(self, error: OSError) -> None:
+        """The ring itself failed: every journal in it, and every later batch, fails."""
+        self._broken = error
+        pairs, self._pairs = list(self._pairs.values()), {}
+        waiting, self._waiting = list(self._waiting), deque()
+        for pair in pairs:
+            self._finish(pair.target, pair.batch, error)
+        for target in waiting:
+            self.start(target)
+        if self._drained is not None and not self._drained.done():
+            self._drained.set_result(None)
+
+    async def aclose(self) -> None:
+        """Wait for every pair in the kernel, then release the ring."""
+        if self._pairs or self._waiting:
+            self._drained = self._loop.create_future()
+            await asyncio.shield(self._drained)
+        self._loop.remove_reader(self._efd)
+        self._unmap()
+
+
+def _os_error(code: int, what: str) -> OSError:
+    return OSError(code, f"{os.strerror(code)} (io_uring {what})")
+
+
+def open_ring(deliver: Deliver, workers: int) -> Ring | None:
+    """A ring bound to the running loop, or ``None`` where ``io_uring`` cannot be used."""
+    if sys.platform != "linux" or platform.machine() not in ("x86_64", "AMD64"):
+        return None
+    if os.environ.get("TETHER_IO_URING", "1") == "0":
+        return None
+    try:
+        return Ring(asyncio.get_running_loop(), deliver, workers)
+    except OSError:
+        return None
