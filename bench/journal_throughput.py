@@ -12,7 +12,9 @@ What is compared:
 
 - ``tether``: ``Journal.append`` through the async API, one event per record, for several record
   sizes and group sizes (events per ``append``), one journal with many appender tasks, and many
-  journals appended concurrently (one task each).
+  journals appended concurrently (one task each). Appends go through ``io_uring`` where the
+  kernel allows it (``FileStore``'s default).
+- ``tether-threads``: the same appends with ``io_uring=False``, through the writer threads.
 - ``plain``: ``os.write`` + ``os.fdatasync`` per record on a growing ``O_APPEND`` file, one
   thread per file: the cost of durability with no framing, checksums or event loop.
 - ``aiofiles``: ``write`` + ``flush`` + ``fdatasync`` per record, each hop through the
@@ -70,7 +72,7 @@ PLAIN_THREADS = (16, 64)
 SQLITE_WRITERS = (1, 16)
 APPENDERS_ON_ONE_JOURNAL = 16
 
-Kind = Literal["tether", "plain", "aiofiles", "sqlite", "handoff"]
+Kind = Literal["tether", "tether-threads", "plain", "aiofiles", "sqlite", "handoff"]
 
 
 # --- what to measure -----------------------------------------------------------------------------
@@ -176,6 +178,7 @@ def build_cases() -> list[Case]:
     """Every case, in an order that keeps the two sides of each comparison next to each other."""
     one_k = [
         Case("tether", KiB),
+        Case("tether-threads", KiB),
         Case("plain", KiB),
         Case("aiofiles", KiB),
         Case("tether", KiB, appenders=APPENDERS_ON_ONE_JOURNAL),
@@ -196,6 +199,7 @@ def build_cases() -> list[Case]:
         for n in JOURNAL_COUNTS[1:]
         for c in (
             Case("tether", KiB, writers=n),
+            *([Case("tether-threads", KiB, writers=n)] if n in PLAIN_THREADS else []),
             *([Case("plain", KiB, writers=n)] if n in PLAIN_THREADS else []),
             *([Case("handoff", KiB, writers=n)] if n in PLAIN_THREADS else []),
             *([Case("sqlite", KiB, writers=n)] if n in SQLITE_WRITERS else []),
@@ -242,6 +246,12 @@ def build_ratios() -> list[Ratio]:
             Case("sqlite", KiB, writers=16),
         ),
         Ratio("1 journal vs bare thread hand-off", tether_1k, Case("handoff", KiB)),
+        Ratio("1 journal: io_uring vs writer threads", tether_1k, Case("tether-threads", KiB)),
+        Ratio(
+            "64 journals: io_uring vs writer threads",
+            Case("tether", KiB, writers=64),
+            Case("tether-threads", KiB, writers=64),
+        ),
         Ratio(
             "64 journals vs 64 bare hand-off threads",
             Case("tether", KiB, writers=64),
@@ -366,7 +376,8 @@ def tool_result(size: int) -> ToolResult:
 
 async def measure_tether(case: Case, root: Path, window: Window) -> Sample:
     redact = SecretRedactor() if case.redact else None
-    async with FileStore(root, redact=redact, blob_threshold=1 << 30) as store:
+    ring = case.kind == "tether"  # "tether-threads": appends on the writer threads
+    async with FileStore(root, redact=redact, blob_threshold=1 << 30, io_uring=ring) as store:
         journals = [await store.create(f"run-{i}") for i in range(case.writers)]
         group = [tool_result(case.record_size)] * case.group
         steps = [
@@ -521,7 +532,7 @@ def measure(case: Case, root: Path, window: Window) -> Sample:
     """Run one case in a fresh directory under ``root`` and remove the directory afterwards."""
     workdir = Path(tempfile.mkdtemp(prefix="case-", dir=root))
     try:
-        if case.kind == "tether":
+        if case.kind in ("tether", "tether-threads"):
             return anyio.run(measure_tether, case, workdir, window)
         if case.kind == "aiofiles":
             return anyio.run(measure_aiofiles, case, workdir, window)

@@ -38,11 +38,11 @@ LangGraph and DBOS are imported only when installed (``pip install langgraph
 langgraph-checkpoint-sqlite aiosqlite dbos``); a case whose package is missing is recorded as
 skipped. The plot needs matplotlib, also optional.
 
-Reported per case: wall time, steps/s, fsyncs/s (tether: ``FileStore.syncs``, the syncs of
-appends plus a file and a directory sync per run created; not counted for the others), peak RSS (``ru_maxrss``), the
-RSS above the case's starting point per run in flight when the most runs were in flight, and
-the most descriptors open at once. The ``parked`` cases start runs whose first tool needs
-approval, wait until every run waits for a person, and measure what the parked runs hold: RSS
+Reported per case: wall time, steps/s, fsyncs/s (tether: ``FileStore.syncs``, the syncs of appends
+plus a file and a directory sync per run created; not counted for the others), peak RSS
+(``ru_maxrss``), the RSS above the case's starting point per run in flight when the most runs were
+in flight, and the most descriptors open at once. The ``parked`` cases start runs whose first tool
+needs approval, wait until every run waits for a person, and measure what the parked runs hold: RSS
 and descriptors (started in batches, so that transient memory stays small), and in a separate
 process the Python heap they retain (``tracemalloc``).
 """
