@@ -12,8 +12,9 @@ stay in ``seq`` order, and groups that arrive meanwhile ride the next batch; a f
 sync poisons the journal, and every later group fails without touching the disk.
 
 A short write breaks the link (the kernel cancels the sync): the rest is written and synced by
-a new pair. At most ``MAX_IN_FLIGHT`` pairs are in the kernel at once, well below the
-completion queue's size, so no completion is ever dropped; journals beyond that wait in turn.
+a new pair. At most ``MAX_IN_FLIGHT`` pairs are out at once, few enough that the submission
+queue always has room for them and no completion is ever dropped; journals beyond that wait in
+turn.
 
 Only used on x86-64 Linux: the shared ring indices are read and written through ``ctypes``
 without explicit barriers, which that architecture's ordering of plain loads and stores makes
@@ -46,8 +47,9 @@ _OFF_SQES = 0x10000000
 _FEAT_SINGLE_MMAP = 1
 
 ENTRIES = 256
-MAX_IN_FLIGHT = 192
-"""Write+sync pairs in the kernel at once: 384 completions at most, below the queue's 512."""
+MAX_IN_FLIGHT = 120
+"""Write+sync pairs sent at once: their 240 requests always fit the submission queue (256),
+even before any is submitted, and their completions the completion queue (512)."""
 
 
 class _SqOffsets(ctypes.Structure):
@@ -218,9 +220,8 @@ class Ring:
         def u32(off: int) -> ctypes.c_uint32:
             return ctypes.c_uint32.from_address(base + off)
 
-        self._sq_head, self._sq_tail = u32(p.sq_off.head), u32(p.sq_off.tail)
+        self._sq_tail = u32(p.sq_off.tail)
         self._sq_mask = u32(p.sq_off.ring_mask).value
-        self._sq_entries = p.sq_entries
         self._sq_array = (ctypes.c_uint32 * p.sq_entries).from_address(base + p.sq_off.array)
         self._sqes = (_Sqe * p.sq_entries).from_buffer(self._sqe_map)
         self._cq_head, self._cq_tail = u32(p.cq_off.head), u32(p.cq_off.tail)
@@ -261,8 +262,6 @@ class Ring:
 
     def _send(self, pair: _Pair) -> None:
         """Queue a write of ``pair.buf`` at ``pair.offset``, linked to a sync of the file."""
-        if self._sq_tail.value - self._sq_head.value + 2 > self._sq_entries:
-            self._submit()  # room for the pair: the kernel takes what is queued
         pid = self._next_id
         self._next_id += 1
         self._pairs[pid] = pair
