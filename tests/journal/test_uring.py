@@ -15,7 +15,7 @@ import pytest
 
 from tether import JournalBrokenError
 from tether.journal import FileStore, Journal, ToolResult, verify_file
-from tether.journal._uring import Ring
+from tether.journal._uring import _OP_WRITE, Ring
 from tether.testing import FaultyFileOps
 
 
@@ -86,7 +86,7 @@ async def test_a_short_write_is_finished_and_synced(
         length: int,
         op_flags: int,
     ) -> None:
-        if opcode == 23 and length > 1000:  # ask the kernel for fewer bytes than the batch
+        if opcode == _OP_WRITE and length > 1000:  # ask the kernel for fewer bytes than sent
             cut["count"] += 1
             length = 1000
         original(self, opcode, fd, flags, user_data, off, addr, length, op_flags)

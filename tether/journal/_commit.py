@@ -257,27 +257,28 @@ class GroupCommitter:
     def _deliver(self, target: object, batch: list[_Pending], error: BaseException | None) -> None:
         """Tell the outcome of a ring's batch, as ``_drain`` does for the threads'."""
         for _, fut, settle in batch:
-            settle(error)
-            if fut.done():
-                continue
-            if error is None:
-                fut.set_result(None)
-            else:
-                fut.set_exception(error)
+            _resolve(fut, settle, error, None)
 
     def _drain(self) -> None:
         with self._done_lock:
             items, self._done = self._done, []
             self._wake_pending = False
         for fut, settle, error, result in items:
-            if settle is not None:
-                settle(error)
-            if fut.done():  # the appender was cancelled; ``settle`` has recorded the outcome
-                continue
-            if error is None:
-                fut.set_result(result)
-            else:
-                fut.set_exception(error)
+            _resolve(fut, settle, error, result)
+
+
+def _resolve(
+    fut: asyncio.Future[Any], settle: Settle | None, error: BaseException | None, result: Any
+) -> None:
+    """``settle`` first (it records the outcome whoever still waits), then the future."""
+    if settle is not None:
+        settle(error)
+    if fut.done():  # the appender was cancelled; ``settle`` has recorded the outcome
+        return
+    if error is None:
+        fut.set_result(result)
+    else:
+        fut.set_exception(error)
 
 
 def _join_all(threads: list[threading.Thread]) -> None:
