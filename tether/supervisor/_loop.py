@@ -219,7 +219,8 @@ async def drive(
             if last_error:
                 reason += f"; last error: {last_error}"
             return await _finish(journal, state, rt, blobs, RunStatus.FAILED, reason)
-    await _fold_inbox(journal, state, rt, blobs)
+    if not fresh:  # a run created just now has no call an answer could be for yet
+        await _fold_inbox(journal, state, rt, blobs)
     prestarted: set[str] = set()  # calls whose tool_started went out with the model's answer
     while True:
         outcome = classify(state, rt)
@@ -245,8 +246,9 @@ async def _fold_inbox(
 ) -> bool:
     """Record the answers people queued while this process held the journal.
 
-    Looked at when a drive starts and whenever the run is about to rest (not at every step: a
-    ``stat`` per step is measurable), so a queued answer takes effect at the run's next pause.
+    Looked at when a drive resumes a run and whenever the run is about to rest (not at every
+    step, nor when a just-created run starts: a ``stat`` there is measurable), so a queued answer
+    takes effect at the run's next pause.
     Returns whether any answer was recorded.
     """
     mailbox = rt.mailbox
