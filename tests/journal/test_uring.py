@@ -6,6 +6,7 @@ Skipped where the kernel (or the platform) gives no ring. The SIGKILL matrix in
 
 from __future__ import annotations
 
+import errno
 import os
 import pathlib
 import random
@@ -144,3 +145,20 @@ async def test_threads_when_asked_or_when_file_ops_are_custom(
     monkeypatch.setenv("TETHER_IO_URING", "0")
     async with FileStore(tmp_path / "c") as store:
         assert not store.uses_io_uring
+
+
+async def test_a_kernel_that_refuses_a_ring_leaves_the_threads(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As under ``kernel.io_uring_disabled`` or a seccomp filter: appends still work."""
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise PermissionError(errno.EPERM, "io_uring_setup: Operation not permitted")
+
+    monkeypatch.setattr(Ring, "__init__", refuse)
+    async with FileStore(tmp_path) as store:
+        assert not store.uses_io_uring
+        journal = await store.create("r")
+        [event] = await journal.append(results("a", [10]))
+        assert event.seq == 0
+        await journal.aclose()
