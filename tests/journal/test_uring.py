@@ -6,17 +6,19 @@ Skipped where the kernel (or the platform) gives no ring. The SIGKILL matrix in
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import os
 import pathlib
 import random
+from collections import deque
 
 import anyio
 import pytest
 
 from tether import JournalBrokenError
 from tether.journal import FileStore, Journal, ToolResult, verify_file
-from tether.journal._uring import _OP_WRITE, Ring
+from tether.journal._uring import _OP_WRITE, Ring, _Cqe
 from tether.testing import FaultyFileOps
 
 
@@ -162,3 +164,70 @@ async def test_a_kernel_that_refuses_a_ring_leaves_the_threads(
         [event] = await journal.append(results("a", [10]))
         assert event.seq == 0
         await journal.aclose()
+
+
+async def test_a_failed_sync_poisons_its_journal(tmp_path: pathlib.Path) -> None:
+    store = await ring_store(tmp_path)
+    try:
+        journal = await store.create("r")
+        # /dev/null takes the write but refuses fdatasync (EINVAL): a sync that ran and failed.
+        null = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(null, journal._file.fd)
+        finally:
+            os.close(null)
+        with pytest.raises(JournalBrokenError) as info:
+            await journal.append(results("a", [10]))
+        assert "io_uring fdatasync" in str(info.value.__cause__)
+        with pytest.raises(JournalBrokenError):
+            await journal.append(results("b", [10]))
+        assert journal.events == []
+        await journal.aclose()
+    finally:
+        await store.aclose()
+
+
+async def test_journals_take_turns_when_the_ring_is_full(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Busy journals cannot keep every slot: one that waits for a slot gets the next free one."""
+    monkeypatch.setattr("tether.journal._uring.MAX_IN_FLIGHT", 2)
+    store = await ring_store(tmp_path)
+    try:
+        busy = [await store.create(f"busy{i}") for i in range(2)]
+        late = await store.create("late")
+        done = anyio.Event()
+
+        async def hammer(journal: Journal) -> None:
+            while not done.is_set():
+                await journal.append(results("h", [10]))
+
+        with anyio.fail_after(20):
+            async with anyio.create_task_group() as tg:
+                for journal in busy:
+                    for _ in range(2):  # always a group pending while one is in flight
+                        tg.start_soon(hammer, journal)
+                await anyio.sleep(0.05)
+                await late.append(results("late", [10]))
+                done.set()
+        assert len(late.events) == 1
+        for journal in [*busy, late]:
+            await journal.aclose()
+    finally:
+        await store.aclose()
+
+
+@pytest.mark.timeout(10)
+def test_completion_indices_wrap_at_32_bits() -> None:
+    """The kernel's ring indices are 32-bit counters: reaping across the wrap ends."""
+    ring = object.__new__(Ring)
+    ring._cq_head, ring._cq_tail = ctypes.c_uint32(0xFFFFFFFF), ctypes.c_uint32(1)
+    ring._cq_mask = 7
+    ring._cqes = (_Cqe * 8)()  # two completions waiting, for no pair: skipped
+    ring._efd = os.eventfd(0, os.EFD_NONBLOCK)
+    ring._pairs, ring._waiting, ring._drained, ring._closed = {}, deque(), None, False
+    try:
+        ring._reap()
+        assert ring._cq_head.value == 1
+    finally:
+        os.close(ring._efd)

@@ -44,7 +44,10 @@ _FSYNC_DATASYNC = 1
 _REGISTER_EVENTFD = 4
 _REGISTER_IOWQ_MAX_WORKERS = 19
 _OFF_SQES = 0x10000000
-_FEAT_SINGLE_MMAP = 1
+_FEAT_SINGLE_MMAP, _FEAT_NODROP, _FEAT_SUBMIT_STABLE, _FEAT_RW_CUR_POS = 1, 2, 4, 8
+_NEEDED = _FEAT_SINGLE_MMAP | _FEAT_NODROP | _FEAT_SUBMIT_STABLE | _FEAT_RW_CUR_POS
+"""Linux 5.6 and later: ``IORING_OP_WRITE`` exists from 5.6, as ``RW_CUR_POS`` does."""
+_U32 = 0xFFFFFFFF
 
 ENTRIES = 256
 MAX_IN_FLIGHT = 120
@@ -139,7 +142,7 @@ Deliver = Callable[[RingTarget, _Batch, BaseException | None], None]
 class _Pair:
     """One write+sync pair in the kernel, for one batch of one journal."""
 
-    __slots__ = ("batch", "buf", "end", "fres", "new_alloc", "offset", "target", "wres")
+    __slots__ = ("batch", "buf", "end", "fres", "new_alloc", "offset", "target", "unlinked", "wres")
 
     def __init__(
         self, target: RingTarget, batch: _Batch, buf: bytes, offset: int, end: int, new_alloc: int
@@ -152,6 +155,7 @@ class _Pair:
         self.new_alloc = new_alloc
         self.wres: int | None = None
         self.fres: int | None = None
+        self.unlinked = False  # its write and sync went to the kernel in different submits
 
 
 def _check(result: int, what: str) -> int:
@@ -198,7 +202,10 @@ class Ring:
         self._next_id = 1
         self._waiting: deque[RingTarget] = deque()
         self._unsubmitted = 0
+        self._queued: deque[_Pair] = deque()  # pairs not wholly taken by the kernel yet
+        self._half = False  # the first of those has had its write taken, not its sync
         self._flush_scheduled = False
+        self._closed = False
         self._drained: asyncio.Future[None] | None = None
         self._broken: OSError | None = None
         self.syncs = 0
@@ -208,8 +215,8 @@ class Ring:
         self._sq_map: mmap.mmap | None = None
         self._sqe_map: mmap.mmap | None = None
         self._efd = -1
-        if not p.features & _FEAT_SINGLE_MMAP:
-            raise OSError(errno.ENOSYS, "io_uring without IORING_FEAT_SINGLE_MMAP")
+        if p.features & _NEEDED != _NEEDED:
+            raise OSError(errno.ENOSYS, "io_uring older than Linux 5.6")
         size = max(p.sq_off.array + p.sq_entries * 4, p.cq_off.cqes + p.cq_entries * 16)
         prot, flags = mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_SHARED | mmap.MAP_POPULATE
         self._sq_map = mmap.mmap(self.fd, size, flags, prot, offset=0)
@@ -229,16 +236,19 @@ class Ring:
         self._cqes = (_Cqe * p.cq_entries).from_address(base + p.cq_off.cqes)
 
     def _unmap(self) -> None:
-        for name in ("_sqes", "_sq_array", "_cqes", "_base_ref"):
+        names = ("_sqes", "_sq_array", "_cqes", "_base_ref", "_sq_tail", "_cq_head", "_cq_tail")
+        for name in names:
             if hasattr(self, name):
                 delattr(self, name)  # ctypes views must go before their mappings close
-        for m in (getattr(self, "_sqe_map", None), getattr(self, "_sq_map", None)):
-            if m is not None:
-                m.close()
-        if getattr(self, "_efd", -1) >= 0:
-            os.close(self._efd)
-            self._efd = -1
-        os.close(self.fd)
+        try:
+            for m in (getattr(self, "_sqe_map", None), getattr(self, "_sq_map", None)):
+                if m is not None:
+                    m.close()
+        finally:
+            if getattr(self, "_efd", -1) >= 0:
+                os.close(self._efd)
+                self._efd = -1
+            os.close(self.fd)
 
     # --- the loop side ---------------------------------------------------------------------
 
@@ -248,11 +258,11 @@ class Ring:
         The caller has set ``target.scheduled``; it stays set until the journal has nothing
         pending and nothing in flight.
         """
-        if len(self._pairs) >= MAX_IN_FLIGHT and self._broken is None:
+        error = target.failed or self._broken
+        if error is None and len(self._pairs) >= MAX_IN_FLIGHT:
             self._waiting.append(target)
             return
         batch, target.pending = target.pending, []
-        error = target.failed or self._broken
         if error is not None:  # poisoned: fail without touching the disk
             self._finish(target, batch, error)
             return
@@ -270,6 +280,7 @@ class Ring:
         fd = pair.target.fd
         self._push(_OP_WRITE, fd, _IOSQE_IO_LINK, pid << 1, pair.offset, addr, len(pair.buf), 0)
         self._push(_OP_FSYNC, fd, 0, (pid << 1) | 1, 0, 0, 0, _FSYNC_DATASYNC)
+        self._queued.append(pair)
         if not self._flush_scheduled:
             self._flush_scheduled = True
             self._loop.call_soon(self._flush)
@@ -301,13 +312,14 @@ class Ring:
         self._submit()
 
     def _submit(self) -> None:
-        while self._unsubmitted:
+        while self._unsubmitted and self._broken is None:
             n = self._libc.syscall(_SYS_ENTER, self.fd, self._unsubmitted, 0, 0, None, 0)
-            if n >= 0:
+            if n > 0:
                 self._unsubmitted -= n
+                self._taken(n)
                 continue
-            code = ctypes.get_errno()
-            if code in (errno.EINTR,):
+            code = ctypes.get_errno() if n < 0 else errno.EAGAIN
+            if code == errno.EINTR:
                 continue
             if code in (errno.EAGAIN, errno.EBUSY):  # kernel short of memory or CQ space
                 if not self._flush_scheduled:
@@ -317,27 +329,46 @@ class Ring:
             self._fail_everything(OSError(code, f"io_uring_enter: {os.strerror(code)}"))
             return
 
+    def _taken(self, n: int) -> None:
+        """Account for ``n`` requests the kernel took, oldest first (a pair's write, then its
+        sync). A pair split between two submits had its write run unlinked: its sync may have
+        finished first, so its completion does not count (``_settle`` sends it again)."""
+        if self._half:
+            self._queued.popleft()  # the sync of the pair whose write went last time
+            self._half = False
+            n -= 1
+        while n >= 2:
+            self._queued.popleft()
+            n -= 2
+        if n:
+            self._queued[0].unlinked = True
+            self._half = True
+
     def _reap(self) -> None:
         with contextlib.suppress(BlockingIOError):
             os.eventfd_read(self._efd)
-        head = self._cq_head.value
-        while head != self._cq_tail.value:
-            cqe = self._cqes[head & self._cq_mask]
-            user_data, res = cqe.user_data, cqe.res
-            head += 1
-            self._cq_head.value = head  # hand the slot back before acting on it
-            pair = self._pairs.get(user_data >> 1)
-            if pair is None:
-                continue
-            if user_data & 1:
-                pair.fres = res
-            else:
-                pair.wres = res
-            if pair.wres is not None and pair.fres is not None:
-                del self._pairs[user_data >> 1]
-                self._settle(pair)
-        while self._waiting and len(self._pairs) < MAX_IN_FLIGHT:
-            self.start(self._waiting.popleft())
+        try:
+            head = self._cq_head.value
+            while head != self._cq_tail.value:
+                cqe = self._cqes[head & self._cq_mask]
+                user_data, res = cqe.user_data, cqe.res
+                head = (head + 1) & _U32  # the kernel's indices wrap at 2**32
+                self._cq_head.value = head  # hand the slot back before acting on it
+                pair = self._pairs.get(user_data >> 1)
+                if pair is None:
+                    continue
+                if user_data & 1:
+                    pair.fres = res
+                else:
+                    pair.wres = res
+                if pair.wres is not None and pair.fres is not None:
+                    del self._pairs[user_data >> 1]
+                    self._settle(pair)
+            while self._waiting and len(self._pairs) < MAX_IN_FLIGHT:
+                self.start(self._waiting.popleft())
+        finally:
+            if not self._closed and self._cq_head.value != self._cq_tail.value:
+                os.eventfd_write(self._efd, 1)  # interrupted: come back for the rest
         if not self._pairs and self._drained is not None and not self._drained.done():
             self._drained.set_result(None)
 
@@ -346,12 +377,22 @@ class Ring:
         if wres < 0:
             self._finish(pair.target, pair.batch, _os_error(-wres, "write"))
             return
-        if wres < len(pair.buf):  # short: the kernel cancelled the sync; write the rest
-            if wres == 0:
+        if fres < 0 and fres != -errno.ECANCELED:  # a sync that ran and failed: never again
+            self._finish(pair.target, pair.batch, _os_error(-fres, "fdatasync"))
+            return
+        if wres < len(pair.buf) or pair.unlinked:
+            # Short (the kernel cancelled the linked sync): write the rest and sync. Unlinked:
+            # the same bytes again, to the same place, with a sync linked to them.
+            if wres == 0 and not pair.unlinked:
                 self._finish(pair.target, pair.batch, _os_error(errno.EIO, "write"))
                 return
-            pair.buf = pair.buf[wres:]
-            pair.offset += wres
+            if self._broken is not None:
+                self._finish(pair.target, pair.batch, self._broken)
+                return
+            if not pair.unlinked:
+                pair.buf = pair.buf[wres:]
+                pair.offset += wres
+            pair.unlinked = False
             self._send(pair)
             return
         if fres < 0:
@@ -365,28 +406,42 @@ class Ring:
         if error is not None and target.failed is None:
             target.failed = error
         self._deliver(target, batch, error)
-        if target.pending:
-            self.start(target)
-        else:
+        if not target.pending:
             target.scheduled = False
+        elif self._waiting and self._broken is None:
+            self._waiting.append(target)  # take turns with the journals waiting for a slot
+        else:
+            self.start(target)
 
     def _fail_everything(self, error: OSError) -> None:
-        """The ring itself failed: every journal in it, and every later batch, fails."""
+        """The ring itself failed: every batch the kernel has not taken fails, and every later
+        one. Pairs it has taken stay until their completions arrive (their buffers with them),
+        and end as their results say; a write whose sync it never took fails."""
         self._broken = error
-        pairs, self._pairs = list(self._pairs.values()), {}
-        waiting, self._waiting = list(self._waiting), deque()
-        for pair in pairs:
+        if self._half:  # its write is in the kernel; its sync never will be
+            self._queued[0].fres = -errno.ECANCELED
+            self._queued.popleft()
+            self._half = False
+        unsent = [pair for pair in self._queued]
+        self._queued.clear()
+        for pair in unsent:
+            for pid, held in list(self._pairs.items()):
+                if held is pair:
+                    del self._pairs[pid]
             self._finish(pair.target, pair.batch, error)
-        for target in waiting:
-            self.start(target)
-        if self._drained is not None and not self._drained.done():
+        while self._waiting:
+            self.start(self._waiting.popleft())
+        if not self._pairs and self._drained is not None and not self._drained.done():
             self._drained.set_result(None)
 
     async def aclose(self) -> None:
-        """Wait for every pair in the kernel, then release the ring."""
+        """Wait for every pair in the kernel, then release the ring. Idempotent."""
+        if self._closed:
+            return
         if self._pairs or self._waiting:
             self._drained = self._loop.create_future()
             await asyncio.shield(self._drained)
+        self._closed = True
         self._loop.remove_reader(self._efd)
         self._unmap()
 
