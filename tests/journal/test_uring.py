@@ -6,12 +6,14 @@ Skipped where the kernel (or the platform) gives no ring. The SIGKILL matrix in
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import os
 import pathlib
 import random
 from collections import deque
+from collections.abc import AsyncIterator
 
 import anyio
 import pytest
@@ -22,13 +24,22 @@ from tether.journal._uring import _OP_WRITE, Ring, _Cqe
 from tether.testing import FaultyFileOps
 
 
-async def ring_store(root: pathlib.Path) -> FileStore:
-    store = FileStore(root, redact=None)
-    await store.__aenter__()
-    if not store.uses_io_uring:
-        await store.aclose()
-        pytest.skip("io_uring is not available here")
-    return store
+@contextlib.asynccontextmanager
+async def ring_store(root: pathlib.Path) -> AsyncIterator[FileStore]:
+    """A store appending through io_uring (the test is skipped where there is none)."""
+    async with FileStore(root, redact=None) as store:
+        if not store.uses_io_uring:
+            pytest.skip("io_uring is not available here")
+        yield store
+
+
+def swap_descriptor(journal: Journal, flags: int) -> None:
+    """Put ``/dev/null`` opened with ``flags`` where the journal's descriptor is."""
+    null = os.open(os.devnull, flags)
+    try:
+        os.dup2(null, journal._file.fd)
+    finally:
+        os.close(null)
 
 
 def results(prefix: str, sizes: list[int]) -> list[ToolResult]:
@@ -41,9 +52,8 @@ async def test_concurrent_appends_to_many_journals_read_back_in_order(
     tmp_path: pathlib.Path,
 ) -> None:
     rng = random.Random(7)
-    store = await ring_store(tmp_path)
     written: dict[str, list[str]] = {}
-    try:
+    async with ring_store(tmp_path) as store:
         journals = [await store.create(f"r{i}") for i in range(20)]
 
         async def writer(journal: Journal) -> None:
@@ -60,8 +70,6 @@ async def test_concurrent_appends_to_many_journals_read_back_in_order(
         assert store.syncs >= 20
         for journal in journals:
             await journal.aclose()
-    finally:
-        await store.aclose()
     async with FileStore(tmp_path, io_uring=False) as store:
         for run_id, call_ids in written.items():
             events = await store.read(run_id)
@@ -95,32 +103,24 @@ async def test_a_short_write_is_finished_and_synced(
         original(self, opcode, fd, flags, user_data, off, addr, length, op_flags)
 
     monkeypatch.setattr(Ring, "_push", push_short)
-    store = await ring_store(tmp_path)
-    try:
+    async with ring_store(tmp_path) as store:
         journal = await store.create("r")
         stamped = await journal.append(results("big", [5000, 2500]))
         assert [e.seq for e in stamped] == [0, 1]
         assert cut["count"] > 1  # several rounds of 1,000 bytes
         await journal.aclose()
-    finally:
-        await store.aclose()
     async with FileStore(tmp_path) as store:
         events = await store.read("r")
     assert [len(str(e.content)) for e in events if isinstance(e, ToolResult)] == [5000, 2500]
 
 
 async def test_a_failed_write_poisons_only_its_journal(tmp_path: pathlib.Path) -> None:
-    store = await ring_store(tmp_path)
-    try:
+    async with ring_store(tmp_path) as store:
         bad = await store.create("bad")
         good = await store.create("good")
         await bad.append(results("a", [10]))
         # Put a read-only descriptor where the journal's is: the kernel's write gets EBADF.
-        readonly = os.open(os.devnull, os.O_RDONLY)
-        try:
-            os.dup2(readonly, bad._file.fd)
-        finally:
-            os.close(readonly)
+        swap_descriptor(bad, os.O_RDONLY)
         with pytest.raises(JournalBrokenError) as info:
             await bad.append(results("b", [10]))
         assert isinstance(info.value.__cause__, OSError)
@@ -133,8 +133,6 @@ async def test_a_failed_write_poisons_only_its_journal(tmp_path: pathlib.Path) -
         assert len(good.events) == 2
         await bad.aclose()
         await good.aclose()
-    finally:
-        await store.aclose()
 
 
 async def test_threads_when_asked_or_when_file_ops_are_custom(
@@ -167,15 +165,10 @@ async def test_a_kernel_that_refuses_a_ring_leaves_the_threads(
 
 
 async def test_a_failed_sync_poisons_its_journal(tmp_path: pathlib.Path) -> None:
-    store = await ring_store(tmp_path)
-    try:
+    async with ring_store(tmp_path) as store:
         journal = await store.create("r")
         # /dev/null takes the write but refuses fdatasync (EINVAL): a sync that ran and failed.
-        null = os.open(os.devnull, os.O_WRONLY)
-        try:
-            os.dup2(null, journal._file.fd)
-        finally:
-            os.close(null)
+        swap_descriptor(journal, os.O_WRONLY)
         with pytest.raises(JournalBrokenError) as info:
             await journal.append(results("a", [10]))
         assert "io_uring fdatasync" in str(info.value.__cause__)
@@ -183,8 +176,6 @@ async def test_a_failed_sync_poisons_its_journal(tmp_path: pathlib.Path) -> None
             await journal.append(results("b", [10]))
         assert journal.events == []
         await journal.aclose()
-    finally:
-        await store.aclose()
 
 
 async def test_journals_take_turns_when_the_ring_is_full(
@@ -192,8 +183,7 @@ async def test_journals_take_turns_when_the_ring_is_full(
 ) -> None:
     """Busy journals cannot keep every slot: one that waits for a slot gets the next free one."""
     monkeypatch.setattr("tether.journal._uring.MAX_IN_FLIGHT", 2)
-    store = await ring_store(tmp_path)
-    try:
+    async with ring_store(tmp_path) as store:
         busy = [await store.create(f"busy{i}") for i in range(2)]
         late = await store.create("late")
         done = anyio.Event()
@@ -213,8 +203,6 @@ async def test_journals_take_turns_when_the_ring_is_full(
         assert len(late.events) == 1
         for journal in [*busy, late]:
             await journal.aclose()
-    finally:
-        await store.aclose()
 
 
 @pytest.mark.timeout(10)
