@@ -8,7 +8,7 @@
     ├── RunNotFoundError (LookupError)   opening or reading a run that does not exist
     ├── BlobError                        a blob is missing, or its bytes do not match its digest
     ├── RunStateError (ValueError)       an action the run's current state does not allow
-    ├── ModelError                       a model call failed for good (after the SDK's retries)
+    ├── ModelError                       a model call failed (``transient`` says if retrying helps)
     │   └── ModelResponseError           the model's answer is malformed (what and where)
     ├── ToolError                        a problem with a tool's definition or a call to it
     │   ├── ToolDefinitionError          a tool that cannot be registered (bad signature, policy)
@@ -28,7 +28,10 @@ Errors carry what a person needs to act on them as attributes, and survive pickl
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .journal._records import Usage
 
 
 class TetherError(Exception):
@@ -208,19 +211,58 @@ class RecordTooLargeError(JournalError, ValueError):
 
 
 class ModelError(TetherError):
-    """A model call failed and retrying it will not help (or the retries are spent)."""
+    """A model call failed.
 
-    def __init__(self, model: str, reason: str) -> None:
+    Attributes:
+        model: the model's name.
+        reason: what went wrong, in words (status, error type and message for an API error).
+        transient: whether asking again later may work (overloaded, rate-limited, a server
+            error, a dropped connection, a timeout). The runtime retries these within the run,
+            with backoff; any other model error parks the run as ``needs_attention`` for a
+            person to fix the cause and ``retry`` it.
+        retry_after: seconds the server asked the client to wait (``retry-after``), if any.
+        usage: the tokens the failed call consumed, where known (a ``tether.journal.Usage``).
+    """
+
+    def __init__(
+        self,
+        model: str,
+        reason: str,
+        *,
+        transient: bool = False,
+        retry_after: float | None = None,
+        usage: Usage | None = None,
+    ) -> None:
         self.model = model
         self.reason = reason
+        self.transient = transient
+        self.retry_after = retry_after
+        self.usage = usage
         super().__init__(f"model {model!r}: {reason}")
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.model, self.reason))
+        return (
+            _rebuild_model_error,
+            (type(self), self.model, self.reason, self.transient, self.retry_after, self.usage),
+        )
+
+
+def _rebuild_model_error(
+    cls: type[ModelError],
+    model: str,
+    reason: str,
+    transient: bool,
+    retry_after: float | None,
+    usage: Usage | None,
+) -> ModelError:
+    return cls(model, reason, transient=transient, retry_after=retry_after, usage=usage)
 
 
 class ModelResponseError(ModelError):
-    """The model answered with something tether cannot use; ``reason`` names what and where."""
+    """The model answered with something tether cannot use; ``reason`` names what and where.
+
+    The runtime asks again a bounded number of times, then parks the run.
+    """
 
 
 class ToolError(TetherError):

@@ -84,7 +84,7 @@ def test_decision_refusals(env: Env, capsys: pytest.CaptureFixture[str]) -> None
         ),
         (
             ("approve", *base, ESCALATED, CHARGE_CALL),
-            "is escalated; answer it with `tether resolve`",
+            "is escalated; answer it with resolve",
         ),
         (("reject", *base, DONE, "toolu_l1"), "run already finished (done)"),
         (("approve", *base, FAILED, "toolu_l2"), "run already finished (failed)"),

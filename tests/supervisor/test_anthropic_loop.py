@@ -154,7 +154,10 @@ async def test_a_resumed_run_does_not_ask_the_api_again(tmp_path: pathlib.Path) 
     async with (
         anthropic_model(api) as model,
         Supervisor(
-            tether.FileStore(tmp_path), model=model, tools=weather_tools(cities, hang=True)
+            tether.FileStore(tmp_path),
+            model=model,
+            tools=weather_tools(cities, hang=True),
+            drain_timeout=0,  # the call is cut off by the shutdown
         ) as sup,
     ):
         await sup.start(RUN, "Weather in Paris?")

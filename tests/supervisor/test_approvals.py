@@ -177,7 +177,7 @@ async def test_deciding_a_call_of_a_tool_without_approval_is_refused(
     )
     async with Supervisor(tether.FileStore(tmp_path), model=model, tools=tools) as sup:
         assert await sup.wait(RUN, timeout=WAIT) is RunStatus.NEEDS_ATTENTION
-        with pytest.raises(RunStateError, match="does not require approval"):
+        with pytest.raises(RunStateError, match="is escalated; answer it with resolve"):
             await sup.decide(RUN, "toolu_c", approved=True, by="priya")
 
 

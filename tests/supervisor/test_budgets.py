@@ -11,7 +11,17 @@ import pytest
 
 import tether
 from tether import RunStateError
-from tether.journal import Budgets, ModelResponse, Resumed, RunFinished, ToolStarted, Usage
+from tether.journal import (
+    Budgets,
+    ModelResponse,
+    Parked,
+    Resumed,
+    Retried,
+    RunFinished,
+    Suspended,
+    ToolStarted,
+    Usage,
+)
 from tether.models import ModelReply
 from tether.supervisor import RunStatus, Supervisor
 
@@ -190,7 +200,9 @@ class ExplodingModel:
         raise RuntimeError("model exploded")
 
 
-async def test_restart_budget(tmp_path: pathlib.Path) -> None:
+async def test_a_crash_loop_parks_the_run_for_a_person_instead_of_failing_it(
+    tmp_path: pathlib.Path,
+) -> None:
     model = ExplodingModel()
     view = await finish(
         tmp_path,
@@ -201,15 +213,19 @@ async def test_restart_budget(tmp_path: pathlib.Path) -> None:
         restart_backoff=0.01,
     )
 
-    assert view.status is RunStatus.FAILED
-    assert "restart budget exhausted" in view.reason
-    assert "3 restarts (limit 2)" in view.reason
+    assert view.status is RunStatus.NEEDS_ATTENTION
+    assert "stopped 3 times in a row without progress (limit 2)" in view.reason
+    assert "while asking the model" in view.reason
     assert "RuntimeError: model exploded" in view.reason
     assert model.calls == 3  # the first try and two restarts
     assert view.restarts == 3
     events = await read_events(tmp_path, RUN)
-    assert [e.attempt for e in of_type(events, Resumed)] == [1, 2, 3]
-    await assert_failed_in_journal(tmp_path, view.reason)
+    resumes = of_type(events, Resumed)
+    assert [e.attempt for e in resumes] == [1, 2, 3]
+    assert all(e.charged and e.cause.startswith("error: RuntimeError") for e in resumes)
+    assert of_type(events, RunFinished) == []  # parked, not failed: a person can send it on
+    (parked,) = of_type(events, Parked)
+    assert parked.cause == "crash_loop"
 
 
 async def test_a_runs_own_restart_budget_wins(tmp_path: pathlib.Path) -> None:
@@ -222,35 +238,111 @@ async def test_a_runs_own_restart_budget_wins(tmp_path: pathlib.Path) -> None:
         max_restarts=5,
         restart_backoff=0.01,
     )
-    assert view.status is RunStatus.FAILED
-    assert "2 restarts (limit 1)" in view.reason
+    assert view.status is RunStatus.NEEDS_ATTENTION
+    assert "stopped 2 times in a row without progress (limit 1)" in view.reason
     assert model.calls == 2
 
 
-async def test_restarts_are_counted_across_processes(tmp_path: pathlib.Path) -> None:
+async def test_a_retried_crash_loop_gets_a_fresh_count_and_finishes(
+    tmp_path: pathlib.Path,
+) -> None:
+    model = ExplodingModel()
+    await finish(tmp_path, model, tether.ToolRegistry(), Budgets(max_restarts=1))
+
+    class Fixed:
+        """The same model (name and parameters) once its bug is fixed."""
+
+        name = model.name
+        params: dict[str, Any] = {}  # noqa: RUF012 - a fixed, empty parameter set
+
+        async def __call__(
+            self, *, system: str | None, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+        ) -> ModelReply:
+            return ModelReply(content=[{"type": "text", "text": "all good"}])
+
+    async with Supervisor(tether.FileStore(tmp_path), model=Fixed()) as sup:
+        assert await sup.wait(RUN, timeout=WAIT) is RunStatus.NEEDS_ATTENTION
+        await sup.retry(RUN, by="ops", note="model fixed")
+        assert await sup.wait(RUN, timeout=WAIT) is RunStatus.DONE
+        view = await sup.inspect(RUN)
+    assert view.final_text == "all good"
+    (retried,) = of_type(await read_events(tmp_path, RUN), Retried)
+    assert (retried.by, retried.note) == ("ops", "model fixed")
+
+
+async def test_crashes_in_a_row_are_counted_across_processes(tmp_path: pathlib.Path) -> None:
     first = ExplodingModel(hang_at=3)  # crashes twice, then the process stops during call 3
     async with Supervisor(
-        tether.FileStore(tmp_path), model=first, max_restarts=100, restart_backoff=0.01
+        tether.FileStore(tmp_path),
+        model=first,
+        max_restarts=100,
+        restart_backoff=0.01,
+        drain_timeout=0.1,  # the model call hangs: the drain gives up on it
     ) as sup:
         await sup.start(RUN, "go")
         with anyio.fail_after(WAIT):
             await first.hanging.wait()
-    assert len(of_type(await read_events(tmp_path, RUN), Resumed)) == 2
+    events = await read_events(tmp_path, RUN)
+    assert len(of_type(events, Resumed)) == 2
+    # Leaving the supervisor while the model call hung is a graceful stop, not a crash.
+    assert isinstance(events[-1], Suspended)
 
     second = ExplodingModel()
     async with Supervisor(
-        tether.FileStore(tmp_path), model=second, max_restarts=3, restart_backoff=0.01
+        tether.FileStore(tmp_path), model=second, max_restarts=2, restart_backoff=0.01
     ) as sup:
-        assert await sup.wait(RUN, timeout=WAIT) is RunStatus.FAILED
+        assert await sup.wait(RUN, timeout=WAIT) is RunStatus.NEEDS_ATTENTION
         view = await sup.inspect(RUN)
 
-    # Two restarts were spent before: this process gets only what is left of the budget.
-    assert "restart budget exhausted: 4 restarts (limit 3)" in view.reason
-    assert view.restarts == 4
-    assert second.calls == 1
+    # Two crashes were counted before; the suspension was not; this process adds one.
+    assert "stopped 3 times in a row without progress (limit 2)" in view.reason
     events = await read_events(tmp_path, RUN)
-    assert [e.attempt for e in of_type(events, Resumed)] == [1, 2, 3, 4]
+    resumes = of_type(events, Resumed)
+    assert [(e.attempt, e.charged) for e in resumes] == [
+        (1, True),
+        (2, True),
+        (3, False),
+        (4, True),
+    ]
+    assert resumes[2].cause == "shutdown"
+    assert second.calls == 1
     assert of_type(events, ToolStarted) == []
+
+
+async def test_progress_between_crashes_starts_the_count_again(tmp_path: pathlib.Path) -> None:
+    class FlakyModel:
+        """Every other call crashes the run's task; the calls in between answer with a step."""
+
+        name = "flaky"
+        params: dict[str, Any] = {}  # noqa: RUF012 - a fixed, empty parameter set
+
+        def __init__(self) -> None:
+            self.calls = 0
+
+        async def __call__(
+            self, *, system: str | None, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+        ) -> ModelReply:
+            self.calls += 1
+            if self.calls % 2:
+                raise RuntimeError("flaky")
+            answered = sum(1 for m in messages if m["role"] == "assistant")
+            if answered == 6:
+                return ModelReply(content=[{"type": "text", "text": "finished"}])
+            n = f"s{answered}"
+            return ModelReply(content=[use(f"toolu_{n}", "step", {"name": n})])
+
+    ran: list[str] = []
+    view = await finish(
+        tmp_path,
+        FlakyModel(),
+        step_tools(ran),
+        Budgets(max_restarts=1),
+        restart_backoff=0.001,
+    )
+    # Seven crashes, but never two in a row without progress: the run finishes.
+    assert view.status is RunStatus.DONE
+    assert view.restarts == 7
+    assert ran == [f"s{i}" for i in range(6)]
 
 
 async def test_an_approval_after_the_runs_deadline_does_not_run_the_tool(
@@ -263,7 +355,7 @@ async def test_an_approval_after_the_runs_deadline_does_not_run_the_tool(
         assert await sup.wait(RUN, timeout=WAIT) is RunStatus.WAITING_FOR_APPROVAL
         await anyio.sleep(0.4)
         # The deadline fired while the run was parked: the late approval is refused.
-        with pytest.raises(RunStateError, match="already failed"):
+        with pytest.raises(RunStateError, match=r"already finished \(failed\)"):
             await sup.decide(RUN, "toolu_g", approved=True, by="priya")
         assert await sup.wait(RUN, timeout=WAIT) is RunStatus.FAILED
         view = await sup.inspect(RUN)
@@ -324,6 +416,6 @@ async def test_restart_backoff_doubles_with_jitter_on_an_injected_clock(
     )
     async with sup:
         await sup.start(RUN, "go")
-        assert await sup.wait(RUN, timeout=WAIT) is RunStatus.FAILED
-    # One wait before each of the five restarts; the fifth exceeds the budget of four.
+        assert await sup.wait(RUN, timeout=WAIT) is RunStatus.NEEDS_ATTENTION
+    # One wait before each of the five restarts; the fifth exceeds the limit of four.
     assert delays == [1.0, 2.0, 4.0, 5.0, 5.0]

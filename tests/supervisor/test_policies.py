@@ -107,7 +107,10 @@ async def test_idempotency_key_is_the_same_on_every_attempt(tmp_path: pathlib.Pa
     await craft_dangling(
         tmp_path, RUN, model=script("refund", args), tools=tools, block=use(CALL, "refund", args)
     )
-    async with Supervisor(tether.FileStore(tmp_path), model=script("refund", args), tools=tools):
+    # A shutdown that does not wait for the call (drain_timeout=0): it is cut off mid-way.
+    async with Supervisor(
+        tether.FileStore(tmp_path), model=script("refund", args), tools=tools, drain_timeout=0
+    ):
         with anyio.fail_after(WAIT):
             await reached.wait()
     hang = False
@@ -319,7 +322,10 @@ async def test_a_retried_call_that_dangles_again_escalates_again(tmp_path: pathl
     tools = charge_tools(ledger, hang=hang)
     await escalated_run(tmp_path, tools)
     async with Supervisor(
-        tether.FileStore(tmp_path), model=script("charge", {"amount": 100}), tools=tools
+        tether.FileStore(tmp_path),
+        model=script("charge", {"amount": 100}),
+        tools=tools,
+        drain_timeout=0,  # the retried attempt is cut off by the shutdown
     ) as sup:
         assert await sup.wait(RUN, timeout=WAIT) is RunStatus.NEEDS_ATTENTION
         await sup.resolve(RUN, CALL, outcome="retry", by="priya")
@@ -405,7 +411,9 @@ async def test_no_model_call_is_repeated_on_resume(tmp_path: pathlib.Path) -> No
             await anyio.sleep_forever()
         return n * 10
 
-    async with Supervisor(tether.FileStore(tmp_path), model=first, tools=hang_tools) as sup:
+    async with Supervisor(
+        tether.FileStore(tmp_path), model=first, tools=hang_tools, drain_timeout=0
+    ) as sup:
         await sup.start(RUN, "go")
         with anyio.fail_after(WAIT):
             await stop_at_3.wait()

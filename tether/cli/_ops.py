@@ -1,8 +1,9 @@
-"""``tether approve|reject|resolve|cancel``: a person's answer, appended to a run's journal.
+"""``tether approve|reject|resolve|retry|cancel``: a person's answer, appended to a run's journal.
 
 Each command opens the run for writing (a directory store: its journal under its exclusive lock;
-PostgreSQL: a lease on the run), folds it, checks that the answer fits the run's current state,
-and appends one record (``decision``, ``resolved`` or ``run_finished``). When a worker holds the
+PostgreSQL: a lease on the run), folds it, checks that the answer fits the run's current state
+(``tether.supervisor._answers.answer_problem``, the check the supervisor makes too), and appends
+one record (``decision``, ``resolved``, ``retried`` or ``run_finished``). When a worker holds the
 run, the answer is checked against what the run says so far and queued in its inbox instead.
 The run itself continues when a supervisor next picks it up: a running ``tether worker``, or the
 next process that enters a ``Supervisor`` on the store.
@@ -12,13 +13,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
+
 from .._errors import JournalLockedError, RunStateError
-from ..journal._records import Decision, Event, Resolved, RunFinished
+from ..journal._records import Budgets, Decision, Event, Resolved, Retried, RunFinished
+from ..supervisor._answers import answer_problem
 from ..supervisor._state import Call, RunState, RunStatus, fold
-from ._view import as_json, awaits_approval, call_text, execute, open_store, shorten, using
+from ._view import as_json, call_text, execute, open_store, shorten, using
 
 CONTINUES = (
     "The run continues when a supervisor next picks it up (a running `tether worker`, or the "
@@ -46,8 +51,8 @@ def add_op_commands(commands: Any, add_store: Callable[[argparse.ArgumentParser]
             description=f"Record that NAME {verb}s tool call CALL of run RUN ({effect}). "
             "Refused (exit 1) unless the run exists and is not finished, the call belongs to "
             "the model's current turn, has not started or finished, is not escalated and has "
-            "no decision yet." + BUSY + " " + CONTINUES + " Approval flags of tools are not "
-            "in the journal: a call is taken to wait for approval when it has no record yet.",
+            "no decision yet, and its tool's approval deadline (pinned in the run's manifest) has "
+            "not passed: after it, the deadline's outcome stands." + BUSY + " " + CONTINUES,
         )
         add_store(p)
         p.add_argument("run", metavar="RUN", help="the run id")
@@ -89,6 +94,33 @@ def add_op_commands(commands: Any, add_store: Callable[[argparse.ArgumentParser]
     resolve.add_argument("--note", metavar="TEXT", default="", help="why (recorded)")
     resolve.set_defaults(handler=_resolve, parser=resolve)
 
+    retry = commands.add_parser(
+        "retry",
+        help="send on a run the runtime parked (model refused, crash loop) or that failed",
+        description="Record that NAME sends run RUN on: a run the runtime parked as "
+        "needs_attention for a cause a person had to fix (the model refused the request for "
+        "good: bad request, missing or rejected credentials, unknown model, answers that stay "
+        "malformed; or its process kept stopping without progress) continues from where it "
+        "stopped, with a fresh crash-loop count. A failed run is re-opened on purpose; if it "
+        "failed on a budget, --extend raises that limit (a run that would fail again at once "
+        "is refused). Calls waiting for a resolution are answered with `tether resolve`, not "
+        "this. Refused (exit 1) otherwise." + BUSY + " " + CONTINUES,
+    )
+    add_store(retry)
+    retry.add_argument("run", metavar="RUN", help="the run id")
+    retry.add_argument("--by", metavar="NAME", required=True, help="who sends it on (recorded)")
+    retry.add_argument("--note", metavar="TEXT", default="", help="why (recorded)")
+    retry.add_argument(
+        "--extend",
+        metavar="LIMIT=N",
+        action="append",
+        default=[],
+        type=_extension,
+        help="raise one of the run's budgets by N: max_model_calls, max_tool_calls, max_tokens "
+        "or deadline_s (seconds); repeat for several, e.g. --extend max_model_calls=20",
+    )
+    retry.set_defaults(handler=_retry)
+
     cancel = commands.add_parser(
         "cancel",
         help="end a run as cancelled",
@@ -104,9 +136,17 @@ def add_op_commands(commands: Any, add_store: Callable[[argparse.ArgumentParser]
 
 
 async def _append(
-    args: argparse.Namespace, check: Callable[[RunState], Event]
+    args: argparse.Namespace, build: Callable[[RunState], Event]
 ) -> tuple[Event, RunState]:
-    """Open the run for writing, build the record with ``check`` (which may refuse), append."""
+    """Open the run for writing, build the record, check it against the run, append it."""
+
+    def checked(state: RunState) -> Event:
+        record = build(state)
+        problem = answer_problem(state, record, time.time())
+        if problem is not None:
+            raise RunStateError(args.run, problem)
+        return record
+
     async with using(open_store(args), write=True) as store:
         try:
             journal = await store.open(args.run)
@@ -115,18 +155,12 @@ async def _append(
             # what the run says so far and queue the answer in the run's inbox; the worker
             # records it at its next pause.
             state = fold(await store.read(args.run))
-            if state.finished is not None:
-                raise RunStateError(
-                    args.run, f"run already finished ({state.finished.status})"
-                ) from None
-            record = check(state)
+            record = checked(state)
             await store.post(args.run, record)
             return record, state
         async with journal:
             state = fold(journal.events)
-            if state.finished is not None:
-                raise RunStateError(args.run, f"run already finished ({state.finished.status})")
-            record = check(state)
+            record = checked(state)
             (written,) = await journal.append([record])
     return written, state
 
@@ -138,37 +172,10 @@ def _where(record: Event) -> str:
     return "(queued: another process is advancing the run and records it at its next pause)"
 
 
-def _call(state: RunState, run_id: str, call_id: str) -> Call:
-    call = state.calls.get(call_id)
-    if call is None:
-        turn = ", ".join(f"{c.id} ({c.name})" for c in state.calls.values()) or "none"
-        raise RunStateError(
-            run_id, f"call {call_id!r} is not in the model's current turn (calls there: {turn})"
-        )
-    if call.done:
-        raise RunStateError(run_id, f"call {call_id!r} ({call.name}) already has its result")
-    return call
-
-
 def _decide(args: argparse.Namespace) -> int:
     verb = "approved" if args.approved else "rejected"
 
     def check(state: RunState) -> Event:
-        call = _call(state, args.run, args.call)
-        if call.escalated:
-            raise RunStateError(
-                args.run, f"call {args.call!r} is escalated; answer it with `tether resolve`"
-            )
-        if call.decision is not None:
-            d = call.decision
-            was = "approved" if d.approved else "rejected"
-            raise RunStateError(args.run, f"call {args.call!r} was already {was} by {d.by}")
-        if not awaits_approval(state, args.call):
-            raise RunStateError(
-                args.run,
-                f"call {args.call!r} ({call.name}) is not waiting for approval "
-                f"(started {call.attempts} time(s))",
-            )
         return Decision(call_id=args.call, approved=args.approved, by=args.by, note=args.note)
 
     async def command() -> int:
@@ -196,14 +203,6 @@ def _resolve(args: argparse.Namespace) -> int:
             args.parser.error(f"--result is not valid JSON: {exc}")
 
     def check(state: RunState) -> Event:
-        call = _call(state, args.run, args.call)
-        if not call.escalated:
-            why = (
-                "was already resolved"
-                if call.resolution is not None
-                else "is not escalated (approve or reject calls that wait for approval)"
-            )
-            raise RunStateError(args.run, f"call {args.call!r} ({call.name}) {why}")
         return Resolved(
             call_id=args.call, outcome=args.outcome, result=result, by=args.by, note=args.note
         )
@@ -217,6 +216,60 @@ def _resolve(args: argparse.Namespace) -> int:
             f"recorded: resolved {args.call} {_call_text(call)} of run {args.run} as "
             f"{args.outcome}{extra} by {args.by}{note} {_where(record)}"
         )
+        print(CONTINUES)
+        return 0
+
+    return execute(args, command)
+
+
+_EXTENDABLE = ("max_model_calls", "max_tool_calls", "max_tokens", "deadline_s")
+
+
+def _extension(text: str) -> tuple[str, float]:
+    name, sep, amount = text.partition("=")
+    if not sep or name not in _EXTENDABLE:
+        raise argparse.ArgumentTypeError(
+            f"expected LIMIT=N with LIMIT one of {', '.join(_EXTENDABLE)}, got {text!r}"
+        )
+    try:
+        value = float(amount) if name == "deadline_s" else int(amount)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {amount!r} in {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"an extension must be more than 0, got {text!r}")
+    return name, value
+
+
+def extended(budgets: Budgets, extensions: list[tuple[str, float]]) -> Budgets | None:
+    """``budgets`` with each named limit raised by its amount (an unlimited one stays so);
+    ``None`` when there is nothing to extend."""
+    if not extensions:
+        return None
+    changes: dict[str, Any] = {}
+    for name, amount in extensions:
+        current = changes.get(name, getattr(budgets, name))
+        if current is not None:
+            changes[name] = current + amount
+    return msgspec.structs.replace(budgets, **changes)
+
+
+def _retry(args: argparse.Namespace) -> int:
+    def check(state: RunState) -> Event:
+        return Retried(by=args.by, note=args.note, budgets=extended(state.budgets, args.extend))
+
+    async def command() -> int:
+        record, state = await _append(args, check)
+        was = (
+            f"failed: {state.finished.reason}"
+            if state.finished is not None
+            else (state.parked.reason if state.parked is not None else "")
+        )
+        print(f"recorded: retry of run {args.run} by {args.by} {_where(record)}")
+        if was:
+            print(f"it had stopped with: {shorten(was, 160)}")
+        assert isinstance(record, Retried)
+        if record.budgets is not None:
+            print(f"budgets from now on: {as_json(msgspec.to_builtins(record.budgets))}")
         print(CONTINUES)
         return 0
 

@@ -5,12 +5,9 @@ Pure helpers shared by ``tether runs``, ``show``, ``approve``/``reject``/``resol
 descriptions of events, a look at whether another process holds a run (a journal's lock, or a
 live lease in PostgreSQL), and the options naming the store (``--root DIR`` or ``--store URL``).
 
-No application is loaded here, so the tools' approval flags are unknown. A call of the current
-turn that has no ``tool_started``, no result, no decision, no escalation and no resolution is
-taken to wait for approval: that is how a parked run looks (the loop starts every other call
-as soon as the model's answer is saved). The same journal also results when a process died
-between saving the model's answer and starting a tool that needs no approval; a supervisor
-resuming such a run starts the tool.
+No application is loaded here: a run's status is what ``tether.supervisor.run_status`` reads
+from its journal, the same function the supervisor uses, with the approval flags and deadlines
+the run's manifest pinned.
 """
 
 from __future__ import annotations
@@ -21,6 +18,7 @@ import fcntl
 import os
 import shlex
 import sys
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -46,11 +44,16 @@ from ..journal._records import (
     AnyEvent,
     Decision,
     Escalated,
+    ModelFailed,
     ModelResponse,
+    Parked,
     Resolved,
     Resumed,
+    Retried,
     RunFinished,
     RunStarted,
+    Suspended,
+    ToolFailed,
     ToolResult,
     ToolStarted,
 )
@@ -58,6 +61,7 @@ from ..journal._store import FileStore, Store
 from ..postgres import PostgresStore
 from ..postgres._schema import check_schema_name
 from ..supervisor._state import RunState, RunStatus, fold, result_text
+from ..supervisor._status import run_status
 
 WaitKind = Literal["approval", "resolution"]
 
@@ -186,7 +190,7 @@ def summarize(run_id: str, events: list[AnyEvent], held_by: int | str | None = N
             held_by=held_by,
             state=state,
         )
-    status, reason, waiting = status_of(state)
+    status, reason, waiting = status_of(state, time.time())
     if held_by is not None and state.finished is None:
         status, reason = RunStatus.RUNNING, ""  # a process is advancing it right now
     return RunSummary(
@@ -209,53 +213,21 @@ def summarize(run_id: str, events: list[AnyEvent], held_by: int | str | None = N
     )
 
 
-def status_of(state: RunState) -> tuple[RunStatus, str, tuple[Waiting, ...]]:
-    """Status, reason and waiting calls implied by the journal alone (see the module doc)."""
-    if state.finished is not None:
-        return RunStatus(state.finished.status), state.finished.reason, ()
-    if not state.turn_open:
-        return RunStatus.RUNNING, "", ()
-    escalated: list[Waiting] = []
-    approvals: list[Waiting] = []
-    for call in state.calls.values():
-        if call.done:
-            continue
+def status_of(state: RunState, now: float) -> tuple[RunStatus, str, tuple[Waiting, ...]]:
+    """Status, reason and the calls waiting for a person, as ``run_status`` says at ``now``."""
+    outcome = run_status(state, now)
+    waiting: list[Waiting] = []
+    for call_id in outcome.pending:
+        call = state.calls[call_id]
         if call.escalated and call.escalation is not None:
-            escalated.append(
+            waiting.append(
                 Waiting(
                     call.id, call.name, "resolution", call.escalation.at, call.escalation.reason
                 )
             )
-        elif awaits_approval(state, call.id):
-            approvals.append(Waiting(call.id, call.name, "approval", call.started_at))
         else:
-            return RunStatus.RUNNING, "", ()
-    if escalated:
-        reason = "; ".join(f"{w.tool} ({w.call_id}): {w.reason}" for w in escalated)
-        return RunStatus.NEEDS_ATTENTION, reason, tuple(escalated + approvals)
-    names = ", ".join(f"{w.tool} ({w.call_id})" for w in approvals)
-    return RunStatus.WAITING_FOR_APPROVAL, f"approval needed for {names}", tuple(approvals)
-
-
-def awaits_approval(state: RunState, call_id: str) -> bool:
-    """Whether a call of the current turn is parked for a person's approval.
-
-    The manifest pins each tool's approval flag: a call of a tool without approval that has no
-    record yet was simply not started (its process stopped first).
-    """
-    call = state.calls.get(call_id)
-    pins = {p.name: p for p in state.manifest.tools} if state.started is not None else {}
-    pin = pins.get(call.name) if call is not None else None
-    if pin is not None and not pin.approval:
-        return False
-    return (
-        call is not None
-        and not call.done
-        and call.attempts == 0
-        and call.decision is None
-        and call.escalation is None
-        and call.resolution is None
-    )
+            waiting.append(Waiting(call.id, call.name, "approval", call.started_at))
+    return outcome.status, outcome.reason, tuple(waiting)
 
 
 # ---------------------------------------------------------------------------- lock probe
@@ -411,7 +383,32 @@ def describe(event: AnyEvent, names: dict[str, str], limit: int = 100) -> str:
             text += f": {event.note}"
         return shorten(text, limit)
     if isinstance(event, Resumed):
-        return f"restart {event.attempt} on {event.host or '?'} (pid {event.pid})"
+        counted = "" if event.charged else ", not counted"
+        return shorten(
+            f"restart {event.attempt} on {event.host or '?'} (pid {event.pid}) after "
+            f"{event.cause}{counted}",
+            limit,
+        )
+    if isinstance(event, Suspended):
+        return shorten(f"suspended by {event.host or '?'} (pid {event.pid}): {event.reason}", limit)
+    if isinstance(event, ModelFailed):
+        text = f"{event.kind}: {event.error}"
+        if event.retry_at is not None:
+            text += f"; asked again at +{max(0.0, event.retry_at - event.at):.1f}s"
+        return shorten(text, limit)
+    if isinstance(event, ToolFailed):
+        what = "timed out" if event.timed_out else "failed"
+        text = f"{tool(event.call_id)} attempt {event.attempt} {what}: {event.error}"
+        return shorten(text, limit)
+    if isinstance(event, Parked):
+        return shorten(f"needs_attention ({event.cause}): {event.reason}", limit)
+    if isinstance(event, Retried):
+        text = "retried" + (f" by {event.by}" if event.by else "")
+        if event.budgets is not None:
+            text += f", budgets {as_json(msgspec.to_builtins(event.budgets))}"
+        if event.note:
+            text += f": {event.note}"
+        return shorten(text, limit)
     if isinstance(event, RunFinished):
         return shorten(event.status + (f": {event.reason}" if event.reason else ""), limit)
     return ""  # pragma: no cover - every event type is handled above

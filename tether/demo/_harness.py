@@ -39,11 +39,16 @@ from ..journal import (
     Decision,
     Escalated,
     FileStore,
+    ModelFailed,
     ModelResponse,
+    Parked,
     Resolved,
     Resumed,
+    Retried,
     RunFinished,
     RunStarted,
+    Suspended,
+    ToolFailed,
     ToolResult,
     ToolStarted,
 )
@@ -279,6 +284,14 @@ class Timeline:
             return _short(f"{event.call_id} needs a person: {event.reason}", 72)
         if isinstance(event, Resolved):
             return f"{event.call_id} resolved as {event.outcome} by {event.by}"
+        if isinstance(event, Suspended):
+            return "the process stopped on purpose; the next one resumes the run"
+        if isinstance(event, (ModelFailed, ToolFailed)):
+            return _short(f"{event.error}", 72)
+        if isinstance(event, Parked):
+            return _short(f"needs a person: {event.reason}", 72)
+        if isinstance(event, Retried):
+            return f"sent on by {event.by}"
         return ""  # pragma: no cover - every event type is handled above
 
 

@@ -15,6 +15,7 @@ from ._offline import repair_file as repair_file
 from ._offline import verify_file as verify_file
 from ._reader import Damage as Damage
 from ._reader import Scan as Scan
+from ._records import DEFAULT_MAX_MODEL_CALLS as DEFAULT_MAX_MODEL_CALLS
 from ._records import SCHEMA_VERSION as SCHEMA_VERSION
 from ._records import AnyEvent as AnyEvent
 from ._records import BlobRef as BlobRef
@@ -23,11 +24,16 @@ from ._records import Decision as Decision
 from ._records import Escalated as Escalated
 from ._records import Event as Event
 from ._records import Manifest as Manifest
+from ._records import ModelFailed as ModelFailed
 from ._records import ModelResponse as ModelResponse
+from ._records import Parked as Parked
 from ._records import Resolved as Resolved
 from ._records import Resumed as Resumed
+from ._records import Retried as Retried
 from ._records import RunFinished as RunFinished
 from ._records import RunStarted as RunStarted
+from ._records import Suspended as Suspended
+from ._records import ToolFailed as ToolFailed
 from ._records import ToolPin as ToolPin
 from ._records import ToolResult as ToolResult
 from ._records import ToolStarted as ToolStarted
@@ -42,6 +48,7 @@ from ._store import Store as Store
 from ._writer import Journal as Journal
 
 __all__ = [
+    "DEFAULT_MAX_MODEL_CALLS",
     "FORMAT_VERSION",
     "SCHEMA_VERSION",
     "AnyEvent",
@@ -57,11 +64,14 @@ __all__ = [
     "GroupCommitter",
     "Journal",
     "Manifest",
+    "ModelFailed",
     "ModelResponse",
+    "Parked",
     "Redactor",
     "RepairReport",
     "Resolved",
     "Resumed",
+    "Retried",
     "RunFinished",
     "RunJournal",
     "RunStarted",
@@ -69,6 +79,8 @@ __all__ = [
     "Scan",
     "SecretRedactor",
     "Store",
+    "Suspended",
+    "ToolFailed",
     "ToolPin",
     "ToolResult",
     "ToolStarted",

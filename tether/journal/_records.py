@@ -72,13 +72,23 @@ class Manifest(msgspec.Struct, frozen=True, kw_only=True):
     schema_version: int = SCHEMA_VERSION
 
 
+DEFAULT_MAX_MODEL_CALLS = 100
+"""The model-call limit of a run whose ``Budgets`` does not set one: a loop that never ends
+costs at most this many calls. ``Budgets(max_model_calls=None)`` is unlimited on purpose."""
+
+
 class Budgets(msgspec.Struct, frozen=True, kw_only=True):
     """Limits of one run, counted from its journal so that restarts cannot reset them.
 
     ``None`` means unlimited. ``deadline_s`` is wall-clock seconds from the run's start.
+    ``max_model_calls`` defaults to ``DEFAULT_MAX_MODEL_CALLS`` (100); journals written before
+    that default existed recorded ``None`` and stay unlimited. ``max_restarts`` bounds the
+    *consecutive* interruptions without progress (a crash loop), not restarts in all: a run
+    that makes progress between kills finishes however often it is killed, and a graceful stop
+    never counts.
     """
 
-    max_model_calls: int | None = None
+    max_model_calls: int | None = DEFAULT_MAX_MODEL_CALLS
     max_tool_calls: int | None = None
     max_tokens: int | None = None
     deadline_s: float | None = None
@@ -139,9 +149,83 @@ class Resolved(Event, frozen=True, kw_only=True, tag="resolved"):
 
 
 class Resumed(Event, frozen=True, kw_only=True, tag="resumed"):
+    """A process took up a run that stopped mid-work.
+
+    ``cause`` says how the last owner stopped: ``"crash"`` (it died, or lost the run, with no
+    word), ``"error: ..."`` (the run's task raised in this process), ``"shutdown"`` (it
+    suspended the run on purpose), ``"store: ..."`` (the store failed under it),
+    ``"first drive"`` (the run had not taken a step yet). ``charged`` says whether it counts
+    towards crash-loop detection: only crashes and the run's own errors do. Records written
+    before these fields existed read as charged crashes.
+    """
+
     attempt: int
     host: str = ""
     pid: int = 0
+    cause: str = "crash"
+    charged: bool = True
+
+
+class Suspended(Event, frozen=True, kw_only=True, tag="suspended"):
+    """The owner stopped advancing the run on purpose (a graceful shutdown, a cancellation of
+    the process's work): the next owner resumes it without counting an interruption."""
+
+    reason: str = ""
+    host: str = ""
+    pid: int = 0
+
+
+class ModelFailed(Event, frozen=True, kw_only=True, tag="model_failed"):
+    """A model call that gave no usable answer.
+
+    ``kind`` is ``"transient"`` (overloaded, rate-limited, a server error, the connection:
+    asked again at ``retry_at``) or ``"malformed"`` (an answer the runtime cannot use: asked
+    again at once, a bounded number of times). ``usage`` holds the tokens of a rejected answer
+    when the model reported them.
+    """
+
+    kind: str
+    error: str
+    retry_at: float | None = None
+    usage: Usage = msgspec.field(default_factory=Usage)
+
+
+class ToolFailed(Event, frozen=True, kw_only=True, tag="tool_failed"):
+    """One attempt of a tool call ended without a result the run keeps: an error the tool
+    declared worth retrying (``retry_on``), or a timeout (``timed_out``: its outcome is
+    unknown). What comes next (another attempt at ``retry_at``, an escalation, an error result)
+    is the call's replay decision."""
+
+    call_id: str
+    attempt: int
+    error: str
+    timed_out: bool = False
+    retry_at: float | None = None
+
+
+class Parked(Event, frozen=True, kw_only=True, tag="parked"):
+    """The runtime stopped the run for a cause a person must fix (``needs_attention``).
+
+    ``cause`` is ``"model"`` (the model refused the request for good: a bad request, missing or
+    rejected credentials, a model that does not exist, answers that stay malformed) or
+    ``"crash_loop"`` (its process kept stopping without progress). The run waits with no task
+    until a ``retried`` record sends it on.
+    """
+
+    reason: str
+    cause: str = ""
+
+
+class Retried(Event, frozen=True, kw_only=True, tag="retried"):
+    """A person sent a parked or failed run on (``tether retry``, ``Supervisor.retry``).
+
+    A failed run is re-opened: its ``run_finished`` no longer holds, and ``budgets`` (when
+    given) replaces the limits it failed on. The crash-loop count starts again.
+    """
+
+    by: str = ""
+    note: str = ""
+    budgets: Budgets | None = None
 
 
 class RunFinished(Event, frozen=True, kw_only=True, tag="run_finished"):
@@ -159,6 +243,11 @@ AnyEvent = (
     | Resolved
     | Resumed
     | RunFinished
+    | Suspended
+    | ModelFailed
+    | ToolFailed
+    | Parked
+    | Retried
 )
 
 EVENT_TYPES: tuple[type[Event], ...] = (
@@ -171,6 +260,11 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     Resolved,
     Resumed,
     RunFinished,
+    Suspended,
+    ModelFailed,
+    ToolFailed,
+    Parked,
+    Retried,
 )
 
 ENCODER = msgspec.msgpack.Encoder()

@@ -1,16 +1,22 @@
 """``AnthropicModel``: the ``Model`` protocol on the official ``anthropic`` SDK.
 
 The SDK is imported only when a model is first called (or a client is handed in), so importing
-``tether.models`` stays cheap for the child processes that run agents. Transient failures
-(connection errors, timeouts, 408/409/429/5xx including 529 ``overloaded_error``) are retried
-by the SDK itself, honouring ``retry-after`` headers; tether sees only the final outcome and
-turns the SDK's exceptions into ``ModelError`` at this boundary.
+``tether.models`` stays cheap for the child processes that run agents. The SDK's exceptions
+become ``ModelError`` at this boundary, classified: connection errors, timeouts and HTTP
+408/409/429/5xx (529 ``overloaded_error`` among them) are ``transient`` (with the server's
+``retry-after``), and the runtime asks again within the run, journaled; anything else (400, 401,
+403, 404, missing credentials, arguments the SDK refuses) parks the run for a person. A client
+built here makes no retries of its own, so every retry is the runtime's and shows in the run's
+timeline; a client passed in keeps its settings, and the runtime retries after it gives up.
 """
 
 from __future__ import annotations
 
 import copy
+import email.utils
 import json
+import math
+import time
 from typing import TYPE_CHECKING, Any, final
 
 import anyio
@@ -39,8 +45,8 @@ class AnthropicModel:
     Args:
         model: the model id, e.g. ``"claude-haiku-4-5"``; it is also this model's ``name``.
         client: the SDK client to use. By default one is built from the environment
-            (``ANTHROPIC_API_KEY``, ...) on the first call; configure retries and timeouts by
-            passing your own (``max_retries=``, ``timeout=``).
+            (``ANTHROPIC_API_KEY``, ...) on the first call, with ``max_retries=0`` (the runtime
+            retries); pass your own to set timeouts, a base URL or retries of the SDK's own.
         max_tokens: the most tokens one answer may hold.
         **params: further ``messages.create`` keyword arguments that shape answers
             (``stop_sequences``, ``thinking``, ``tool_choice``, ``metadata``, ...). Which ones
@@ -140,10 +146,11 @@ class AnthropicModel:
             ``stop_reason``.
 
         Raises:
-            ModelError: the API refused the request (a 4xx, or a 5xx/429 that outlasted the
-                SDK's retries; ``reason`` holds the status, error type and message), the
-                connection failed or timed out after the retries, the SDK refused the
-                arguments (an unknown param) or found no credentials, or the model was closed.
+            ModelError: the API refused the request (``reason`` holds the status, error type
+                and message; ``transient`` for 408/409/429/5xx, with ``retry_after`` from the
+                response), the connection failed or timed out (``transient``), the SDK refused
+                the arguments (an unknown param) or found no credentials, or the model was
+                closed.
             ModelResponseError: the answer's content is malformed (see ``check_reply_blocks``).
 
         Cancellation: the in-flight HTTP request (or the SDK's wait before a retry) is
@@ -162,24 +169,41 @@ class AnthropicModel:
         try:
             response: anthropic.types.Message = await client.messages.create(**request)
         except anthropic.APIStatusError as exc:
-            raise ModelError(self._name, _status_reason(exc)) from exc
+            transient = exc.status_code in _TRANSIENT_STATUS or exc.status_code >= 500
+            raise ModelError(
+                self._name,
+                _status_reason(exc),
+                transient=transient,
+                retry_after=_retry_after(exc) if transient else None,
+            ) from exc
         except anthropic.APITimeoutError as exc:
-            raise ModelError(self._name, "request timed out (after the SDK's retries)") from exc
+            raise ModelError(self._name, "request timed out", transient=True) from exc
         except anthropic.APIConnectionError as exc:
             cause = exc.__cause__
             detail = f": {type(cause).__name__}: {cause}" if cause is not None else ""
-            raise ModelError(
-                self._name, f"connection failed (after the SDK's retries){detail}"
-            ) from exc
+            raise ModelError(self._name, f"connection failed{detail}", transient=True) from exc
         except anthropic.APIResponseValidationError as exc:
             raise ModelResponseError(self._name, f"response failed validation: {exc}") from exc
         except anthropic.AnthropicError as exc:
             raise ModelError(self._name, f"{type(exc).__name__}: {exc}") from exc
-        except TypeError as exc:
+        except (TypeError, ValueError) as exc:
             # The SDK checks arguments and credentials before sending anything: a param the
-            # installed SDK does not know, or a client with no way to authenticate.
+            # installed SDK does not know, a client with no way to authenticate, a request it
+            # will not send without streaming.
             raise ModelError(self._name, f"the SDK refused the request: {exc}") from exc
         return self._to_reply(response)
+
+    async def check(self) -> str | None:
+        """What stops this model from answering at all (no credentials), or ``None``.
+
+        Builds the client if it is not built yet (nothing is sent). A supervisor asks once when
+        it starts, so a worker without a key says so at once, not only in each run's reason.
+        """
+        try:
+            await self._get_client()
+        except ModelError as exc:
+            return exc.reason
+        return None
 
     async def _get_client(self) -> anthropic.AsyncAnthropic:
         if self._closed:
@@ -189,7 +213,9 @@ class AnthropicModel:
         import anthropic
 
         try:
-            client = anthropic.AsyncAnthropic()
+            # No retries of the SDK's own: the runtime retries transient failures, journaled
+            # and visible in the run's timeline, honouring retry-after.
+            client = anthropic.AsyncAnthropic(max_retries=0)
         except anthropic.AnthropicError as exc:
             raise ModelError(self._name, f"cannot build an Anthropic client: {exc}") from exc
         if all(getattr(client, a, None) is None for a in ("api_key", "auth_token", "credentials")):
@@ -242,6 +268,34 @@ def _usage(response: anthropic.types.Message) -> Usage:
         + tokens("cache_read_input_tokens"),
         output_tokens=tokens("output_tokens"),
     )
+
+
+_TRANSIENT_STATUS = frozenset({408, 409, 429})
+"""HTTP statuses worth asking again (with every 5xx, 529 ``overloaded_error`` among them)."""
+
+_MAX_RETRY_AFTER = 600.0
+
+
+def _retry_after(exc: anthropic.APIStatusError) -> float | None:
+    """The wait a response asked for: ``retry-after-ms``, or ``retry-after`` in seconds or as
+    an HTTP date; capped at ten minutes, ``None`` if absent or unreadable."""
+    headers = exc.response.headers
+    try:
+        if (ms := headers.get("retry-after-ms")) is not None:
+            return min(max(0.0, float(ms) / 1000), _MAX_RETRY_AFTER)
+        value = headers.get("retry-after")
+        if value is None:
+            return None
+        try:
+            seconds = float(value)
+        except ValueError:
+            when = email.utils.parsedate_to_datetime(value)
+            seconds = when.timestamp() - time.time()
+    except (TypeError, ValueError, OverflowError):
+        return None
+    if not math.isfinite(seconds):
+        return None
+    return min(max(0.0, seconds), _MAX_RETRY_AFTER)
 
 
 def _status_reason(exc: anthropic.APIStatusError) -> str:

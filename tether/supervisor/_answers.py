@@ -1,38 +1,122 @@
-"""Whether a person's answer (a decision, a resolution, a cancellation) fits the run's state.
+"""Whether a person's answer (a decision, a resolution, a retry, a cancellation) fits the run.
 
-One check serves every way an answer arrives: ``Supervisor.decide``/``resolve``/``cancel`` and
-answers queued in a run's inbox, which the owner checks again when it folds them in (so an
-answer delivered twice is ignored the second time).
+One check serves every way an answer arrives: ``Supervisor.decide``/``resolve``/``retry``/
+``cancel``, the operator commands, and answers queued in a run's inbox, which the owner checks
+again when it folds them in (so an answer delivered twice is ignored the second time). It reads
+only the journal (the contracts the run pinned) and the time, never the application.
 """
 
 from __future__ import annotations
 
-from ..journal._records import AnyEvent, Decision, Event, Resolved, RunFinished
-from ._loop import Runtime, spec_for
-from ._state import RunState
+from ..journal._records import (
+    AnyEvent,
+    Budgets,
+    Decision,
+    Event,
+    Resolved,
+    Retried,
+    RunFinished,
+)
+from ._state import RunState, RunStatus
+from ._status import approval_deadline, pinned_tool, run_status
 
 
-def answer_problem(state: RunState, rt: Runtime, answer: Event | AnyEvent) -> str | None:
-    """Why ``answer`` cannot be recorded now, or ``None`` if it can."""
+def answer_problem(state: RunState, answer: Event | AnyEvent, now: float) -> str | None:
+    """Why ``answer`` cannot be recorded at wall-clock ``now``, or ``None`` if it can."""
+    if isinstance(answer, Retried):
+        return retry_problem(state, answer.budgets, now)
     if state.finished is not None:
-        return f"run already {state.finished.status}"
+        return f"run already finished ({state.finished.status})"
     if isinstance(answer, RunFinished):
         return None
     if isinstance(answer, Decision):
-        call = state.calls.get(answer.call_id)
-        if call is None or call.done:
-            return f"call {answer.call_id!r} is not awaiting a decision"
-        spec = spec_for(state, rt, call.name)
-        if spec is not None and not spec.approval:
-            return f"tool {call.name!r} does not require approval"
-        if call.escalated:
-            return f"call {answer.call_id!r} is escalated; answer it with resolve()"
-        if call.decision is not None:
-            return f"call {answer.call_id!r} was already decided"
-        return None
+        return _decision_problem(state, answer, now)
     if isinstance(answer, Resolved):
         call = state.calls.get(answer.call_id)
-        if call is None or call.done or not call.escalated:
-            return f"call {answer.call_id!r} is not waiting for a resolution"
+        if call is None or call.done:
+            return _not_open(state, answer.call_id)
+        if not call.escalated:
+            why = (
+                "was already resolved"
+                if call.resolution is not None
+                else "is not escalated (approve or reject calls that wait for approval)"
+            )
+            return f"call {call.id!r} ({call.name}) {why}"
         return None
     return f"a {type(answer).__name__} record is not an answer a person can give"
+
+
+def _decision_problem(state: RunState, answer: Decision, now: float) -> str | None:
+    call = state.calls.get(answer.call_id)
+    if call is None or call.done:
+        return _not_open(state, answer.call_id)
+    if call.escalated:
+        return f"call {call.id!r} is escalated; answer it with resolve"
+    pin = pinned_tool(state, call.name)
+    if pin is None or not pin.approval:
+        return f"call {call.id!r} ({call.name}) is not waiting for approval (its tool needs none)"
+    if call.decision is not None:
+        was = "approved" if call.decision.approved else "rejected"
+        return f"call {call.id!r} was already {was} by {call.decision.by}"
+    if call.attempts or call.resolution is not None:
+        return (
+            f"call {call.id!r} ({call.name}) is not waiting for approval "
+            f"(started {call.attempts} time(s))"
+        )
+    deadline = approval_deadline(state, call)
+    if deadline is not None and now >= deadline:
+        return (
+            f"the approval deadline of call {call.id!r} ({call.name}) passed "
+            f"{now - deadline:.0f} s ago; the deadline's outcome stands"
+        )
+    return None
+
+
+def _not_open(state: RunState, call_id: str) -> str:
+    call = state.calls.get(call_id)
+    if call is not None:
+        return f"call {call_id!r} ({call.name}) already has its result"
+    turn = ", ".join(f"{c.id} ({c.name})" for c in state.calls.values()) or "none"
+    return f"call {call_id!r} is not in the model's current turn (calls there: {turn})"
+
+
+def retry_problem(state: RunState, budgets: Budgets | None, now: float) -> str | None:
+    """Why the run cannot be sent on with ``budgets`` (``None``: as they are), or ``None``.
+
+    A run can be retried when the runtime parked it (a model that refused, a crash loop) or
+    when it failed; a failed run must not still be over a budget once ``budgets`` apply.
+    """
+    finished = state.finished
+    if finished is not None and finished.status != RunStatus.FAILED:
+        return f"run already {finished.status}"
+    if finished is None and state.parked is None:
+        status = run_status(state, now)
+        if status.status is RunStatus.NEEDS_ATTENTION and status.pending:
+            return (
+                "its calls wait for a resolution; answer them with resolve "
+                "(succeeded, retry or failed)"
+            )
+        return f"nothing to retry: the run is {status.status}" + (
+            f" ({status.reason})" if status.reason else ""
+        )
+    if finished is None:
+        return None
+    over = over_budget(state, budgets or state.budgets, now)
+    if over is not None:
+        return f"the run would fail again at once: {over}; extend its budgets"
+    return None
+
+
+def over_budget(state: RunState, budgets: Budgets, now: float) -> str | None:
+    """The first of ``budgets`` the run has already used up, in words, or ``None``."""
+    started, deadline = state.started, budgets.deadline_s
+    if started is not None and deadline is not None and now > started.at + deadline:
+        return f"its deadline of {deadline:g} s has passed"
+    if budgets.max_model_calls is not None and state.model_calls >= budgets.max_model_calls:
+        return f"max_model_calls {budgets.max_model_calls} (made {state.model_calls})"
+    if budgets.max_tokens is not None and state.tokens >= budgets.max_tokens:
+        return f"max_tokens {budgets.max_tokens} (used {state.tokens})"
+    tools = budgets.max_tool_calls
+    if tools is not None and state.turn_open and state.tool_calls >= tools:
+        return f"max_tool_calls {tools} (made {state.tool_calls})"
+    return None

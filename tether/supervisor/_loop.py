@@ -7,15 +7,22 @@ writes its intent before acting and its outcome before the next decision:
 - a ``tool_started`` record is durable before the tool runs;
 - a tool's result is durable before the model is called again.
 
-A tool call that was started but has no result (the process died in between) is *dangling*;
-what happens to it is the tool's replay policy (``tether.tools.ReplayPolicy``).
+What happens to each tool call is decided by ``_replay.next_step``; whether the run rests, and
+why, by ``_status.run_status``. This module carries their answers out, and keeps a run's life
+apart from its process's: an interruption is counted only when it is the run's own (a crash
+while it was active, an error in its task), a graceful stop leaves a ``suspended`` record, a
+model that fails transiently is asked again within the run, and one that refuses for good, or
+a crash loop, parks the run for a person instead of failing it (DESIGN invariant 9).
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
+import math
 import os
+import random
 import socket
 import time
 from collections.abc import Awaitable, Callable
@@ -25,42 +32,55 @@ from typing import Any, Protocol
 import anyio
 import msgspec
 
-from .._errors import ToolArgumentsError, UnknownToolError
+from .._errors import ModelError, ModelResponseError, ToolArgumentsError, UnknownToolError
 from ..journal._records import (
     AnyEvent,
     Decision,
     Escalated,
     Event,
     Manifest,
+    ModelFailed,
     ModelResponse,
+    Parked,
     Resolved,
     Resumed,
+    Retried,
     RunFinished,
+    RunStarted,
+    Suspended,
+    ToolFailed,
     ToolResult,
     ToolStarted,
+    Usage,
 )
-from ..journal._store import RunJournal as Journal
+from ..journal._store import RunJournal
 from ..models._base import Model
 from ..testing._crashpoints import crashpoint
 from ..tools._context import ToolContext
-from ..tools._policy import ApprovalTimeout, ReplayPolicy
 from ..tools._registry import ToolRegistry
 from ..tools._spec import ToolSpec
+from ._alone import StepGate
+from ._backoff import MODEL_RETRY, TOOL_RETRY
+from ._replay import (
+    SAFE_TO_REPEAT,
+    Escalate,
+    Record,
+    RetryAt,
+    Run,
+    Verify,
+    WaitForPerson,
+    next_step,
+)
 from ._state import Call, RunState, RunStatus, fold
-
-SYSTEM_ACTOR = "tether"
+from ._status import Outcome, run_deadline, run_status
 
 log = logging.getLogger("tether.supervisor")
 
+MALFORMED_LIMIT = 3
+"""Malformed answers in a row after which a run parks instead of asking the model again."""
 
-@dataclass(frozen=True)
-class Outcome:
-    """Where a drive left the run: its status, why, and what it waits for."""
-
-    status: RunStatus
-    reason: str = ""
-    pending: tuple[str, ...] = ()
-    wake_at: float | None = None
+SUSPEND_TIMEOUT = 5.0
+"""Seconds a cancelled run may take to record that it was suspended (best effort)."""
 
 
 class Mailbox(Protocol):
@@ -85,11 +105,27 @@ class Runtime:
     strict_app_version: bool = False
     model_gate: anyio.Semaphore | None = None
     clock: Callable[[], float] = time.time
+    sleep: Callable[[float], Awaitable[None]] = anyio.sleep
+    jitter: Callable[[], float] = random.random
     host: str = field(default_factory=socket.gethostname)
     mailbox: Mailbox | None = None
+    stopping: anyio.Event = field(default_factory=anyio.Event)
+    gate: StepGate = field(default_factory=StepGate)
     definitions: dict[tuple[tuple[str, str, str], ...], list[dict[str, Any]]] = field(
         default_factory=dict
     )
+
+
+@dataclass(frozen=True)
+class Interruption:
+    """Why this process's last drive of a run ended early, as the next ``resumed`` says it."""
+
+    cause: str
+    charged: bool
+
+
+class Suspend(Exception):
+    """Raised inside a drive when the supervisor stops: start nothing new, record the stop."""
 
 
 def build_manifest(
@@ -138,350 +174,533 @@ def manifest_problem(rt: Runtime, manifest: Manifest) -> str | None:
     return None
 
 
-def classify(state: RunState, rt: Runtime) -> Outcome:
-    """The status the journal alone implies (no budgets, no manifest check)."""
-    if state.finished is not None:
-        return Outcome(RunStatus(state.finished.status), state.finished.reason)
-    if not state.turn_open:
-        return Outcome(RunStatus.RUNNING)
-    now = rt.clock()
-    escalated: list[Call] = []
-    waiting: list[Call] = []
-    wake_at = run_deadline(state)  # a parked run still fails at its deadline
-    for call in state.calls.values():
-        if call.done:
-            continue
-        if call.escalated:
-            escalated.append(call)
-            continue
-        if call.resolution is None and call.decision is None:
-            spec = spec_for(state, rt, call.name)
-            if spec is not None and spec.approval:
-                deadline = _approval_deadline(spec, call)
-                if deadline is None or now < deadline:
-                    waiting.append(call)
-                    if deadline is not None:
-                        wake_at = deadline if wake_at is None else min(wake_at, deadline)
-                    continue
-        return Outcome(RunStatus.RUNNING)
-    if escalated:
-        reasons = "; ".join(
-            f"{c.name} ({c.id}): {c.escalation.reason}" for c in escalated if c.escalation
-        )
-        return Outcome(
-            RunStatus.NEEDS_ATTENTION,
-            reasons,
-            tuple(c.id for c in escalated + waiting),
-            wake_at,
-        )
-    names = ", ".join(f"{c.name} ({c.id})" for c in waiting)
-    return Outcome(
-        RunStatus.WAITING_FOR_APPROVAL,
-        f"approval needed for {names}",
-        tuple(c.id for c in waiting),
-        wake_at,
-    )
-
-
 async def drive(
-    journal: Journal, rt: Runtime, *, fresh: bool, last_error: str | None = None
-) -> Outcome:
+    journal: RunJournal,
+    rt: Runtime,
+    *,
+    fresh: bool,
+    prior: Interruption | None = None,
+    alone: bool = False,
+) -> Outcome | None:
     """Advance the run in ``journal`` until it finishes or must wait for a person.
 
-    Returns the resting outcome. The journal stays open; the caller closes it. ``fresh`` says
-    the run was just created; otherwise a run found mid-work counts a restart (a ``resumed``
-    record), and past the restart budget it fails with ``last_error`` in its reason.
+    Returns the resting outcome, or ``None`` when the supervisor is stopping (``rt.stopping``):
+    no new model or tool call is started, the run records ``suspended`` and its next owner
+    resumes it without counting an interruption. The journal stays open; the caller closes it.
+
+    ``fresh`` says the run was just created. Otherwise a run found mid-work records
+    ``resumed``, with the cause of its interruption: ``prior`` when this process saw it (the
+    store failed, or the run's task raised), else what the journal says (a graceful stop, or
+    a process that died). Charged interruptions in a row without progress beyond the run's
+    restart limit park it as ``needs_attention`` (a crash loop), naming the call it was running
+    when there is one. ``alone`` runs the run's first step with no other run's step in flight
+    (a suspect of such a loop; see ``_alone``).
 
     Raises:
         JournalError: the journal could not be written (the run's task should crash and
             recover by reopening).
-        ModelError: the model failed for good.
 
-    On cancellation: stops at the next await; everything recorded so far is durable and the
-    run resumes from there.
+    On cancellation: stops at the next await and records ``suspended`` (shielded, best
+    effort); everything recorded so far is durable and the run resumes from there.
     """
-    blobs: dict[str, Any] = {}
-    await _load_blobs(journal, rt, blobs)
-    state = fold(journal.events, blobs)
-    if state.started is None:
-        raise ValueError(f"run {journal.run_id!r} has no run_started record")
-    if state.finished is not None:
-        return classify(state, rt)
-    problem = manifest_problem(rt, state.manifest)
-    if problem is not None:
-        return Outcome(RunStatus.NEEDS_ATTENTION, problem)
-    if not fresh and _was_interrupted(state, rt):
-        await _append(journal, state, rt, blobs, [_resumed(state, rt)])
+    stepper = _Drive(journal, rt, alone=alone)
+    try:
+        await stepper.load()
+        return await stepper.run(fresh=fresh, prior=prior)
+    except Suspend:
+        await stepper.suspend("the supervisor stopped (graceful shutdown)")
+        return None
+    except anyio.get_cancelled_exc_class():
+        with anyio.move_on_after(SUSPEND_TIMEOUT, shield=True):
+            await stepper.suspend("cancelled")
+        raise
+    finally:
+        stepper.leave_alone()
+
+
+@dataclass
+class _Drive:
+    """One drive of one run: its journal, its folded state and what this drive started."""
+
+    journal: RunJournal
+    rt: Runtime
+    alone: bool = False
+    state: RunState = field(default_factory=RunState)
+    blobs: dict[str, Any] = field(default_factory=dict)
+    prestarted: set[str] = field(default_factory=set)  # started with the answer, not yet run
+    holds_gate: bool = False
+
+    async def load(self) -> None:
+        await _load_blobs(self.journal, self.rt, self.blobs)
+        self.state = fold(self.journal.events, self.blobs)
+        if self.state.started is None:
+            raise ValueError(f"run {self.journal.run_id!r} has no run_started record")
+
+    async def run(self, *, fresh: bool, prior: Interruption | None) -> Outcome:
+        state, rt = self.state, self.rt
+        if state.finished is not None:
+            return run_status(state, rt.clock())
+        problem = manifest_problem(rt, state.manifest)
+        if problem is not None:
+            return Outcome(RunStatus.NEEDS_ATTENTION, problem)
+        if not fresh and _was_interrupted(state, rt.clock()):
+            parked = await self._resumed(prior)
+            if parked is not None:
+                return parked
+        if self.alone:
+            await rt.gate.enter_alone()
+            self.holds_gate = True
+        if not fresh:  # a run created just now has no call an answer could be for yet
+            await self._fold_inbox()
+        while True:
+            outcome = run_status(state, rt.clock())
+            if outcome.status is not RunStatus.RUNNING and await self._fold_inbox():
+                continue  # answers queued while this process held the journal: act on them
+            if outcome.status is not RunStatus.RUNNING:
+                deadline = run_deadline(state)
+                if not outcome.status.final and deadline is not None and rt.clock() >= deadline:
+                    budgets = state.budgets
+                    reason = f"deadline of {budgets.deadline_s:g} s passed while {outcome.status}"
+                    return await self._finish(RunStatus.FAILED, reason)
+                return outcome
+            if state.turn_open:
+                await self._advance_calls()
+            else:
+                over = _budget_problem(state, rt, for_model=True)
+                if over is not None:
+                    return await self._finish(RunStatus.FAILED, over)
+                await self._call_model()
+            if self.holds_gate and state.interruptions == 0:
+                self.leave_alone()  # it made progress: no longer a suspect
+
+    # ------------------------------------------------------------------ resuming
+
+    async def _resumed(self, prior: Interruption | None) -> Outcome | None:
+        """Record the interruption; park the run if it is the latest of a crash loop."""
+        state, rt = self.state, self.rt
+        cause = prior or _cause(state)
+        resumed = Resumed(
+            attempt=state.restarts + 1,
+            host=rt.host,
+            pid=os.getpid(),
+            cause=cause.cause,
+            charged=cause.charged,
+        )
+        await self._append([resumed])
         limit = state.budgets.max_restarts
         limit = rt.max_restarts if limit is None else limit
-        if state.restarts > limit:
-            reason = f"restart budget exhausted: {state.restarts} restarts (limit {limit})"
-            if last_error:
-                reason += f"; last error: {last_error}"
-            return await _finish(journal, state, rt, blobs, RunStatus.FAILED, reason)
-    if not fresh:  # a run created just now has no call an answer could be for yet
-        await _fold_inbox(journal, state, rt, blobs)
-    prestarted: set[str] = set()  # calls whose tool_started went out with the model's answer
-    while True:
-        outcome = classify(state, rt)
-        if outcome.status is not RunStatus.RUNNING and await _fold_inbox(journal, state, rt, blobs):
-            continue  # answers queued while this process held the journal: act on them
-        if outcome.status is not RunStatus.RUNNING:
-            deadline = run_deadline(state)
-            if not outcome.status.final and deadline is not None and rt.clock() >= deadline:
-                reason = f"deadline of {state.budgets.deadline_s:g} s passed while {outcome.status}"
-                return await _finish(journal, state, rt, blobs, RunStatus.FAILED, reason)
-            return outcome
-        if state.turn_open:
-            await _advance_calls(journal, state, rt, blobs, prestarted)
-        else:
-            over = _budget_problem(state, rt, for_model=True)
-            if over is not None:
-                return await _finish(journal, state, rt, blobs, RunStatus.FAILED, over)
-            await _call_model(journal, state, rt, blobs, prestarted)
-
-
-async def _fold_inbox(
-    journal: Journal, state: RunState, rt: Runtime, blobs: dict[str, Any]
-) -> bool:
-    """Record the answers people queued while this process held the journal.
-
-    Looked at when a drive resumes a run and whenever the run is about to rest (not at every
-    step, nor when a just-created run starts: a ``stat`` there is measurable), so a queued answer
-    takes effect at the run's next pause.
-    Returns whether any answer was recorded.
-    """
-    mailbox = rt.mailbox
-    if mailbox is None or not await mailbox.has_inbox(journal.run_id):
-        return False
-    from ._answers import answer_problem  # the checks import this module
-
-    answers = await mailbox.take_inbox(journal.run_id)
-    recorded = False
-    for answer in answers:
-        problem = answer_problem(state, rt, answer)
-        if problem is None:
-            await _append(journal, state, rt, blobs, [answer])
-            recorded = True
-        else:
-            log.warning("run %s: ignored a queued answer: %s", journal.run_id, problem)
-    crashpoint("inbox_folded")  # a crash here leaves them in both: the check above copes
-    await mailbox.clear_inbox(journal.run_id, len(answers))
-    return recorded
-
-
-async def _call_model(
-    journal: Journal, state: RunState, rt: Runtime, blobs: dict[str, Any], prestarted: set[str]
-) -> None:
-    tools = _definitions(rt, state.manifest)
-    messages = [dict(m) for m in state.messages]
-    if rt.model_gate is not None:
-        async with rt.model_gate:
-            reply = await rt.model(system=state.manifest.system, messages=messages, tools=tools)
-    else:
-        reply = await rt.model(system=state.manifest.system, messages=messages, tools=tools)
-    crashpoint("model_answered")
-    records: list[Event] = [ModelResponse(message=reply.as_message(), usage=reply.usage)]
-    uses = [b for b in reply.content if b.get("type") == "tool_use"]
-    starts = _starts_with_answer(state, rt, uses)
-    if not uses:
-        records.append(RunFinished(status=RunStatus.DONE.value))
-    await _append(journal, state, rt, blobs, [*records, *starts])
-    prestarted.update(s.call_id for s in starts)
-    crashpoint("model_saved")
-
-
-_SAFE_TO_REPEAT = (ReplayPolicy.RERUN, ReplayPolicy.IDEMPOTENCY_KEY)
-"""Policies under which running a call again is harmless."""
-
-
-def _starts_with_answer(
-    state: RunState, rt: Runtime, uses: list[dict[str, Any]]
-) -> list[ToolStarted]:
-    """The ``tool_started`` records to write in the same group as the model's answer.
-
-    That saves one sync per call, and is done only where it changes nothing a person could
-    tell: every call of the turn runs at once (a known tool, valid arguments, no approval, within
-    budget), and each tool's policy makes running it again harmless (``rerun`` or
-    ``idempotency_key``). If the process dies before such a call really ran, the resumed run
-    finds it started without a result and runs it under that policy, as after any crash
-    between a call's start and its result.
-    """
-    starts: list[ToolStarted] = []
-    for block in uses:
-        spec = spec_for(state, rt, block["name"])
-        if spec is None or spec.approval or spec.policy not in _SAFE_TO_REPEAT:
-            return []
-        try:
-            spec.validate(block.get("input"))
-        except ToolArgumentsError:
-            return []
-        starts.append(ToolStarted(call_id=block["id"], name=block["name"], attempt=1))
-    if len({s.call_id for s in starts}) != len(starts):
-        return []  # a malformed turn: let the usual path deal with it
-    if starts and _budget_problem(state, rt, for_model=False, starting=len(starts)) is not None:
-        return []
-    return starts
-
-
-async def _advance_calls(
-    journal: Journal, state: RunState, rt: Runtime, blobs: dict[str, Any], prestarted: set[str]
-) -> None:
-    """Record what needs no tool run, then run every runnable call of the turn concurrently."""
-    now = rt.clock()
-    records: list[Event] = []
-    runnable: list[tuple[Call, ToolSpec]] = []
-    verify: list[tuple[Call, ToolSpec]] = []
-    for call in state.calls.values():
-        if call.done or call.escalated:
-            continue
-        spec = spec_for(state, rt, call.name)
-        if spec is not None and call.id in prestarted:
-            runnable.append((call, spec))  # checked when its start went out with the answer
-            continue
-        if spec is None:
-            records.append(_error(call, f"unknown tool {call.name!r}"))
-            continue
-        try:
-            spec.validate(call.input)
-        except ToolArgumentsError as exc:
-            records.append(_error(call, f"invalid arguments for {call.name}: {exc.reason}"))
-            continue
-        if call.resolution is not None:
-            res = call.resolution
-            if res.outcome == "succeeded":
-                records.append(ToolResult(call_id=call.id, ok=True, content=res.result))
-                continue
-            if res.outcome == "failed":
-                note = res.note or f"marked failed by {res.by or 'a person'}"
-                content = res.result if res.result is not None else note
-                records.append(ToolResult(call_id=call.id, ok=False, content=content))
-                continue
-            if call.attempts == call.attempts_at_resolution:  # "retry": run it once more
-                runnable.append((call, spec))
-                continue
-            # the retried attempt is dangling too: fall through to the policy
-        elif call.decision is not None and not call.decision.approved:
-            records.append(_rejected(call, call.decision.by, call.decision.note))
-            continue
-        elif spec.approval:
-            decision = call.decision
-            if decision is None:
-                deadline = _approval_deadline(spec, call)
-                if deadline is None or now < deadline:
-                    continue  # waits for a person
-                if spec.on_approval_timeout is ApprovalTimeout.ESCALATE:
-                    records.append(Escalated(call_id=call.id, reason="approval deadline passed"))
-                    continue
-                note = f"no decision before the approval deadline ({spec.approval_timeout:g} s)"
-                records.append(
-                    Decision(call_id=call.id, approved=False, by=SYSTEM_ACTOR, note=note)
+        if state.interruptions <= limit:
+            return None
+        n = state.interruptions
+        dangling = [c for c in state.calls.values() if c.dangling]
+        records: list[Event]
+        if dangling:
+            records = [
+                Escalated(
+                    call_id=c.id,
+                    reason=f"the run stopped {n} times in a row (limit {limit}) while "
+                    f"{c.name} was running (attempt {c.attempts}); last: {cause.cause}; resolve "
+                    "it as succeeded, retry or failed, or cancel the run",
                 )
-                records.append(_rejected(call, SYSTEM_ACTOR, note))
-                continue
-            if not decision.approved:
-                records.append(_rejected(call, decision.by, decision.note))
-                continue
-        if call.attempts == 0 or (
-            call.resolution is not None and call.attempts == call.attempts_at_resolution
-        ):
-            runnable.append((call, spec))
-            continue
-        # Dangling: started, no result. The tool's policy decides.
-        if spec.policy in _SAFE_TO_REPEAT:
-            runnable.append((call, spec))
-        elif spec.policy is ReplayPolicy.VERIFY:
-            verify.append((call, spec))
+                for c in dangling
+            ]
         else:
-            reason = (
-                f"outcome unknown: {call.name} was started (attempt {call.attempts}) "
-                "but its result was never recorded; resolve it as succeeded, retry or failed"
+            doing = "running its tools" if state.turn_open else "asking the model"
+            records = [
+                Parked(
+                    reason=f"the run stopped {n} times in a row without progress (limit "
+                    f"{limit}) while {doing}; last: {cause.cause}; fix the cause, then retry "
+                    "the run",
+                    cause="crash_loop",
+                )
+            ]
+        log.error(
+            "run %s: stopped %d times in a row without progress; parked for a person (%s)",
+            self.journal.run_id,
+            n,
+            cause.cause,
+            extra={"run_id": self.journal.run_id},
+        )
+        await self._append(records)
+        return run_status(state, rt.clock())
+
+    async def suspend(self, reason: str) -> None:
+        """Record that this owner stopped on purpose (best effort: never raises)."""
+        journal = self.journal
+        if journal.broken or not self.acted_or_resumed():
+            return
+        try:
+            await journal.append([Suspended(reason=reason, host=self.rt.host, pid=os.getpid())])
+        except Exception as exc:  # a broken handle or a lost lease: the next owner charges it
+            log.debug("run %s: could not record the suspension: %s", journal.run_id, exc)
+
+    def acted_or_resumed(self) -> bool:
+        """Whether there is a stop worth recording: the run is unfinished and not at rest."""
+        if self.state.finished is not None or self.state.started is None:
+            return False
+        if isinstance(self.state.last, Suspended):
+            return False
+        return run_status(self.state, self.rt.clock()).status is RunStatus.RUNNING
+
+    def leave_alone(self) -> None:
+        if self.holds_gate:
+            self.holds_gate = False
+            self.rt.gate.leave_alone()
+
+    # ------------------------------------------------------------------ the model
+
+    async def _call_model(self) -> None:
+        state, rt = self.state, self.rt
+        failure = state.last_model_failure
+        if failure is not None and failure.retry_at is not None:
+            await self._pause_until(failure.retry_at)
+        self._check_stopping()
+        tools = _definitions(rt, state.manifest)
+        messages = [dict(m) for m in state.messages]
+        counted = await self._enter_step()
+        try:
+            if rt.model_gate is not None:
+                async with rt.model_gate:
+                    self._check_stopping()
+                    reply = await rt.model(
+                        system=state.manifest.system, messages=messages, tools=tools
+                    )
+            else:
+                reply = await rt.model(system=state.manifest.system, messages=messages, tools=tools)
+        except ModelError as exc:
+            await self._model_failed(exc)
+            return
+        finally:
+            if counted:
+                rt.gate.leave_step()
+        crashpoint("model_answered")
+        records: list[Event] = [ModelResponse(message=reply.as_message(), usage=reply.usage)]
+        uses = [b for b in reply.content if b.get("type") == "tool_use"]
+        starts = self._starts_with_answer(uses)
+        if not uses:
+            records.append(RunFinished(status=RunStatus.DONE.value))
+        await self._append([*records, *starts])
+        self.prestarted.update(s.call_id for s in starts)
+        crashpoint("model_saved")
+
+    async def _model_failed(self, exc: ModelError) -> None:
+        """Journal a failed model call: ask again later, ask again now, or park the run."""
+        state, rt, run_id = self.state, self.rt, self.journal.run_id
+        usage = exc.usage if isinstance(exc.usage, Usage) else Usage()
+        if isinstance(exc, ModelResponseError):
+            failed = ModelFailed(kind="malformed", error=exc.reason, usage=usage)
+            records: list[Event] = [failed]
+            if state.model_failures + 1 >= MALFORMED_LIMIT:
+                reason = (
+                    f"the model's answer was malformed {state.model_failures + 1} times in a row; "
+                    f"last: {exc.reason}"
+                )
+                records.append(Parked(reason=reason, cause="model"))
+            log.warning("run %s: the model's answer is malformed: %s", run_id, exc.reason)
+            await self._append(records)
+            return
+        if exc.transient:
+            delay = exc.retry_after
+            if delay is None:
+                delay = MODEL_RETRY.delay(state.model_failures + 1, rt.jitter)
+            retry_at = rt.clock() + delay
+            log.warning(
+                "run %s: model call failed (%s); asking again in %.1f s",
+                run_id,
+                exc.reason,
+                delay,
+                extra={"run_id": run_id},
             )
-            records.append(Escalated(call_id=call.id, reason=reason))
-    if records:
-        await _append(journal, state, rt, blobs, records)
-    if not runnable and not verify:
-        return
-    starting = sum(1 for call, _ in runnable if call.id not in prestarted)
-    over = _budget_problem(state, rt, for_model=False, starting=starting)
-    if over is not None:
-        await _finish(journal, state, rt, blobs, RunStatus.FAILED, over)
-        return
-    if len(runnable) + len(verify) == 1:  # the common case: no task group to pay for
-        if runnable:
-            await _run_call(journal, state, *runnable[0], prestarted)
+            await self._append(
+                [ModelFailed(kind="transient", error=exc.reason, retry_at=retry_at, usage=usage)]
+            )
+            return
+        log.error("run %s: the model refused the request: %s", run_id, exc.reason)
+        await self._append(
+            [Parked(reason=f"model {exc.model!r} refused the request: {exc.reason}", cause="model")]
+        )
+
+    def _starts_with_answer(self, uses: list[dict[str, Any]]) -> list[ToolStarted]:
+        """The ``tool_started`` records to write in the same group as the model's answer.
+
+        That saves one sync per call, and is done only where it changes nothing a person could
+        tell: every call of the turn runs at once (a known tool, valid arguments, no approval,
+        no timeout or retries of its own, within budget), each tool's policy makes running it
+        again harmless (``rerun`` or ``idempotency_key``), and the supervisor is not stopping.
+        If the process dies before such a call really ran, the resumed run finds it started
+        without a result and runs it under that policy, as after any crash between a call's
+        start and its result.
+        """
+        state, rt = self.state, self.rt
+        if rt.stopping.is_set():
+            return []
+        starts: list[ToolStarted] = []
+        for block in uses:
+            spec = spec_for(state, rt, block["name"])
+            if (
+                spec is None
+                or spec.approval
+                or _pinned_approval(state, block["name"])
+                or spec.policy not in SAFE_TO_REPEAT
+                or spec.timeout is not None
+                or spec.retries
+            ):
+                return []
+            try:
+                spec.validate(block.get("input"))
+            except ToolArgumentsError:
+                return []
+            starts.append(ToolStarted(call_id=block["id"], name=block["name"], attempt=1))
+        if len({s.call_id for s in starts}) != len(starts):
+            return []  # a malformed turn: let the usual path deal with it
+        if starts and _budget_problem(state, rt, for_model=False, starting=len(starts)):
+            return []
+        return starts
+
+    # ------------------------------------------------------------------ tools
+
+    async def _advance_calls(self) -> None:
+        """Record what needs no tool run, then run every runnable call of the turn at once."""
+        state, rt = self.state, self.rt
+        now = rt.clock()
+        records: list[Event] = []
+        runs: list[tuple[Call, ToolSpec, Run | Verify]] = []
+        retry_at: float | None = None
+        for call in list(state.calls.values()):
+            if call.done or call.escalated:
+                continue
+            spec = spec_for(state, rt, call.name)
+            if spec is not None and call.id in self.prestarted:
+                runs.append((call, spec, Run(call.attempts)))  # checked when its start went out
+                continue
+            step = next_step(state, call, spec, now)
+            if isinstance(step, Record):
+                records.extend(step.records)
+            elif isinstance(step, Escalate):
+                records.append(Escalated(call_id=call.id, reason=step.reason))
+            elif isinstance(step, RetryAt):
+                retry_at = step.when if retry_at is None else min(retry_at, step.when)
+            elif isinstance(step, (Run, Verify)):
+                assert spec is not None
+                runs.append((call, spec, step))
+            else:
+                assert isinstance(step, WaitForPerson)
+        if records:
+            await self._append(records)
+        if not runs:
+            if retry_at is not None:
+                await self._pause_until(retry_at)
+            elif not records:
+                raise RuntimeError(
+                    f"run {self.journal.run_id!r}: the run is running but no call can advance"
+                )
+            return
+        self._check_stopping()
+        starting = sum(1 for c, _, s in runs if isinstance(s, Run) and c.id not in self.prestarted)
+        over = _budget_problem(state, rt, for_model=False, starting=starting)
+        if over is not None:
+            await self._finish(RunStatus.FAILED, over)
+            return
+        counted = await self._enter_step()
+        try:
+            if len(runs) == 1:  # the common case: no task group to pay for
+                await self._carry_out(*runs[0])
+            else:
+                async with anyio.create_task_group() as tg:
+                    for call, spec, step in runs:
+                        tg.start_soon(self._carry_out, call, spec, step)
+        finally:
+            if counted:
+                rt.gate.leave_step()
+        await self._catch_up()
+
+    async def _carry_out(self, call: Call, spec: ToolSpec, step: Run | Verify) -> None:
+        if isinstance(step, Run):
+            await self._run_call(call, spec, step.attempt)
         else:
-            await _verify_call(journal, state, *verify[0], prestarted)
-    else:
-        async with anyio.create_task_group() as tg:
-            for call, spec in runnable:
-                tg.start_soon(_run_call, journal, state, call, spec, prestarted)
-            for call, spec in verify:
-                tg.start_soon(_verify_call, journal, state, call, spec, prestarted)
-    await _catch_up(journal, state, rt, blobs)
+            await self._verify_call(call, spec, step)
 
-
-async def _run_call(
-    journal: Journal, state: RunState, call: Call, spec: ToolSpec, prestarted: set[str]
-) -> None:
-    if call.id in prestarted:  # its tool_started is durable already, and it has not run
-        prestarted.discard(call.id)
-        attempt = call.attempts
-    else:
-        attempt = call.attempts + 1
-        await journal.append([ToolStarted(call_id=call.id, name=call.name, attempt=attempt)])
-    crashpoint("tool_started")
-    await journal.fence()  # a worker paused past its lease must not act for the run any more
-    ctx = ToolContext(run_id=journal.run_id, call_id=call.id, attempt=attempt)
-    try:
-        content = await spec.invoke(call.input, ctx)
-        result = ToolResult(call_id=call.id, ok=True, content=content)
-    except Exception as exc:  # the model hears what went wrong, as an error result
-        result = ToolResult(call_id=call.id, ok=False, content=f"{type(exc).__name__}: {exc}")
-    crashpoint("tool_returned")
-    await journal.append([result])
-    crashpoint("result_saved")
-
-
-async def _verify_call(
-    journal: Journal, state: RunState, call: Call, spec: ToolSpec, prestarted: set[str]
-) -> None:
-    await journal.fence()
-    ctx = ToolContext(run_id=journal.run_id, call_id=call.id, attempt=call.attempts)
-    landed = await spec.check_landed(call.input, ctx)
-    if landed is not None:
-        await journal.append([ToolResult(call_id=call.id, ok=True, content=landed)])
+    async def _run_call(self, call: Call, spec: ToolSpec, attempt: int) -> None:
+        journal = self.journal
+        if call.id in self.prestarted:  # its tool_started is durable already, and it has not run
+            self.prestarted.discard(call.id)
+        else:
+            await journal.append([ToolStarted(call_id=call.id, name=call.name, attempt=attempt)])
+        crashpoint("tool_started")
+        await journal.fence()  # a worker paused past its lease must not act for the run any more
+        ctx = ToolContext(run_id=journal.run_id, call_id=call.id, attempt=attempt)
+        outcome = await self._attempt(call, spec, ctx)
+        crashpoint("tool_returned")
+        await journal.append([outcome])
         crashpoint("result_saved")
-        return
-    await _run_call(journal, state, call, spec, prestarted)
+
+    async def _attempt(self, call: Call, spec: ToolSpec, ctx: ToolContext) -> Event:
+        """Run one attempt and say how it ended: a result, or a failure worth another try.
+
+        Whatever the tool raises is that call's outcome, ``SystemExit``, ``KeyboardInterrupt``
+        and a stray ``CancelledError`` included: one poisoned call never ends the process and
+        the other runs in it. Only the run's own cancellation propagates.
+        """
+        try:
+            with anyio.move_on_after(spec.timeout) as scope:
+                content = await spec.invoke(call.input, ctx)
+            if scope.cancelled_caught:
+                return self._failed(call, spec, ctx, f"timed out after {spec.timeout:g} s", True)
+            return ToolResult(call_id=call.id, ok=True, content=content)
+        except anyio.get_cancelled_exc_class():
+            if _cancelled_from_outside():
+                raise
+            return _error_result(call, "the tool raised CancelledError (nothing cancelled it)")
+        except BaseException as exc:  # the model hears what went wrong, as an error result
+            if spec.retry_on and isinstance(exc, spec.retry_on):
+                return self._failed(call, spec, ctx, f"{type(exc).__name__}: {exc}", False)
+            return _error_result(call, f"{type(exc).__name__}: {exc}")
+
+    def _failed(
+        self, call: Call, spec: ToolSpec, ctx: ToolContext, error: str, timed_out: bool
+    ) -> ToolFailed:
+        tries = call.failures + 1
+        delay = TOOL_RETRY.delay(tries, self.rt.jitter) if tries <= spec.retries else 0.0
+        return ToolFailed(
+            call_id=call.id,
+            attempt=ctx.attempt,
+            error=error,
+            timed_out=timed_out,
+            retry_at=self.rt.clock() + delay,
+        )
+
+    async def _verify_call(self, call: Call, spec: ToolSpec, step: Verify) -> None:
+        journal = self.journal
+        await journal.fence()
+        ctx = ToolContext(run_id=journal.run_id, call_id=call.id, attempt=call.attempts)
+        try:
+            landed = await spec.check_landed(call.input, ctx)
+        except anyio.get_cancelled_exc_class():
+            if _cancelled_from_outside():
+                raise
+            landed, problem = None, "the verify function raised CancelledError"
+        except BaseException as exc:  # that call's error, never its siblings' cancellation
+            landed, problem = None, f"verify failed: {type(exc).__name__}: {exc}"
+        else:
+            problem = ""
+        if problem:
+            await journal.append([_error_result(call, problem)])
+        elif landed is not None:
+            await journal.append([ToolResult(call_id=call.id, ok=True, content=landed)])
+        elif step.then_run:
+            await self._run_call(call, spec, call.attempts + 1)
+            return
+        else:
+            await journal.append([_error_result(call, step.otherwise)])
+        crashpoint("result_saved")
+
+    # ------------------------------------------------------------------ plumbing
+
+    async def _fold_inbox(self) -> bool:
+        """Record the answers people queued while this process held the journal.
+
+        Looked at when a drive resumes a run and whenever the run is about to rest (not at
+        every step, nor when a just-created run starts: a ``stat`` there is measurable), so a
+        queued answer takes effect at the run's next pause. Returns whether any answer was
+        recorded.
+        """
+        mailbox = self.rt.mailbox
+        run_id = self.journal.run_id
+        if mailbox is None or not await mailbox.has_inbox(run_id):
+            return False
+        from ._answers import answer_problem  # the checks import this module
+
+        answers = await mailbox.take_inbox(run_id)
+        recorded = False
+        for answer in answers:
+            problem = answer_problem(self.state, answer, self.rt.clock())
+            if problem is None:
+                await self._append([answer])
+                recorded = True
+            else:
+                log.warning("run %s: ignored a queued answer: %s", run_id, problem)
+        crashpoint("inbox_folded")  # a crash here leaves them in both: the check above copes
+        await mailbox.clear_inbox(run_id, len(answers))
+        return recorded
+
+    async def _pause_until(self, when: float) -> None:
+        """Wait until wall-clock ``when``; stop waiting (``Suspend``) if the supervisor stops."""
+        rt = self.rt
+        while (left := when - rt.clock()) > 0:
+            self._check_stopping()
+            with anyio.move_on_after(min(left, 1.0)):
+                await rt.stopping.wait()
+        self._check_stopping()
+
+    def _check_stopping(self) -> None:
+        if self.rt.stopping.is_set():
+            raise Suspend
+
+    async def _enter_step(self) -> bool:
+        """Count a step in unless this run holds the gate alone; returns whether it did."""
+        if self.holds_gate:
+            return False
+        await self.rt.gate.enter_step()
+        return True
+
+    async def _append(self, records: list[Event]) -> None:
+        await self.journal.append(records)
+        await self._catch_up()
+
+    async def _catch_up(self) -> None:
+        """Fold new durable events, with the content of any blob they refer to.
+
+        Only the events not folded yet are looked at, so a step costs the same in a long run.
+        """
+        await _load_blobs(self.journal, self.rt, self.blobs, self.state.applied)
+        self.state.catch_up(self.journal.events, self.blobs)
+
+    async def _finish(self, status: RunStatus, reason: str) -> Outcome:
+        await self._append([RunFinished(status=status.value, reason=reason)])
+        return Outcome(status, reason)
 
 
-async def _append(
-    journal: Journal, state: RunState, rt: Runtime, blobs: dict[str, Any], records: list[Event]
-) -> None:
-    await journal.append(records)
-    await _catch_up(journal, state, rt, blobs)
+def _cause(state: RunState) -> Interruption:
+    """How the last owner stopped, as far as the journal tells."""
+    if isinstance(state.last, Suspended):
+        return Interruption("shutdown", charged=False)
+    if isinstance(state.last, RunStarted):
+        # It never took a step: created by one process and first driven by another, or its
+        # creator died at once. Counted from the next interruption on.
+        return Interruption("first drive", charged=False)
+    return Interruption("crash", charged=True)
 
 
-async def _catch_up(journal: Journal, state: RunState, rt: Runtime, blobs: dict[str, Any]) -> None:
-    """Fold new durable events, with the content of any blob they refer to.
+def _was_interrupted(state: RunState, now: float) -> bool:
+    """Whether the last owner stopped mid-work, not at a rest or a person's answer."""
+    if isinstance(state.last, (Decision, Resolved, Retried)):
+        return False
+    open_calls = [c for c in state.calls.values() if not c.done]
+    if open_calls and all(_parked_for_approval(state, c) for c in open_calls):
+        return False  # parked for a person, woken by its approval deadline
+    return run_status(state, now).status is RunStatus.RUNNING
 
-    Only the events not folded yet are looked at, so a step costs the same in a long run.
-    """
-    await _load_blobs(journal, rt, blobs, state.applied)
-    state.catch_up(journal.events, blobs)
+
+def _parked_for_approval(state: RunState, call: Call) -> bool:
+    return (
+        _pinned_approval(state, call.name)
+        and call.attempts == 0
+        and call.decision is None
+        and call.escalation is None
+    )
 
 
-async def _finish(
-    journal: Journal,
-    state: RunState,
-    rt: Runtime,
-    blobs: dict[str, Any],
-    status: RunStatus,
-    reason: str,
-) -> Outcome:
-    await _append(journal, state, rt, blobs, [RunFinished(status=status.value, reason=reason)])
-    return Outcome(status, reason)
+def _pinned_approval(state: RunState, name: str) -> bool:
+    return any(p.name == name and p.approval for p in state.manifest.tools)
+
+
+def _cancelled_from_outside() -> bool:
+    """Whether a ``CancelledError`` seen here is a real cancellation of this task (an anyio
+    scope around it was cancelled, or asyncio is cancelling the task), not one a tool raised."""
+    if anyio.current_effective_deadline() == -math.inf:
+        return True
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
 
 
 def _definitions(rt: Runtime, manifest: Manifest) -> list[dict[str, Any]]:
@@ -495,7 +714,9 @@ def _definitions(rt: Runtime, manifest: Manifest) -> list[dict[str, Any]]:
     return list(cached)
 
 
-async def _load_blobs(journal: Journal, rt: Runtime, blobs: dict[str, Any], start: int = 0) -> None:
+async def _load_blobs(
+    journal: RunJournal, rt: Runtime, blobs: dict[str, Any], start: int = 0
+) -> None:
     """Load every blob the journal's events from ``start`` on refer to that ``blobs`` lacks."""
     events = journal.events
     for event in events[start:] if start else events:
@@ -505,6 +726,7 @@ async def _load_blobs(journal: Journal, rt: Runtime, blobs: dict[str, Any], star
 
 
 def spec_for(state: RunState, rt: Runtime, name: str) -> ToolSpec | None:
+    """The registered version of tool ``name`` that the run pinned, if this process has it."""
     for pin in state.manifest.tools:
         if pin.name == name:
             try:
@@ -512,19 +734,6 @@ def spec_for(state: RunState, rt: Runtime, name: str) -> ToolSpec | None:
             except UnknownToolError:
                 return None
     return None
-
-
-def run_deadline(state: RunState) -> float | None:
-    """When the run's ``deadline_s`` budget runs out (wall clock), if it has one."""
-    if state.started is None or state.budgets.deadline_s is None:
-        return None
-    return state.started.at + state.budgets.deadline_s
-
-
-def _approval_deadline(spec: ToolSpec, call: Call) -> float | None:
-    if spec.approval_timeout is None:
-        return None
-    return call.started_at + spec.approval_timeout
 
 
 def _budget_problem(
@@ -548,38 +757,8 @@ def _budget_problem(
     return None
 
 
-def _was_interrupted(state: RunState, rt: Runtime) -> bool:
-    """Whether the last owner stopped mid-work (a restart), not at a rest or a person's answer."""
-    if isinstance(state.last, (Decision, Resolved)):
-        return False
-    open_calls = [c for c in state.calls.values() if not c.done]
-    if open_calls and all(_awaits_approval(state, rt, c) for c in open_calls):
-        return False  # parked for a person, woken by its approval deadline
-    return classify(state, rt).status is RunStatus.RUNNING
-
-
-def _awaits_approval(state: RunState, rt: Runtime, call: Call) -> bool:
-    spec = spec_for(state, rt, call.name)
-    return (
-        spec is not None
-        and spec.approval
-        and call.attempts == 0
-        and call.decision is None
-        and call.escalation is None
-    )
-
-
-def _resumed(state: RunState, rt: Runtime) -> Resumed:
-    return Resumed(attempt=state.restarts + 1, host=rt.host, pid=os.getpid())
-
-
-def _error(call: Call, message: str) -> ToolResult:
+def _error_result(call: Call, message: str) -> ToolResult:
     return ToolResult(call_id=call.id, ok=False, content=message)
-
-
-def _rejected(call: Call, by: str, note: str) -> ToolResult:
-    text = f"{call.name} was rejected by {by}" + (f": {note}" if note else "")
-    return ToolResult(call_id=call.id, ok=False, content=text)
 
 
 def _sha256(text: str) -> str:

@@ -19,11 +19,15 @@ from ..journal._records import (
     Decision,
     Escalated,
     Manifest,
+    ModelFailed,
     ModelResponse,
+    Parked,
     Resolved,
     Resumed,
+    Retried,
     RunFinished,
     RunStarted,
+    ToolFailed,
     ToolResult,
     ToolStarted,
 )
@@ -69,10 +73,30 @@ class Call:
     escalation: Escalated | None = None
     resolution: Resolved | None = None
     attempts_at_resolution: int = 0
+    failures: int = 0
+    last_failure: ToolFailed | None = None
 
     @property
     def done(self) -> bool:
         return self.result is not None
+
+    @property
+    def dangling(self) -> bool:
+        """Whether the latest attempt was started and nothing says how it ended (it dangles)."""
+        if self.done or self.attempts == 0:
+            return False
+        if self.resolution is not None and self.attempts == self.attempts_at_resolution:
+            return False
+        failed = self.last_failure
+        return failed is None or failed.attempt != self.attempts
+
+    @property
+    def last_attempt_failed(self) -> ToolFailed | None:
+        """The ``tool_failed`` record of the latest attempt, if that is how it ended."""
+        failed = self.last_failure
+        if failed is None or self.done or failed.attempt != self.attempts:
+            return None
+        return failed
 
     @property
     def escalated(self) -> bool:
@@ -93,7 +117,12 @@ class RunState:
     input_tokens: int = 0
     output_tokens: int = 0
     restarts: int = 0
+    interruptions: int = 0
     finished: RunFinished | None = None
+    parked: Parked | None = None
+    model_failures: int = 0
+    last_model_failure: ModelFailed | None = None
+    retried_budgets: Budgets | None = None
     applied: int = 0
     last: AnyEvent | None = None
 
@@ -104,6 +133,9 @@ class RunState:
 
     @property
     def budgets(self) -> Budgets:
+        """The run's limits: as it started, or as a person last extended them."""
+        if self.retried_budgets is not None:
+            return self.retried_budgets
         return self.started.budgets if self.started is not None else Budgets()
 
     @property
@@ -141,6 +173,8 @@ class RunState:
             raise ValueError(f"event seq {event.seq} applied where {self.applied} was expected")
         self.applied += 1
         self.last = event
+        if isinstance(event, (ModelResponse, ToolResult, ToolFailed, Decision, Resolved, Retried)):
+            self.interruptions = 0  # durable progress, or a person's answer: no crash loop
         if isinstance(event, RunStarted):
             self.run_id = event.run_id
             self.started = event
@@ -148,6 +182,8 @@ class RunState:
         elif isinstance(event, ModelResponse):
             self.messages.append(event.message)
             self.model_calls += 1
+            self.model_failures = 0
+            self.last_model_failure = None
             self.input_tokens += event.usage.input_tokens
             self.output_tokens += event.usage.output_tokens
             self.calls = {
@@ -162,6 +198,10 @@ class RunState:
             self._call(event.call_id).result = event
             if not self.turn_open:
                 self.messages.append(self._results_message(blobs or {}))
+        elif isinstance(event, ToolFailed):
+            call = self._call(event.call_id)
+            call.failures += 1
+            call.last_failure = event
         elif isinstance(event, Decision):
             self._call(event.call_id).decision = event
         elif isinstance(event, Escalated):
@@ -172,8 +212,24 @@ class RunState:
             call = self._call(event.call_id)
             call.resolution = event
             call.attempts_at_resolution = call.attempts
+            call.failures = 0
         elif isinstance(event, Resumed):
             self.restarts += 1
+            self.interruptions += event.charged
+        elif isinstance(event, ModelFailed):
+            self.model_failures += 1
+            self.last_model_failure = event
+            self.input_tokens += event.usage.input_tokens
+            self.output_tokens += event.usage.output_tokens
+        elif isinstance(event, Parked):
+            self.parked = event
+        elif isinstance(event, Retried):
+            self.parked = None
+            self.finished = None
+            self.model_failures = 0
+            self.last_model_failure = None
+            if event.budgets is not None:
+                self.retried_budgets = event.budgets
         elif isinstance(event, RunFinished):
             self.finished = event
 

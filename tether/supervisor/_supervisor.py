@@ -31,21 +31,25 @@ from .._errors import (
     RunStateError,
     TetherError,
 )
-from ..journal._records import Budgets, Decision, Event, Resolved, RunFinished, RunStarted
+from ..journal._records import (
+    Budgets,
+    Decision,
+    Event,
+    Resolved,
+    Retried,
+    RunFinished,
+    RunStarted,
+)
 from ..journal._store import RunJournal, Store
 from ..models._base import Model
 from ..testing._crashpoints import crashpoint
 from ..tools._registry import ToolRegistry
 from ._answers import answer_problem
-from ._loop import (
-    Outcome,
-    Runtime,
-    build_manifest,
-    classify,
-    drive,
-    manifest_problem,
-)
+from ._backoff import STORE_RETRY_CAP, Backoff
+from ._failures import explain, is_store_failure
+from ._loop import Interruption, Runtime, build_manifest, drive, manifest_problem
 from ._state import RunStatus, fold
+from ._status import Outcome, run_status
 
 log = logging.getLogger("tether.supervisor")
 
@@ -99,6 +103,7 @@ class _Entry:
     reason: str = ""
     pending: tuple[str, ...] = ()
     scope: anyio.CancelScope | None = None
+    driving: bool = False
     remote: bool = False
     seen: tuple[int, int] | None = None
     _changed: anyio.Event | None = None
@@ -134,7 +139,9 @@ class Supervisor:
     """Runs agent runs durably over a store; use as an async context manager.
 
     On entry it resumes every unfinished run of the store that no other process holds. On exit
-    it cancels its children: every point is safe, since all progress is in the journals.
+    it drains: no new model or tool call starts, calls already running may finish and are
+    recorded (up to ``drain_timeout``), and the runs still active are then cancelled and
+    recorded as ``suspended``, which their next owner does not count as an interruption.
 
     Args:
         store: where runs live. Entered (and closed) by the supervisor if not entered yet.
@@ -144,20 +151,27 @@ class Supervisor:
         strict_app_version: resume only runs that pinned this same ``app_version``; others
             stop as ``needs_attention``. Off by default: a deploy usually fixes bugs without
             changing any contract, and the model and tool contracts are always checked.
-        max_restarts: restart budget of a run whose ``Budgets`` sets none.
-        restart_backoff: first delay before restarting a crashed run; doubles each time, with
-            jitter, up to ``max_backoff``.
+        max_restarts: crash-loop limit of a run whose ``Budgets`` sets none: how many
+            interruptions in a row without progress (its process died while it was active, or
+            its task raised) a run may have before it parks as ``needs_attention``. Graceful
+            stops and store failures never count; progress starts the count again.
+        restart_backoff: first delay before restarting a crashed run (or trying a failed
+            store again); doubles each time, with jitter, up to ``max_backoff`` (crashes) or
+            30 s (the store).
+        drain_timeout: seconds an exit waits for model and tool calls already running to
+            finish and be recorded before it cancels them.
         model_concurrency: at most this many model calls at once across all runs.
-        max_active_runs: at most this many runs advance at once; the others queue. Parked runs
-            never count. Each active run holds one file descriptor, so the default is half the
-            process's soft ``RLIMIT_NOFILE`` (512 under the common limit of 1,024).
+        max_active_runs: at most this many runs advance at once; the others queue, holding no
+            file descriptor. Parked runs never count. Each active run holds one file
+            descriptor, so the default is half the process's soft ``RLIMIT_NOFILE`` (512 under
+            the common limit of 1,024).
         sweep_interval: every this many seconds, look for runs to take over (their owner
             process died, releasing the journal's lock) or to continue (a decision was recorded
             by another process); ``None`` looks only on entry.
         resume: resume unfinished runs on entry (and sweep); ``False`` only serves runs
             started or acted on through this supervisor.
-        clock, sleep, jitter: wall-clock time (deadlines), waiting (restart backoff, timers)
-            and the jitter source (``[0, 1)``), injectable so tests need not wait.
+        clock, sleep, jitter: wall-clock time (deadlines, retry times), waiting (backoff,
+            timers) and the jitter source (``[0, 1)``), injectable so tests need not wait.
     """
 
     def __init__(
@@ -171,6 +185,7 @@ class Supervisor:
         max_restarts: int = 3,
         restart_backoff: float = 0.05,
         max_backoff: float = 5.0,
+        drain_timeout: float = 30.0,
         model_concurrency: int | None = None,
         max_active_runs: int | None = None,
         sweep_interval: float | None = 5.0,
@@ -179,6 +194,8 @@ class Supervisor:
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
         jitter: Callable[[], float] = random.random,
     ) -> None:
+        if sweep_interval is not None and not sweep_interval > 0:
+            raise ValueError(f"sweep_interval must be more than 0 seconds, got {sweep_interval!r}")
         self._store = store
         self._rt = Runtime(
             model=model,
@@ -189,6 +206,8 @@ class Supervisor:
             strict_app_version=strict_app_version,
             model_gate=anyio.Semaphore(model_concurrency) if model_concurrency else None,
             clock=clock,
+            sleep=sleep,
+            jitter=jitter,
             mailbox=store,
         )
         self._sleep = sleep
@@ -196,13 +215,18 @@ class Supervisor:
         self._app_version = app_version
         self._backoff = restart_backoff
         self._max_backoff = max_backoff
+        self._drain_timeout = drain_timeout
         self._resume = resume
         self._sweep_interval = sweep_interval
         self._active = anyio.CapacityLimiter(max_active_runs or _default_active_limit())
         self._watchers: set[MemoryObjectSendStream[StatusChange]] = set()
         self._runs: dict[str, _Entry] = {}
         self._handed: set[RunJournal] = set()
+        self._children = 0
+        self._idle: anyio.Event | None = None
+        self._draining = False
         self._tg: anyio.abc.TaskGroup | None = None
+        self._sweeper_scope: anyio.CancelScope | None = None
         self._stack: AsyncExitStack | None = None
 
     async def __aenter__(self) -> Supervisor:
@@ -213,6 +237,7 @@ class Supervisor:
             self._tg = await stack.enter_async_context(anyio.create_task_group())
             stack.callback(self._tg.cancel_scope.cancel)
             stack.callback(self._close_watchers)
+            await self._check_model()
             if self._resume:
                 await self._sweep()
                 if self._sweep_interval is not None:
@@ -220,11 +245,51 @@ class Supervisor:
             self._stack = stack.pop_all()
         return self
 
-    async def __aexit__(self, *exc_info: object) -> None:
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object
+    ) -> None:
         stack, self._stack = self._stack, None
-        if stack is not None:
-            await stack.aclose()
-        self._tg = None
+        try:
+            if stack is not None and not self._draining:
+                cancelled = exc_type is not None and issubclass(
+                    exc_type, anyio.get_cancelled_exc_class()
+                )
+                if not cancelled:  # a cancelled host wants out now: cancel, and record that
+                    await self.drain()
+        finally:
+            if stack is not None:
+                await stack.aclose()
+            self._tg = None
+
+    async def drain(self) -> None:
+        """Stop starting work, let what runs finish, then stop (what leaving the context does).
+
+        No new model call or tool call starts from now on and no run is started, resumed or
+        woken. Calls already running may finish and have their results recorded, for up to
+        ``drain_timeout`` seconds; then the supervisor's runs are
+        cancelled. Every run that stopped mid-work records ``suspended``, so its next owner
+        resumes it without counting an interruption. After a drain the supervisor can only be
+        exited. Calling it again does nothing.
+
+        On cancellation (a second signal, say): stops waiting; exiting then cancels the runs
+        at once.
+        """
+        if self._draining:
+            return
+        self._draining = True
+        self._rt.stopping.set()
+        if self._sweeper_scope is not None:
+            self._sweeper_scope.cancel()
+        for entry in self._runs.values():
+            if entry.scope is not None and not entry.driving:
+                entry.scope.cancel()  # queued for a slot: nothing of it is in flight
+        with anyio.move_on_after(self._drain_timeout):
+            while self._children:
+                self._idle = anyio.Event()
+                await self._idle.wait()
+        for entry in self._runs.values():
+            if entry.scope is not None:
+                entry.scope.cancel()  # past the drain timeout: each records its suspension
 
     # ------------------------------------------------------------------ public actions
 
@@ -241,12 +306,16 @@ class Supervisor:
         Args:
             prompt: the user's message, or a list of messages in the Messages API shape.
             system: the system prompt (pinned with its hash).
-            budgets: limits counted from the journal, so restarts cannot reset them.
+            budgets: limits counted from the journal, so restarts cannot reset them; by
+                default ``Budgets()``, whose ``max_model_calls`` is 100.
 
         Raises:
             RunExistsError: a run with this id exists.
             InvalidRunIdError: ``run_id`` is not a valid run id.
+            RuntimeError: the supervisor is not entered, or is stopping.
         """
+        if self._tg is None or self._draining:
+            raise RuntimeError("the supervisor is not running (enter it, and do not drain it)")
         messages = (
             [{"role": "user", "content": prompt}]
             if isinstance(prompt, str)
@@ -256,7 +325,12 @@ class Supervisor:
         started = RunStarted(
             run_id=run_id, manifest=manifest, messages=messages, budgets=budgets or Budgets()
         )
-        journal = await self._store.create(run_id, [started])
+        journal: RunJournal | None = await self._store.create(run_id, [started])
+        assert journal is not None
+        if len(self._handed) >= self._active.available_tokens:
+            # No slot for it now: it waits without holding its journal (a descriptor).
+            await journal.aclose()
+            journal = None
         self._set(run_id, Outcome(RunStatus.RUNNING))
         self._spawn(run_id, journal, fresh=True)
 
@@ -303,10 +377,12 @@ class Supervisor:
     ) -> None:
         """Record a person's approval or rejection of a tool call, then continue the run.
 
-        A rejection reaches the model as an error tool result carrying ``note``.
+        A rejection reaches the model as an error tool result carrying ``note``. An approval
+        that comes after the call's approval deadline is refused: the deadline's outcome
+        (a rejection, or an escalation) stands.
 
         Raises:
-            RunStateError: the call is not waiting for approval.
+            RunStateError: the call is not waiting for approval (or its deadline passed).
             RunNotFoundError: no such run.
 
         While another process advances the run, the answer waits in the run's inbox and that
@@ -343,6 +419,23 @@ class Supervisor:
         record = Resolved(call_id=call_id, outcome=outcome, result=result, by=by, note=note)
         await self._record(run_id, record)
 
+    async def retry(
+        self, run_id: str, *, by: str = "", note: str = "", budgets: Budgets | None = None
+    ) -> None:
+        """Send on a run the runtime parked (a model that refused, a crash loop) or that failed.
+
+        Records ``retried``; the run continues from where it stopped. A failed run is re-opened
+        (on purpose, and journaled); when it failed on a budget, pass ``budgets`` with the
+        limits it may use from now on (they replace the old ones).
+
+        Raises:
+            RunStateError: the run is neither parked by the runtime nor failed (calls waiting
+                for a resolution are answered with ``resolve``), or would fail again at once on
+                its budgets.
+            RunNotFoundError: no such run.
+        """
+        await self._record(run_id, Retried(by=by, note=note, budgets=budgets))
+
     async def cancel(self, run_id: str, *, reason: str = "cancelled") -> None:
         """Stop a run for good: its task (if any) is cancelled and ``cancelled`` recorded.
 
@@ -366,7 +459,7 @@ class Supervisor:
         events = await self._store.read(run_id)
         blobs: dict[str, Any] = {}
         state = fold(events, blobs)
-        outcome = classify(state, self._rt)
+        outcome = run_status(state, self._rt.clock())
         entry = self._runs.get(run_id)
         if entry is not None and (entry.status.resting or not outcome.status.resting):
             outcome = Outcome(entry.status, entry.reason, entry.pending)
@@ -404,6 +497,20 @@ class Supervisor:
 
     # ------------------------------------------------------------------ internals
 
+    async def _check_model(self) -> None:
+        """Say once, loudly, when the model cannot work at all (no credentials)."""
+        check = getattr(self._rt.model, "check", None)
+        if check is None:
+            return
+        problem = await check()
+        if problem:
+            log.error(
+                "model %s cannot answer: %s. Runs that ask it park as needs_attention; "
+                "fix this, then send them on with `tether retry`",
+                self._rt.model.name,
+                problem,
+            )
+
     def _set(self, run_id: str, outcome: Outcome) -> None:
         """Record a run's new status, wake its waiters and tell every watcher."""
         self._entry(run_id).set(outcome)
@@ -438,12 +545,19 @@ class Supervisor:
             entry = self._runs[run_id] = _Entry()
         return entry
 
-    def _spawn(self, run_id: str, journal: RunJournal | None, *, fresh: bool) -> None:
+    def _spawn(
+        self, run_id: str, journal: RunJournal | None, *, fresh: bool, alone: bool = False
+    ) -> None:
         if self._tg is None:
             raise RuntimeError("use the Supervisor as an async context manager")
+        if self._draining:
+            if journal is not None:
+                self._handed.add(journal)  # closed on exit
+            return
         if journal is not None:
             self._handed.add(journal)  # closed on exit if the child never gets to start
-        self._tg.start_soon(self._child, run_id, journal, fresh, name=f"tether-run-{run_id}")
+        self._children += 1
+        self._tg.start_soon(self._child, run_id, journal, fresh, alone, name=f"tether-run-{run_id}")
 
     async def _close_handed(self) -> None:
         """Close journals handed to children that were cancelled before they started: a store
@@ -457,7 +571,7 @@ class Supervisor:
             raise RunNotFoundError(run_id)
         return self._entry(run_id)
 
-    async def _record(self, run_id: str, record: Decision | Resolved) -> None:
+    async def _record(self, run_id: str, record: Decision | Resolved | Retried) -> None:
         entry = await self._known(run_id)
         if await self._append_answer(run_id, entry, record):
             self._set(run_id, Outcome(RunStatus.RUNNING))
@@ -475,53 +589,81 @@ class Supervisor:
                 journal = await self._store.open(run_id)
             except JournalLockedError:
                 state = fold(await self._store.read(run_id))
-                problem = answer_problem(state, self._rt, record)
+                problem = answer_problem(state, record, self._rt.clock())
                 if problem is not None:
                     raise RunStateError(run_id, problem) from None
                 await self._store.post(run_id, record)
                 return False
             async with journal:
-                problem = answer_problem(fold(journal.events), self._rt, record)
+                problem = answer_problem(fold(journal.events), record, self._rt.clock())
                 if problem is not None:
                     raise RunStateError(run_id, problem)
                 await journal.append([record])
         return True
 
-    async def _child(self, run_id: str, journal: RunJournal | None, fresh: bool) -> None:
+    async def _child(
+        self, run_id: str, journal: RunJournal | None, fresh: bool, alone: bool
+    ) -> None:
         entry = self._entry(run_id)
-        if journal is not None:
-            self._handed.discard(journal)
-        with anyio.CancelScope() as scope:
-            entry.scope = scope
-            try:
-                async with self._active, entry.lock:
-                    outcome = await self._run(run_id, journal, fresh)
-                    journal = None  # _run closed it
-                if outcome is not None:
-                    self._set(run_id, outcome)
-                    if outcome.wake_at is not None:
-                        self._tg_start(self._wake_at, run_id, outcome.wake_at)
-            finally:
-                entry.scope = None
-                entry.release_idle_lock()
-                if journal is not None:  # cancelled while queued for a slot: never driven
-                    with anyio.CancelScope(shield=True):
-                        await journal.aclose()
+        try:
+            with anyio.CancelScope() as scope:
+                entry.scope = scope
+                try:
+                    if journal is not None:
+                        self._handed.discard(journal)
+                        try:
+                            self._active.acquire_nowait()
+                        except anyio.WouldBlock:
+                            # No slot yet: wait for one without holding a descriptor.
+                            with anyio.CancelScope(shield=True):
+                                await journal.aclose()
+                            journal = None
+                            await self._active.acquire()
+                    else:
+                        await self._active.acquire()
+                    try:
+                        async with entry.lock:
+                            entry.driving = True
+                            outcome = await self._run(run_id, journal, fresh, alone)
+                            journal = None  # _run closed it
+                    finally:
+                        entry.driving = False
+                        self._active.release()
+                    if outcome is not None:
+                        self._set(run_id, outcome)
+                        if outcome.wake_at is not None:
+                            self._tg_start(self._wake_at, run_id, outcome.wake_at)
+                finally:
+                    entry.scope = None
+                    entry.release_idle_lock()
+                    if journal is not None:  # cancelled while queued: never driven
+                        with anyio.CancelScope(shield=True):
+                            await journal.aclose()
+        finally:
+            self._children -= 1
+            if self._children == 0 and self._idle is not None:
+                self._idle.set()
 
     def _tg_start(self, func: Any, *args: Any) -> None:
-        if self._tg is not None:
+        if self._tg is not None and not self._draining:
             self._tg.start_soon(func, *args)
 
-    async def _run(self, run_id: str, journal: RunJournal | None, fresh: bool) -> Outcome | None:
-        """Drive the run, restarting it after a crash; ``None`` if another process owns it."""
-        failures = 0
-        last_error: str | None = None
+    async def _run(
+        self, run_id: str, journal: RunJournal | None, fresh: bool, alone: bool
+    ) -> Outcome | None:
+        """Drive the run, restarting it after a crash; ``None`` if another process owns it or
+        the supervisor is stopping."""
+        crashes = 0
+        outages = 0
+        prior: Interruption | None = None
         while True:
             try:
                 if journal is None:
                     journal = await self._store.open(run_id)
                 async with journal:
-                    outcome = await drive(journal, self._rt, fresh=fresh, last_error=last_error)
+                    outcome = await drive(journal, self._rt, fresh=fresh, prior=prior, alone=alone)
+                if outcome is None:
+                    return None  # suspended: the supervisor is stopping
                 if outcome.status.resting and not outcome.status.final:
                     crashpoint("parked")
                 return outcome
@@ -542,72 +684,118 @@ class Supervisor:
                 if isinstance(exc, JournalError) and not _recoverable(exc):
                     log.error("run %s cannot be opened: %s", run_id, exc)
                     return Outcome(RunStatus.NEEDS_ATTENTION, str(exc))
-                failures += 1
-                last_error = f"{type(exc).__name__}: {exc}"
-                if failures > max(self._rt.max_restarts, 10) + 1:
-                    # The journal's restart budget normally ends a crash loop; this catches
-                    # failures that happen before a restart can even be recorded.
-                    log.error("run %s keeps failing: %s", run_id, last_error)
-                    return Outcome(RunStatus.NEEDS_ATTENTION, f"keeps failing: {last_error}")
-                log.warning("run %s crashed (%s); restarting", run_id, last_error)
-                journal, fresh = None, False
-                delay = min(self._max_backoff, self._backoff * 2 ** (failures - 1))
-                await self._sleep(delay * (0.5 + self._jitter()))
+                journal, fresh, alone = None, False, False
+                why = explain(exc)
+                if is_store_failure(exc):
+                    # Not the run's doing: wait for the store, as long as it takes.
+                    outages += 1
+                    prior = Interruption(f"store: {why}", charged=False)
+                    delay = Backoff(self._backoff, STORE_RETRY_CAP).delay(outages, self._jitter)
+                    log.warning(
+                        "run %s: the store failed (%s); trying again in %.1f s",
+                        run_id,
+                        why,
+                        delay,
+                        extra={"run_id": run_id},
+                    )
+                else:
+                    crashes += 1
+                    prior = Interruption(f"error: {why}", charged=True)
+                    if crashes > max(self._rt.max_restarts, 10) + 1:
+                        # The journal's crash-loop count normally parks the run; this catches
+                        # failures that happen before an interruption can even be recorded.
+                        log.error("run %s keeps failing: %s", run_id, why)
+                        return Outcome(RunStatus.NEEDS_ATTENTION, f"keeps failing: {why}")
+                    delay = Backoff(self._backoff, self._max_backoff).delay(crashes, self._jitter)
+                    log.warning("run %s crashed (%s); restarting", run_id, why)
+                await self._pause(delay)
+                if self._draining:
+                    return None
+
+    async def _pause(self, delay: float) -> None:
+        """Sleep ``delay`` seconds (through the injectable ``sleep``), less if a drain begins."""
+        if self._draining:
+            return
+        async with anyio.create_task_group() as tg:
+
+            async def _stop_early() -> None:
+                await self._rt.stopping.wait()
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(_stop_early)
+            await self._sleep(delay)
+            tg.cancel_scope.cancel()
 
     async def _wake_at(self, run_id: str, when: float) -> None:
         await self._sleep(max(0.0, when - self._rt.clock()))
         entry = self._entry(run_id)
+        if self._draining:
+            return
         if entry.status.resting and not entry.status.final and entry.scope is None:
             self._set(run_id, Outcome(RunStatus.RUNNING))
-            await self._child(run_id, None, False)
+            self._children += 1
+            await self._child(run_id, None, False, False)
 
     async def _sweeper(self) -> None:
         assert self._sweep_interval is not None
-        while True:
-            with anyio.move_on_after(self._sweep_interval):
-                await self._store.changed()  # another process wrote (where the store can tell)
-                await anyio.sleep(CHANGE_DEBOUNCE)
-            try:
-                await self._sweep()
-            except Exception as exc:  # the store is unreachable for now: keep the worker up
-                log.warning("sweep failed (%s); trying again in %ss", exc, self._sweep_interval)
+        with anyio.CancelScope() as scope:
+            self._sweeper_scope = scope
+            while True:
+                with anyio.move_on_after(self._sweep_interval):
+                    await self._store.changed()  # another process wrote (where it can tell)
+                    await anyio.sleep(CHANGE_DEBOUNCE)
+                try:
+                    await self._sweep()
+                except Exception as exc:  # the store is unreachable for now: keep the worker up
+                    log.warning(
+                        "sweep failed (%s); trying again in %ss", explain(exc), self._sweep_interval
+                    )
 
     async def _sweep(self) -> None:
-        """Find runs to resume, take over or continue; skip what cannot have changed."""
+        """Find runs to resume, take over or continue; skip what cannot have changed.
+
+        Runs whose process stopped while they were active, and that made no progress since
+        (suspects of a crash loop), are started after the others and each takes its first step
+        alone (see ``_alone``), so that a poisoned run cannot take the others down again.
+        """
         stats = list((await self._store.run_stats()).items())
         # Workers sweeping one store at the same moment then start on different runs, instead
         # of all racing for the same ones in the same order.
         random.shuffle(stats)
+        suspects: list[tuple[int, str]] = []
         for run_id, run_stat in stats:
             stat = run_stat.version
             entry = self._runs.get(run_id)
             if entry is not None:
-                if entry.scope is not None or entry.status.final:
-                    continue  # advanced here right now, or over for good
-                if entry.remote or run_stat.inbox:
+                if entry.scope is not None:
+                    continue  # advanced here right now
+                if entry.remote or (run_stat.inbox and not entry.status.final):
                     # owned elsewhere: try its lock (free once the owner died); or answers wait
                     if not entry.remote:
                         self._set(run_id, Outcome(RunStatus.RUNNING))
                     self._spawn(run_id, None, fresh=False)
                     continue
                 if entry.seen == stat:
-                    continue  # parked, and nobody wrote to it since
+                    continue  # at rest (or over), and nobody wrote to it since
             try:
                 events = await self._store.read(run_id)
                 state = fold(events)
-            except (TetherError, ValueError) as exc:
-                log.error("run %s cannot be read: %s", run_id, exc)
+            except (TetherError, ValueError, OSError) as exc:
+                log.error("run %s cannot be read: %s", run_id, explain(exc))
                 self._set(run_id, Outcome(RunStatus.NEEDS_ATTENTION, str(exc)))
                 self._entry(run_id).seen = stat
                 continue
             self._entry(run_id).seen = stat
             if state.started is None:
                 continue
-            outcome = classify(state, self._rt)
+            outcome = run_status(state, self._rt.clock())
             if outcome.status is RunStatus.RUNNING:
                 problem = manifest_problem(self._rt, state.manifest)
                 if problem is not None:
                     outcome = Outcome(RunStatus.NEEDS_ATTENTION, problem)
+                elif state.interruptions:
+                    suspects.append((state.interruptions, run_id))
+                    continue
                 else:
                     self._set(run_id, outcome)
                     self._spawn(run_id, None, fresh=False)
@@ -621,6 +809,13 @@ class Supervisor:
                 self._set(run_id, outcome)
             if outcome.wake_at is not None:
                 self._tg_start(self._wake_at, run_id, outcome.wake_at)
+        for _count, run_id in sorted(suspects):
+            log.warning(
+                "run %s stopped mid-work without progress before; it takes its next step alone",
+                run_id,
+            )
+            self._set(run_id, Outcome(RunStatus.RUNNING))
+            self._spawn(run_id, None, fresh=False, alone=True)
 
 
 def _default_active_limit() -> int:

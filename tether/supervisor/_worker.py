@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 import signal
 import sys
@@ -16,6 +17,8 @@ from ..journal._store import Store
 from ..models._base import Model
 from ..tools._registry import ToolRegistry
 from ._supervisor import Supervisor
+
+log = logging.getLogger("tether.supervisor")
 
 
 @dataclass
@@ -58,21 +61,44 @@ def load_app(target: str) -> WorkerApp:
 async def run_worker(
     store: Store | str | os.PathLike[str], app: WorkerApp, *, ready: anyio.Event | None = None
 ) -> None:
-    """Serve every run in ``store`` until SIGTERM or SIGINT.
+    """Serve every run in ``store`` until SIGTERM or SIGINT, then drain and return.
 
     ``store`` is a store (entered here if it is not yet), or names one: a directory, or a
     ``postgresql://`` URL (schema ``tether``, default lease; build a ``PostgresStore`` for
     others).
 
     Unfinished runs are resumed on start; runs whose owner dies, and parked runs that get a
-    decision from elsewhere, are picked up at each sweep. On a signal, the children are
-    cancelled: every point is safe, and another worker continues where this one stopped.
+    decision from elsewhere, are picked up at each sweep. On the first signal the supervisor
+    drains (``Supervisor.drain``): nothing new starts, model and tool calls already running
+    finish and are recorded (up to the app's ``drain_timeout``, 30 s by default), and every
+    run still active is recorded as suspended, which its next owner does not count against
+    it. A second signal stops the drain at once (the runs are cancelled and recorded as
+    suspended all the same).
     """
     if isinstance(store, (str, os.PathLike)):
         store = store_for(os.fspath(store))
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        async with Supervisor(store, model=app.model, tools=app.tools, **app.options):
+        async with Supervisor(store, model=app.model, tools=app.tools, **app.options) as sup:
             if ready is not None:
                 ready.set()
-            async for _ in signals:
-                return
+            async for signum in signals:
+                log.info("%s: draining (a second signal stops at once)", _name(signum))
+                break
+            async with anyio.create_task_group() as tg:
+
+                async def _hurry() -> None:
+                    async for again in signals:
+                        log.warning("%s again: stopping at once", _name(again))
+                        tg.cancel_scope.cancel()
+                        return
+
+                tg.start_soon(_hurry)
+                await sup.drain()
+                tg.cancel_scope.cancel()
+
+
+def _name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"

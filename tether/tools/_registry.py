@@ -69,6 +69,9 @@ class ToolRegistry:
         approval: bool = False,
         approval_timeout: float | None = None,
         on_approval_timeout: ApprovalTimeout | ApprovalTimeoutName | None = None,
+        timeout: float | None = None,
+        retries: int = 0,
+        retry_on: type[BaseException] | tuple[type[BaseException], ...] = (),
     ) -> Callable[[_F], _F]: ...
 
     def tool(
@@ -84,6 +87,9 @@ class ToolRegistry:
         approval: bool = False,
         approval_timeout: float | None = None,
         on_approval_timeout: ApprovalTimeout | ApprovalTimeoutName | None = None,
+        timeout: float | None = None,
+        retries: int = 0,
+        retry_on: type[BaseException] | tuple[type[BaseException], ...] = (),
     ) -> _F | Callable[[_F], _F]:
         """Register an async function as a tool; use as ``@registry.tool`` or with options.
 
@@ -112,6 +118,18 @@ class ToolRegistry:
                 sets no deadline of the tool's own.
             on_approval_timeout: with ``approval``: ``"reject"`` (the default) or
                 ``"escalate"`` when the wait expires.
+            timeout: seconds one attempt may run. An attempt that takes longer is cancelled
+                and its outcome is unknown: it goes through ``policy`` like a call whose
+                process died (run again, verified, or escalated) while ``retries`` are left;
+                with none left, a ``verify`` tool is verified once, an ``escalate`` one is
+                escalated and any other gets an error result saying it timed out.
+            retries: how many more attempts a call gets after an attempt that timed out or
+                raised one of ``retry_on``. Attempts back off (1 s, doubling, at most 30 s,
+                with jitter); every attempt is journaled and counts against the run's
+                ``max_tool_calls``.
+            retry_on: exception types (a type or a tuple) worth retrying: an attempt that
+                raises one is known to have failed, so it runs again whatever the policy.
+                Any other exception is the call's error result at once.
 
         Returns:
             ``fn`` itself, or a decorator that registers and returns its argument.
@@ -121,7 +139,9 @@ class ToolRegistry:
                 ``*args``, ``**kwargs`` or positional-only parameters; a parameter without an
                 annotation or with one msgspec cannot describe; an unknown policy; ``verify``
                 missing, not allowed, or with different parameters; approval options without
-                ``approval=True``; a bad name or version; the same (name, version) twice.
+                ``approval=True``; a bad name or version; the same (name, version) twice; a
+                ``timeout`` that is not a positive number, negative ``retries``, ``retry_on``
+                that is not exception types, or ``retry_on`` without ``retries``.
         """
         if fn is not None:
             self.register(fn)
@@ -138,6 +158,9 @@ class ToolRegistry:
                 approval=approval,
                 approval_timeout=approval_timeout,
                 on_approval_timeout=on_approval_timeout,
+                timeout=timeout,
+                retries=retries,
+                retry_on=retry_on,
             )
             return func
 
@@ -155,6 +178,9 @@ class ToolRegistry:
         approval: bool = False,
         approval_timeout: float | None = None,
         on_approval_timeout: ApprovalTimeout | ApprovalTimeoutName | None = None,
+        timeout: float | None = None,
+        retries: int = 0,
+        retry_on: type[BaseException] | tuple[type[BaseException], ...] = (),
     ) -> ToolSpec:
         """Register ``fn`` as a tool and return its spec; ``tool`` without the decorator.
 
@@ -173,6 +199,9 @@ class ToolRegistry:
             approval=approval,
             approval_timeout=approval_timeout,
             on_approval_timeout=on_approval_timeout,
+            timeout=timeout,
+            retries=retries,
+            retry_on=retry_on,
         )
         known = self._tools.get(spec.name, {})
         key = _version_key(spec.version)

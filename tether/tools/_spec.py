@@ -48,6 +48,9 @@ class ToolSpec:
             only).
         schema_hash: SHA-256 (hex) of the canonical JSON of the name, version, description and
             input schema: what a run pins, so a changed contract is detected on resume.
+        timeout: seconds one attempt may run, or ``None``.
+        retries: further attempts after a timeout or an error in ``retry_on``.
+        retry_on: the exception types worth another attempt.
     """
 
     name: str
@@ -60,6 +63,9 @@ class ToolSpec:
     fn: ToolFunction
     verify: ToolFunction | None
     schema_hash: str
+    timeout: float | None = None
+    retries: int = 0
+    retry_on: tuple[type[BaseException], ...] = ()
     _args_type: type[msgspec.Struct] = field(repr=False)
     _schema_json: str = field(repr=False)
     _ctx_param: str | None = field(repr=False)
@@ -196,6 +202,9 @@ def build_spec(
     approval: bool,
     approval_timeout: float | None,
     on_approval_timeout: ApprovalTimeout | ApprovalTimeoutName | None,
+    timeout: float | None = None,
+    retries: int = 0,
+    retry_on: type[BaseException] | tuple[type[BaseException], ...] = (),
 ) -> ToolSpec:
     """Check a tool function and its options and build its ``ToolSpec``.
 
@@ -245,6 +254,8 @@ def build_spec(
         ApprovalTimeout.REJECT if on_approval_timeout is None else on_approval_timeout,
     )
 
+    attempt_timeout, retry_count, retry_types = _retry_options(tool, timeout, retries, retry_on)
+
     text = _first_paragraph(inspect.getdoc(fn)) if description is None else description.strip()
     schema_json = json.dumps(schema, separators=(",", ":"), ensure_ascii=False)
     contract = {"name": tool, "version": version, "description": text, "input_schema": schema}
@@ -260,11 +271,41 @@ def build_spec(
         fn=fn,
         verify=verify,
         schema_hash=hashlib.sha256(canonical.encode()).hexdigest(),
+        timeout=attempt_timeout,
+        retries=retry_count,
+        retry_on=retry_types,
         _args_type=args,
         _schema_json=schema_json,
         _ctx_param=sig.ctx_param,
         _verify_ctx_param=verify_ctx,
     )
+
+
+def _retry_options(
+    tool: str,
+    timeout: float | None,
+    retries: int,
+    retry_on: type[BaseException] | tuple[type[BaseException], ...],
+) -> tuple[float | None, int, tuple[type[BaseException], ...]]:
+    """Check ``timeout``, ``retries`` and ``retry_on``; return them normalized."""
+    if timeout is not None and (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, int | float)
+        or not math.isfinite(timeout)
+        or timeout <= 0
+    ):
+        raise ToolDefinitionError(
+            tool, f"timeout must be a positive number of seconds, got {timeout!r}"
+        )
+    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+        raise ToolDefinitionError(tool, f"retries must be a whole number >= 0, got {retries!r}")
+    types = retry_on if isinstance(retry_on, tuple) else (retry_on,)
+    for kind in types:
+        if not (isinstance(kind, type) and issubclass(kind, BaseException)):
+            raise ToolDefinitionError(tool, f"retry_on must hold exception types, got {kind!r}")
+    if types and not retries:
+        raise ToolDefinitionError(tool, "retry_on needs retries=N (how many more attempts)")
+    return (None if timeout is None else float(timeout)), retries, types
 
 
 def _tool_name(fn: ToolFunction, name: str | None) -> str:

@@ -1,0 +1,30 @@
+"""Exponential backoff with jitter: one formula for restarts, model retries and tool retries."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Waits of ``first`` seconds, doubling with each try up to ``cap``, times a jitter
+    factor in ``[0.5, 1.5)`` so that many runs failing together do not retry together."""
+
+    first: float
+    cap: float
+
+    def delay(self, tries: int, jitter: Callable[[], float]) -> float:
+        """The wait before try ``tries + 1`` (``tries`` >= 1 failures so far)."""
+        base = min(self.cap, self.first * 2.0 ** max(0, tries - 1))
+        return float(base * (0.5 + jitter()))
+
+
+MODEL_RETRY = Backoff(first=1.0, cap=60.0)
+"""Between attempts at a model call that failed transiently (when the server named no wait)."""
+
+TOOL_RETRY = Backoff(first=1.0, cap=30.0)
+"""Between attempts of a tool call that timed out or raised one of its ``retry_on``."""
+
+STORE_RETRY_CAP = 30.0
+"""The longest wait between attempts to reach a store that failed (a full disk, an outage)."""

@@ -1,0 +1,51 @@
+"""What a run's task crashed on: the store under it, or the run itself; said in words.
+
+The supervisor treats the two apart (DESIGN invariant 9). A store that fails (a full disk, an
+I/O error, a broken journal handle, a lost database connection) is not the run's doing: the
+run waits and is tried again with backoff, for as long as it takes, and nothing is counted
+against it. Anything else that escapes a drive is the run's own crash, counted towards its
+crash-loop limit.
+"""
+
+from __future__ import annotations
+
+from .._errors import JournalBrokenError, JournalClosedError
+
+
+def leaves(exc: BaseException) -> list[BaseException]:
+    """The exceptions inside ``exc``: itself, or every leaf of an exception group."""
+    if isinstance(exc, BaseExceptionGroup):
+        found: list[BaseException] = []
+        for inner in exc.exceptions:
+            found.extend(leaves(inner))
+        return found
+    return [exc]
+
+
+def is_store_failure(exc: BaseException) -> bool:
+    """Whether ``exc`` (every leaf of it, for a group) is a failure of the store, not the run."""
+    return all(_store_leaf(leaf) for leaf in leaves(exc))
+
+
+def _store_leaf(exc: BaseException) -> bool:
+    if isinstance(exc, (JournalBrokenError, JournalClosedError, OSError, TimeoutError)):
+        return True
+    if type(exc).__module__.partition(".")[0] == "asyncpg":
+        from ..postgres._store import connection_errors
+
+        return isinstance(exc, connection_errors())
+    return False
+
+
+def explain(exc: BaseException) -> str:
+    """``exc`` in one line that names the root cause: each leaf of a group (not "2
+    sub-exceptions"), and the OS error behind a broken journal handle."""
+    parts: list[str] = []
+    for leaf in leaves(exc):
+        text = f"{type(leaf).__name__}: {leaf}"
+        cause = leaf.__cause__
+        if cause is not None and str(cause) not in text:
+            text += f" (caused by {type(cause).__name__}: {cause})"
+        if text not in parts:
+            parts.append(text)
+    return "; ".join(parts)

@@ -1,0 +1,206 @@
+"""The replay decision: what to do next with one tool call of the model's latest turn.
+
+``next_step`` is a pure function of what the journal says about the call, the tool's
+registered contract and the time. The loop asks it for every open call and only carries the
+answers out, so "what happens to a dangling call" has one answer, read here:
+
+==============================================  ==============================================
+the call                                        next step
+==============================================  ==============================================
+names no tool the run pinned                    ``Record`` an error result the model sees
+has arguments that do not match the schema      ``Record`` an error result
+was resolved by a person                        ``succeeded``/``failed``: ``Record`` that;
+                                                ``retry``: ``Run`` it once more
+was rejected                                    ``Record`` the rejection (with its note)
+needs approval, none yet, before its deadline   ``WaitForPerson``
+needs approval, deadline passed (or the         ``Record`` a rejection by ``tether``, or
+approval came after it)                         ``Escalate`` (``on_approval_timeout``)
+never started (approved, or needs none)         ``Run`` attempt 1
+started, no outcome (its process stopped)       by policy: ``rerun``/``idempotency_key``:
+                                                ``Run`` again; ``verify``: ``Verify``;
+                                                ``escalate``: ``Escalate``
+last attempt raised an error in ``retry_on``    ``Run`` again at its ``retry_at``
+                                                (``RetryAt`` until then); no retries left:
+                                                ``Record`` the error
+last attempt timed out (outcome unknown)        as a dangling call, but only while retries
+                                                are left; none left: ``Verify`` once (a
+                                                ``verify`` tool), else ``Escalate`` or
+                                                ``Record`` the timeout as an error
+==============================================  ==============================================
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .._errors import ToolArgumentsError
+from ..journal._records import Decision, Escalated, Event, ToolResult
+from ..tools._policy import ApprovalTimeout, ReplayPolicy
+from ..tools._spec import ToolSpec
+from ._state import Call, RunState
+from ._status import approval_deadline, approval_wait, pinned_tool
+
+SYSTEM_ACTOR = "tether"
+"""Who decides when nobody did in time (``decision.by`` of an expired approval)."""
+
+
+@dataclass(frozen=True)
+class Run:
+    """Start attempt ``attempt`` of the call (a ``tool_started`` record first)."""
+
+    attempt: int
+
+
+@dataclass(frozen=True)
+class Verify:
+    """Ask the tool's ``verify`` function whether the last attempt landed. A result is
+    recorded as the call's; ``None`` runs it again (``then_run``) or records ``otherwise``."""
+
+    then_run: bool = True
+    otherwise: str = ""
+
+
+@dataclass(frozen=True)
+class Record:
+    """Append ``records`` (the call's result, with a decision where one is implied)."""
+
+    records: tuple[Event, ...]
+
+
+@dataclass(frozen=True)
+class Escalate:
+    """Park the call for a person (``needs_attention``) with ``reason``."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class WaitForPerson:
+    """The call waits for an approval (nothing to do until a person answers or its deadline)."""
+
+
+@dataclass(frozen=True)
+class RetryAt:
+    """Run the call again (``attempt``) once the wall clock reaches ``when``."""
+
+    when: float
+    attempt: int
+
+
+Step = Run | Verify | Record | Escalate | WaitForPerson | RetryAt
+
+SAFE_TO_REPEAT = (ReplayPolicy.RERUN, ReplayPolicy.IDEMPOTENCY_KEY)
+"""Policies under which running a call again is harmless."""
+
+
+def next_step(state: RunState, call: Call, spec: ToolSpec | None, now: float) -> Step:
+    """What to do next with ``call`` (not done), whose pinned tool version is ``spec``.
+
+    ``spec`` is ``None`` when the run pinned no tool of that name or this process lacks the
+    pinned version (a resumed run with a missing tool stops earlier, on its manifest).
+    """
+    if spec is None:
+        return _error(call, f"unknown tool {call.name!r}")
+    try:
+        spec.validate(call.input)
+    except ToolArgumentsError as exc:
+        return _error(call, f"invalid arguments for {call.name}: {exc.reason}")
+    res = call.resolution
+    if res is not None:
+        if res.outcome == "succeeded":
+            return Record((ToolResult(call_id=call.id, ok=True, content=res.result),))
+        if res.outcome == "failed":
+            note = res.note or f"marked failed by {res.by or 'a person'}"
+            content = res.result if res.result is not None else note
+            return Record((ToolResult(call_id=call.id, ok=False, content=content),))
+        if call.attempts == call.attempts_at_resolution:  # "retry": run it once more
+            return Run(call.attempts + 1)
+        return _after_attempt(call, spec, now)  # the retried attempt ended (or dangles) too
+    decision = call.decision
+    if decision is not None and not decision.approved:
+        return Record((_rejected(call, decision.by, decision.note),))
+    if call.attempts == 0 and _needs_approval(state, call):
+        if approval_wait(state, call, now) is not None:
+            return WaitForPerson()
+        deadline = approval_deadline(state, call)
+        if decision is None or (deadline is not None and decision.at >= deadline):
+            return _approval_expired(call, spec, deadline)  # the deadline wins over late ones
+    if call.attempts == 0:
+        return Run(1)
+    return _after_attempt(call, spec, now)
+
+
+def _after_attempt(call: Call, spec: ToolSpec, now: float) -> Step:
+    """The call was started at least once: what its latest attempt's ending asks for."""
+    failed = call.last_attempt_failed
+    if failed is None:  # started, no outcome: the process stopped while it ran
+        return _unknown_outcome(
+            call,
+            spec,
+            f"outcome unknown: {call.name} was started (attempt {call.attempts}) but its "
+            "result was never recorded",
+        )
+    retries_left = call.failures <= spec.retries
+    if not failed.timed_out:  # an error the tool declared worth retrying
+        if not retries_left:
+            return _error(call, f"{failed.error} (after {call.failures} attempts)")
+        return _at(failed.retry_at, now, call.attempts + 1)
+    reason = f"{call.name} timed out (attempt {failed.attempt}): {failed.error}; outcome unknown"
+    if retries_left:
+        step = _unknown_outcome(call, spec, reason)
+        if isinstance(step, Run):
+            return _at(failed.retry_at, now, step.attempt)
+        return step
+    if spec.policy is ReplayPolicy.VERIFY:
+        return Verify(then_run=False, otherwise=f"{failed.error} (after {call.failures} attempts)")
+    if spec.policy is ReplayPolicy.ESCALATE:
+        return Escalate(f"{reason}; resolve it as succeeded, retry or failed")
+    return _error(call, f"{failed.error} (after {call.failures} attempts)")
+
+
+def _unknown_outcome(call: Call, spec: ToolSpec, reason: str) -> Step:
+    """The tool's policy for an attempt whose outcome is unknown."""
+    if spec.policy in SAFE_TO_REPEAT:
+        return Run(call.attempts + 1)
+    if spec.policy is ReplayPolicy.VERIFY:
+        return Verify()
+    return Escalate(f"{reason}; resolve it as succeeded, retry or failed")
+
+
+def _approval_expired(call: Call, spec: ToolSpec, deadline: float | None) -> Step:
+    if spec.on_approval_timeout is ApprovalTimeout.ESCALATE:
+        return Escalate("approval deadline passed")
+    waited = 0.0 if deadline is None else deadline - call.started_at
+    note = f"no decision before the approval deadline ({waited:g} s)"
+    return Record(
+        (
+            Decision(call_id=call.id, approved=False, by=SYSTEM_ACTOR, note=note),
+            _rejected(call, SYSTEM_ACTOR, note),
+        )
+    )
+
+
+def _needs_approval(state: RunState, call: Call) -> bool:
+    """Approval is part of the contract the run pinned (as ``run_status`` reads it)."""
+    pin = pinned_tool(state, call.name)
+    return pin is not None and pin.approval
+
+
+def _at(when: float | None, now: float, attempt: int) -> Step:
+    if when is not None and now < when:
+        return RetryAt(when, attempt)
+    return Run(attempt)
+
+
+def _error(call: Call, message: str) -> Record:
+    return Record((ToolResult(call_id=call.id, ok=False, content=message),))
+
+
+def _rejected(call: Call, by: str, note: str) -> ToolResult:
+    text = f"{call.name} was rejected by {by}" + (f": {note}" if note else "")
+    return ToolResult(call_id=call.id, ok=False, content=text)
+
+
+def escalation(call_id: str, reason: str) -> Escalated:
+    """The record of an ``Escalate`` step."""
+    return Escalated(call_id=call_id, reason=reason)

@@ -1,0 +1,117 @@
+"""A run's status: one pure function of its folded state and the time, used by everything.
+
+The supervisor (what to drive, what to wake), the loop (when to rest), the operator commands
+(``tether runs``, ``show``, ``approve``...) and anything later all ask ``run_status``, so a run
+is never ``waiting_for_approval`` in one place and ``running`` in another. It reads only the
+journal: what a run waits for is decided by the contracts its manifest pinned (a tool's
+approval flag and deadline), not by whichever application happens to read it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..journal._records import ToolPin
+from ._state import Call, RunState, RunStatus
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """Where a run stands: its status, why, what it waits for, and when a timer should look.
+
+    ``pending`` holds the ids of the calls a person has to answer; ``wake_at`` is the earliest
+    wall-clock time at which the status changes by itself (an approval deadline, the run's
+    deadline), if any.
+    """
+
+    status: RunStatus
+    reason: str = ""
+    pending: tuple[str, ...] = ()
+    wake_at: float | None = None
+
+
+def run_status(state: RunState, now: float) -> Outcome:
+    """The status the journal implies at wall-clock time ``now``.
+
+    ``running`` means there is work the runtime can do without a person: a model call, a tool
+    call to start, retry, verify or record, an expired approval to act on. The manifest and
+    budgets are checked by the loop when it acts, not here.
+    """
+    if state.finished is not None:
+        return Outcome(RunStatus(state.finished.status), state.finished.reason)
+    deadline = run_deadline(state)
+    if state.parked is not None:
+        return Outcome(RunStatus.NEEDS_ATTENTION, state.parked.reason, (), deadline)
+    if not state.turn_open:
+        return Outcome(RunStatus.RUNNING)
+    escalated: list[Call] = []
+    waiting: list[Call] = []
+    wake_at = deadline  # a parked run still fails at its deadline
+    for call in state.calls.values():
+        if call.done:
+            continue
+        if call.escalated:
+            escalated.append(call)
+            continue
+        until = approval_wait(state, call, now)
+        if until is None:
+            return Outcome(RunStatus.RUNNING)
+        waiting.append(call)
+        if until != float("inf"):
+            wake_at = until if wake_at is None else min(wake_at, until)
+    if escalated:
+        reasons = "; ".join(
+            f"{c.name} ({c.id}): {c.escalation.reason}" for c in escalated if c.escalation
+        )
+        return Outcome(
+            RunStatus.NEEDS_ATTENTION, reasons, tuple(c.id for c in escalated + waiting), wake_at
+        )
+    names = ", ".join(f"{c.name} ({c.id})" for c in waiting)
+    return Outcome(
+        RunStatus.WAITING_FOR_APPROVAL,
+        f"approval needed for {names}",
+        tuple(c.id for c in waiting),
+        wake_at,
+    )
+
+
+def approval_wait(state: RunState, call: Call, now: float) -> float | None:
+    """Until when ``call`` waits for a person's approval (``inf``: no deadline), or ``None``
+    if it does not wait: its tool needs no approval, it was decided or started, or its
+    deadline passed at ``now`` (the runtime then acts on the timeout)."""
+    if call.done or call.attempts or call.decision is not None:
+        return None
+    if call.escalation is not None or call.resolution is not None:
+        return None
+    pin = pinned_tool(state, call.name)
+    if pin is None or not pin.approval:
+        return None
+    if pin.approval_timeout is None:
+        return float("inf")
+    deadline = call.started_at + pin.approval_timeout
+    return deadline if now < deadline else None
+
+
+def approval_deadline(state: RunState, call: Call) -> float | None:
+    """When ``call``'s approval wait ends by the contract its run pinned, if it has a deadline."""
+    pin = pinned_tool(state, call.name)
+    if pin is None or not pin.approval or pin.approval_timeout is None:
+        return None
+    return call.started_at + pin.approval_timeout
+
+
+def pinned_tool(state: RunState, name: str) -> ToolPin | None:
+    """The contract the run pinned for tool ``name``, if it pinned one."""
+    if state.started is None:
+        return None
+    for pin in state.manifest.tools:
+        if pin.name == name:
+            return pin
+    return None
+
+
+def run_deadline(state: RunState) -> float | None:
+    """When the run's ``deadline_s`` budget runs out (wall clock), if it has one."""
+    if state.started is None or state.budgets.deadline_s is None:
+        return None
+    return state.started.at + state.budgets.deadline_s
