@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import pickle
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from typing import Any
@@ -202,7 +203,60 @@ async def test_overloaded_past_the_retries_is_a_model_error() -> None:
             await AnthropicModel(MODEL, client=client)(system=None, messages=MESSAGES, tools=[])
     assert len(api.requests) == 3
     assert info.value.reason == "HTTP 529 overloaded_error: Overloaded"
+    assert info.value.transient
+    assert info.value.retry_after == 0.001
     assert isinstance(info.value.__cause__, anthropic.APIStatusError)
+
+
+@pytest.mark.parametrize(
+    ("headers", "wait"),
+    [
+        ({"retry-after": "7"}, 7.0),
+        ({"retry-after": "0.25"}, 0.25),
+        ({"retry-after-ms": "1500", "retry-after": "9"}, 1.5),
+        ({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}, 0.0),  # long past: ask at once
+        ({"retry-after": "86400"}, 600.0),  # capped at ten minutes
+        ({"retry-after": "soon"}, None),
+        ({}, None),
+    ],
+)
+async def test_a_transient_error_carries_the_wait_the_server_asked_for(
+    headers: dict[str, str], wait: float | None
+) -> None:
+    api = FakeAPI(api_error(429, "rate_limit_error", "Slow down", **headers))
+    async with sdk_client(api, max_retries=0) as client:
+        with pytest.raises(ModelError) as info:
+            await AnthropicModel(MODEL, client=client)(system=None, messages=MESSAGES, tools=[])
+    assert info.value.transient
+    assert info.value.retry_after == wait
+
+
+@pytest.mark.parametrize(
+    ("status", "error_type", "transient"),
+    [
+        (400, "invalid_request_error", False),
+        (401, "authentication_error", False),
+        (403, "permission_error", False),
+        (404, "not_found_error", False),
+        (413, "request_too_large", False),
+        (408, "timeout_error", True),
+        (409, "conflict", True),
+        (429, "rate_limit_error", True),
+        (500, "api_error", True),
+        (503, "api_error", True),
+        (529, "overloaded_error", True),
+    ],
+)
+async def test_errors_are_classified_as_transient_or_not(
+    status: int, error_type: str, transient: bool
+) -> None:
+    api = FakeAPI(api_error(status, error_type, "nope", **{"retry-after": "3"}))
+    async with sdk_client(api, max_retries=0) as client:
+        with pytest.raises(ModelError) as info:
+            await AnthropicModel(MODEL, client=client)(system=None, messages=MESSAGES, tools=[])
+    assert info.value.transient is transient
+    assert info.value.retry_after == (3.0 if transient else None)
+    assert pickle.loads(pickle.dumps(info.value)).transient is transient
 
 
 async def test_bad_request_is_a_model_error_without_retry() -> None:
@@ -235,6 +289,7 @@ async def test_connection_failure_is_a_model_error() -> None:
             await AnthropicModel(MODEL, client=client)(system=None, messages=MESSAGES, tools=[])
     assert info.value.reason.startswith("connection failed")
     assert "connection refused" in info.value.reason
+    assert info.value.transient
     assert isinstance(info.value.__cause__, anthropic.APIConnectionError)
 
 
@@ -245,6 +300,7 @@ async def test_timeout_is_a_model_error() -> None:
     async with sdk_client(stall, max_retries=0) as client:
         with pytest.raises(ModelError, match="timed out") as info:
             await AnthropicModel(MODEL, client=client)(system=None, messages=MESSAGES, tools=[])
+    assert info.value.transient
     assert isinstance(info.value.__cause__, anthropic.APITimeoutError)
 
 
@@ -318,9 +374,11 @@ def test_bad_options_are_refused() -> None:
 async def test_own_client_is_built_lazily_and_closed(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
     async with AnthropicModel(MODEL) as model:
+        assert await model.check() is None
         client = await model._get_client()
         assert await model._get_client() is client
         assert not client.is_closed()
+        assert client.max_retries == 0  # every retry is the runtime's, journaled
     assert client.is_closed()
     await model.aclose()  # a second close does nothing
     with pytest.raises(ModelError, match="closed"):
@@ -352,5 +410,9 @@ async def test_missing_credentials_is_a_model_error(
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / ".config"))
     async with AnthropicModel(MODEL) as model:
-        with pytest.raises(ModelError, match="no Anthropic credentials"):
+        assert await model.check() == (
+            "no Anthropic credentials: set ANTHROPIC_API_KEY or pass client="
+        )
+        with pytest.raises(ModelError, match="no Anthropic credentials") as info:
             await model(system=None, messages=MESSAGES, tools=[])
+    assert not info.value.transient

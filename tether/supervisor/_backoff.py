@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+
+import anyio
 
 
 @dataclass(frozen=True)
@@ -28,3 +30,23 @@ TOOL_RETRY = Backoff(first=1.0, cap=30.0)
 
 STORE_RETRY_CAP = 30.0
 """The longest wait between attempts to reach a store that failed (a full disk, an outage)."""
+
+
+async def sleep_unless(
+    stop: anyio.Event, sleep: Callable[[float], Awaitable[None]], seconds: float
+) -> None:
+    """``await sleep(seconds)``, cut short as soon as ``stop`` is set.
+
+    ``sleep`` is the supervisor's injectable one, so tests that replace it never wait.
+    """
+    if seconds <= 0 or stop.is_set():
+        return
+    async with anyio.create_task_group() as tg:
+
+        async def _cut_short() -> None:
+            await stop.wait()
+            tg.cancel_scope.cancel()
+
+        tg.start_soon(_cut_short)
+        await sleep(seconds)
+        tg.cancel_scope.cancel()

@@ -60,7 +60,7 @@ from ..tools._context import ToolContext
 from ..tools._registry import ToolRegistry
 from ..tools._spec import ToolSpec
 from ._alone import StepGate
-from ._backoff import MODEL_RETRY, TOOL_RETRY
+from ._backoff import MODEL_RETRY, TOOL_RETRY, sleep_unless
 from ._replay import (
     SAFE_TO_REPEAT,
     Escalate,
@@ -229,6 +229,7 @@ class _Drive:
     blobs: dict[str, Any] = field(default_factory=dict)
     prestarted: set[str] = field(default_factory=set)  # started with the answer, not yet run
     holds_gate: bool = False
+    resume_record: Resumed | None = None  # written just before the drive's first step
 
     async def load(self) -> None:
         await _load_blobs(self.journal, self.rt, self.blobs)
@@ -276,7 +277,12 @@ class _Drive:
     # ------------------------------------------------------------------ resuming
 
     async def _resumed(self, prior: Interruption | None) -> Outcome | None:
-        """Record the interruption; park the run if it is the latest of a crash loop."""
+        """Count the interruption; park the run at once if it is the latest of a crash loop.
+
+        Otherwise its ``resumed`` record waits for the run's first step (``_enter_step``): a
+        run that never gets to act in this process (it waits behind a suspect running alone,
+        say) is not charged if the process dies meanwhile, since it was not running then.
+        """
         state, rt = self.state, self.rt
         cause = prior or _cause(state)
         resumed = Resumed(
@@ -286,16 +292,16 @@ class _Drive:
             cause=cause.cause,
             charged=cause.charged,
         )
-        await self._append([resumed])
         limit = state.budgets.max_restarts
         limit = rt.max_restarts if limit is None else limit
-        if state.interruptions <= limit:
+        n = state.interruptions + cause.charged
+        if n <= limit:
+            self.resume_record = resumed
             return None
-        n = state.interruptions
         dangling = [c for c in state.calls.values() if c.dangling]
-        records: list[Event]
+        records: list[Event] = [resumed]
         if dangling:
-            records = [
+            records += [
                 Escalated(
                     call_id=c.id,
                     reason=f"the run stopped {n} times in a row (limit {limit}) while "
@@ -306,14 +312,14 @@ class _Drive:
             ]
         else:
             doing = "running its tools" if state.turn_open else "asking the model"
-            records = [
+            records.append(
                 Parked(
                     reason=f"the run stopped {n} times in a row without progress (limit "
                     f"{limit}) while {doing}; last: {cause.cause}; fix the cause, then retry "
                     "the run",
                     cause="crash_loop",
                 )
-            ]
+            )
         log.error(
             "run %s: stopped %d times in a row without progress; parked for a person (%s)",
             self.journal.run_id,
@@ -465,7 +471,7 @@ class _Drive:
         now = rt.clock()
         records: list[Event] = []
         runs: list[tuple[Call, ToolSpec, Run | Verify]] = []
-        retry_at: float | None = None
+        later: list[tuple[Call, ToolSpec, RetryAt]] = []
         for call in list(state.calls.values()):
             if call.done or call.escalated:
                 continue
@@ -479,7 +485,8 @@ class _Drive:
             elif isinstance(step, Escalate):
                 records.append(Escalated(call_id=call.id, reason=step.reason))
             elif isinstance(step, RetryAt):
-                retry_at = step.when if retry_at is None else min(retry_at, step.when)
+                assert spec is not None
+                later.append((call, spec, step))
             elif isinstance(step, (Run, Verify)):
                 assert spec is not None
                 runs.append((call, spec, step))
@@ -487,14 +494,16 @@ class _Drive:
                 assert isinstance(step, WaitForPerson)
         if records:
             await self._append(records)
+            return  # decide again on what the records changed
+        if not runs and later:
+            # Nothing to do before the next retry time: wait for it, then run what is due.
+            due = min(step.when for _, _, step in later)
+            await self._pause_until(due)
+            runs = [(c, spec, Run(step.attempt)) for c, spec, step in later if step.when <= due]
         if not runs:
-            if retry_at is not None:
-                await self._pause_until(retry_at)
-            elif not records:
-                raise RuntimeError(
-                    f"run {self.journal.run_id!r}: the run is running but no call can advance"
-                )
-            return
+            raise RuntimeError(
+                f"run {self.journal.run_id!r}: the run is running but no call can advance"
+            )
         self._check_stopping()
         starting = sum(1 for c, _, s in runs if isinstance(s, Run) and c.id not in self.prestarted)
         over = _budget_problem(state, rt, for_model=False, starting=starting)
@@ -626,10 +635,8 @@ class _Drive:
     async def _pause_until(self, when: float) -> None:
         """Wait until wall-clock ``when``; stop waiting (``Suspend``) if the supervisor stops."""
         rt = self.rt
-        while (left := when - rt.clock()) > 0:
-            self._check_stopping()
-            with anyio.move_on_after(min(left, 1.0)):
-                await rt.stopping.wait()
+        self._check_stopping()
+        await sleep_unless(rt.stopping, rt.sleep, when - rt.clock())
         self._check_stopping()
 
     def _check_stopping(self) -> None:
@@ -637,11 +644,22 @@ class _Drive:
             raise Suspend
 
     async def _enter_step(self) -> bool:
-        """Count a step in unless this run holds the gate alone; returns whether it did."""
-        if self.holds_gate:
-            return False
-        await self.rt.gate.enter_step()
-        return True
+        """Pass the gate (count a step in, unless this run holds it alone) and record the
+        interruption this drive resumed from, if not yet; returns whether a step was counted.
+        """
+        counted = False
+        if not self.holds_gate:
+            await self.rt.gate.enter_step()
+            counted = True
+        if self.resume_record is not None:
+            record, self.resume_record = self.resume_record, None
+            try:
+                await self._append([record])
+            except BaseException:
+                if counted:
+                    self.rt.gate.leave_step()
+                raise
+        return counted
 
     async def _append(self, records: list[Event]) -> None:
         await self.journal.append(records)

@@ -45,7 +45,7 @@ from ..models._base import Model
 from ..testing._crashpoints import crashpoint
 from ..tools._registry import ToolRegistry
 from ._answers import answer_problem
-from ._backoff import STORE_RETRY_CAP, Backoff
+from ._backoff import STORE_RETRY_CAP, Backoff, sleep_unless
 from ._failures import explain, is_store_failure
 from ._loop import Interruption, Runtime, build_manifest, drive, manifest_problem
 from ._state import RunStatus, fold
@@ -708,23 +708,9 @@ class Supervisor:
                         return Outcome(RunStatus.NEEDS_ATTENTION, f"keeps failing: {why}")
                     delay = Backoff(self._backoff, self._max_backoff).delay(crashes, self._jitter)
                     log.warning("run %s crashed (%s); restarting", run_id, why)
-                await self._pause(delay)
+                await sleep_unless(self._rt.stopping, self._sleep, delay)
                 if self._draining:
                     return None
-
-    async def _pause(self, delay: float) -> None:
-        """Sleep ``delay`` seconds (through the injectable ``sleep``), less if a drain begins."""
-        if self._draining:
-            return
-        async with anyio.create_task_group() as tg:
-
-            async def _stop_early() -> None:
-                await self._rt.stopping.wait()
-                tg.cancel_scope.cancel()
-
-            tg.start_soon(_stop_early)
-            await self._sleep(delay)
-            tg.cancel_scope.cancel()
 
     async def _wake_at(self, run_id: str, when: float) -> None:
         await self._sleep(max(0.0, when - self._rt.clock()))
