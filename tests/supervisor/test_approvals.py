@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import pathlib
+import subprocess
+import sys
 from typing import Any
 
 import anyio
@@ -373,3 +375,66 @@ async def test_a_recorded_rejection_holds_even_for_a_tool_without_approval(
     result = results_by_id(view.messages)[CALL]
     assert result["is_error"]
     assert "not this one" in str(result["content"])
+
+
+async def test_an_approval_after_the_approval_deadline_does_not_run_the_call(
+    tmp_path: pathlib.Path,
+) -> None:
+    """Nobody swept the parked run when its deadline passed: the late approval is refused, and
+    an approval that reached the journal after the deadline anyway (crafted here, as a race
+    would leave it) is not acted on either: the deadline wins."""
+    ran: list[str] = []
+    tools = refund_tools(ran, approval_timeout=0.2)
+    async with Supervisor(tether.FileStore(tmp_path), model=refund_model(), tools=tools) as sup:
+        await sup.start(RUN, "refund o-1")
+        assert await sup.wait(RUN, timeout=WAIT) is RunStatus.WAITING_FOR_APPROVAL
+    await anyio.sleep(0.3)
+    async with Supervisor(
+        tether.FileStore(tmp_path), model=refund_model(), tools=tools, resume=False
+    ) as sup:
+        with pytest.raises(RunStateError, match="approval deadline of call 'toolu_03'"):
+            await sup.decide(RUN, CALL, approved=True, by="priya")
+    async with tether.FileStore(tmp_path) as store, await store.open(RUN) as journal:
+        await journal.append([Decision(call_id=CALL, approved=True, by="priya")])
+    async with Supervisor(tether.FileStore(tmp_path), model=refund_model(), tools=tools) as sup:
+        assert await sup.wait(RUN, timeout=WAIT) is RunStatus.DONE
+    assert ran == []
+    events = await read_events(tmp_path, RUN)
+    result = result_of(events, CALL)
+    assert not result.ok
+    assert "no decision before the approval deadline" in result.content
+    assert of_type(events, ToolStarted) == []
+
+
+def test_the_cli_refuses_an_approval_after_its_deadline(tmp_path: pathlib.Path) -> None:
+    ran: list[str] = []
+    tools = refund_tools(ran, approval_timeout=0.2)
+
+    async def park() -> None:
+        async with Supervisor(tether.FileStore(tmp_path), model=refund_model(), tools=tools) as sup:
+            await sup.start(RUN, "refund o-1")
+            assert await sup.wait(RUN, timeout=WAIT) is RunStatus.WAITING_FOR_APPROVAL
+        await anyio.sleep(0.3)
+
+    anyio.run(park)
+    approve = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tether.cli",
+            "approve",
+            "--root",
+            str(tmp_path),
+            RUN,
+            CALL,
+            "--by",
+            "x",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert approve.returncode == 1
+    assert "the approval deadline of call 'toolu_03' (issue_refund) passed" in approve.stderr
+    assert "the deadline's outcome stands" in approve.stderr

@@ -419,3 +419,56 @@ async def test_restart_backoff_doubles_with_jitter_on_an_injected_clock(
         assert await sup.wait(RUN, timeout=WAIT) is RunStatus.NEEDS_ATTENTION
     # One wait before each of the five restarts; the fifth exceeds the limit of four.
     assert delays == [1.0, 2.0, 4.0, 5.0, 5.0]
+
+
+async def test_a_run_without_budgets_stops_at_the_default_model_call_limit(
+    tmp_path: pathlib.Path,
+) -> None:
+    """A loop that never ends (the model asks for one more step forever) is capped."""
+
+    def forever(messages: list[dict[str, Any]]) -> Any:
+        n = sum(1 for m in messages if m["role"] == "assistant")
+        return [use(f"toolu_{n}", "step", {"name": str(n)})]
+
+    ran: list[str] = []
+    model = tether.ScriptedModel(forever)
+    async with Supervisor(tether.FileStore(tmp_path), model=model, tools=step_tools(ran)) as sup:
+        await sup.start(RUN, "go")
+        assert await sup.wait(RUN, timeout=60) is RunStatus.FAILED
+        view = await sup.inspect(RUN)
+    assert tether.journal.DEFAULT_MAX_MODEL_CALLS == 100
+    assert view.reason == "model call budget exhausted: 100 of 100"
+    assert model.calls == 100
+    assert len(ran) == 100
+
+
+async def test_no_model_call_limit_is_unlimited_on_purpose(tmp_path: pathlib.Path) -> None:
+    def chatty(messages: list[dict[str, Any]]) -> Any:
+        n = sum(1 for m in messages if m["role"] == "assistant")
+        return "enough" if n == 120 else [use(f"toolu_{n}", "step", {"name": str(n)})]
+
+    view = await finish(
+        tmp_path, tether.ScriptedModel(chatty), step_tools([]), Budgets(max_model_calls=None)
+    )
+    assert view.status is RunStatus.DONE
+    assert view.model_calls == 121
+
+
+async def test_a_run_that_failed_on_a_budget_is_reopened_with_more(tmp_path: pathlib.Path) -> None:
+    ran: list[str] = []
+    model = tether.ScriptedModel([*steps("a", "b", "c"), "done"])
+    async with Supervisor(tether.FileStore(tmp_path), model=model, tools=step_tools(ran)) as sup:
+        await sup.start(RUN, "go", budgets=Budgets(max_model_calls=2))
+        assert await sup.wait(RUN, timeout=WAIT) is RunStatus.FAILED
+        with pytest.raises(RunStateError, match="would fail again at once: max_model_calls 2"):
+            await sup.retry(RUN, by="ops")
+        await sup.retry(RUN, by="ops", note="worth two more", budgets=Budgets(max_model_calls=4))
+        assert await sup.wait(RUN, timeout=WAIT) is RunStatus.DONE
+        view = await sup.inspect(RUN)
+    assert ran == ["a", "b", "c"]
+    assert view.final_text == "done"
+    assert view.model_calls == 4
+    events = await read_events(tmp_path, RUN)
+    (retried,) = of_type(events, Retried)
+    assert retried.budgets == Budgets(max_model_calls=4)
+    assert [f.status for f in of_type(events, RunFinished)] == ["failed", "done"]

@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import errno
 import pathlib
+import subprocess
+import sys
 from collections import Counter
 
 import anyio
 import pytest
 
 import tether
-from tether.journal import verify_file
+from tether.journal import Resumed, verify_file
 from tether.supervisor import RunStatus, StatusChange, Supervisor
 from tether.testing import FaultyFileOps
 
-from ._helpers import delivery_app
+from ._helpers import delivery_app, read_events
 
 use = tether.ScriptedModel.tool_use
 
@@ -51,6 +53,44 @@ async def test_a_run_whose_journal_breaks_is_restarted_and_completes(
     assert view.restarts == 1
     assert view.final_text == "delivered item"
     assert sum(ledger.values()) == 1
+    # The store failed, not the run: the restart says why and is not counted against it.
+    (resumed,) = [e for e in await read_events(tmp_path, "run-1") if isinstance(e, Resumed)]
+    assert not resumed.charged
+    assert resumed.cause.startswith("store: JournalBrokenError")
+    assert "Input/output error" in resumed.cause
+
+
+async def test_a_store_that_keeps_failing_never_fails_the_run(tmp_path: pathlib.Path) -> None:
+    """Eight failed syncs in a row (a disk that errs for a while): the run waits them out."""
+    ledger: Counter[str] = Counter()
+    model, tools = delivery_app(ledger)
+    faults = FaultyFileOps()
+    store = tether.FileStore(tmp_path, file_ops=faults)
+    async with Supervisor(
+        store, model=model, tools=tools, restart_backoff=0.001, max_restarts=0
+    ) as sup:
+        faults.fail("fdatasync", errno.EIO, after=2, times=8)
+        await sup.start("run-1", "item")
+        assert await sup.wait("run-1", timeout=30) is RunStatus.DONE
+    events = await read_events(tmp_path, "run-1")
+    resumes = [e for e in events if isinstance(e, Resumed)]
+    assert resumes
+    assert not any(r.charged for r in resumes)
+    assert sum(ledger.values()) == 1
+
+
+async def test_a_run_created_elsewhere_starts_with_nothing_spent(tmp_path: pathlib.Path) -> None:
+    """A web handler creates the run (and leaves at once); a worker drives it first."""
+    ledger: Counter[str] = Counter()
+    model, tools = delivery_app(ledger)
+    async with Supervisor(tether.FileStore(tmp_path), model=model, tools=tools) as web:
+        await web.start("run-1", "item")  # and the handler's process stops right away
+    async with Supervisor(
+        tether.FileStore(tmp_path), model=model, tools=tools, max_restarts=0
+    ) as worker:
+        assert await worker.wait("run-1", timeout=10) is RunStatus.DONE
+    for resumed in [e for e in await read_events(tmp_path, "run-1") if isinstance(e, Resumed)]:
+        assert not resumed.charged
 
 
 async def test_status_changes_stream_to_observers(tmp_path: pathlib.Path) -> None:
@@ -128,3 +168,18 @@ async def test_a_parked_run_continues_when_another_process_records_a_decision(
             while (await sup.inspect("run-1")).status is not RunStatus.DONE:
                 await anyio.sleep(0.05)
     assert sent == ["run-1:toolu_1"]
+
+
+@pytest.mark.slow
+def test_five_thousand_starts_fit_in_256_descriptors(tmp_path: pathlib.Path) -> None:
+    """A run waiting for a slot holds no descriptor, so starting many at once cannot run out."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "tests.supervisor._many_starts_child", str(tmp_path), "5000"],
+        cwd=pathlib.Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip() == "done 5000"

@@ -652,9 +652,8 @@ class _Drive:
             await self.rt.gate.enter_step()
             counted = True
         if self.resume_record is not None:
-            record, self.resume_record = self.resume_record, None
             try:
-                await self._append([record])
+                await self._append([])
             except BaseException:
                 if counted:
                     self.rt.gate.leave_step()
@@ -662,6 +661,9 @@ class _Drive:
         return counted
 
     async def _append(self, records: list[Event]) -> None:
+        if self.resume_record is not None:  # the drive's first write: say what it resumed from
+            records = [self.resume_record, *records]
+            self.resume_record = None
         await self.journal.append(records)
         await self._catch_up()
 
