@@ -28,7 +28,11 @@ def add_worker_commands(commands: Any) -> None:
         help="run a supervisor over a store until SIGTERM/SIGINT",
         description="Resume every unfinished run in the store, take over runs whose owner "
         "process died, continue parked runs when a decision arrives, until SIGTERM or SIGINT. "
-        "MODULE:FACTORY names a function returning a tether.WorkerApp (model, tools, "
+        "On the first signal it drains: no new model or tool call starts, the calls already "
+        "running finish and are recorded (up to the app's drain_timeout, 30 s by default), and "
+        "the runs still active are recorded as suspended, which their next owner does not "
+        "count against them; a second signal stops the drain at once. "
+        "MODULE:FACTORY names a function returning a tether.supervisor.WorkerApp (model, tools, "
         "supervisor options); the current directory is importable. The store is a directory "
         "(--root DIR; workers on one machine share it) or a PostgreSQL database (--store URL; "
         "workers on many machines share it, each run held by one worker at a time through a "
@@ -48,7 +52,8 @@ def add_worker_commands(commands: Any) -> None:
     worker.add_argument("--app", required=True, metavar="MODULE:FACTORY", help="the application")
     worker.add_argument(
         "--sweep-interval",
-        type=float,
+        metavar="SECONDS",
+        type=_positive,
         default=None,
         help="seconds between looks for runs to take over (default: the app's, else 5)",
     )
