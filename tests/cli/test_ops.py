@@ -5,7 +5,7 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from tether.journal import Decision, FileStore, Resolved, RunFinished
+from tether.journal import Decision, FileStore, Resolved, Retried, RunFinished
 from tether.supervisor import RunStatus
 
 from ._stores import (
@@ -208,3 +208,46 @@ def test_cancel(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
     assert "run already finished (cancelled)" in err
     assert anyio.run(env.resume, APPROVE).status is RunStatus.CANCELLED
     assert env.refunds == []
+
+
+def test_retry_reopens_a_failed_run_with_an_extended_budget(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = ("retry", "--root", env.r, FAILED, "--by", "ops")
+    code, _, err = cli(capsys, *base)
+    assert code == 1
+    assert "would fail again at once: max_model_calls 1 (made 1); extend its budgets" in err
+    for bad in ("max_model_calls", "tokens=5", "max_model_calls=x", "deadline_s=-1"):
+        with pytest.raises(SystemExit) as exc:
+            cli(capsys, *base, "--extend", bad)
+        assert exc.value.code == 2
+    code, out, err = cli(
+        capsys, *base, "--note", "one more try", "--extend", "max_model_calls=2",
+        "--extend", "max_tokens=500",
+    )  # fmt: skip
+    assert (code, err) == (0, "")
+    assert f"recorded: retry of run {FAILED} by ops (seq " in out
+    assert "it had stopped with: failed: model call budget exhausted: 1 of 1" in out
+    assert '"max_model_calls":3' in out
+    last = anyio.run(env.events, FAILED)[-1]
+    assert isinstance(last, Retried)
+    assert last.budgets is not None
+    assert (last.budgets.max_model_calls, last.budgets.max_tokens) == (3, None)  # unlimited stays
+    code, out, _ = cli(capsys, "show", "--root", env.r, FAILED)
+    assert "retried by ops" in out
+    assert anyio.run(env.resume, FAILED).status is RunStatus.DONE
+
+    code, _, err = cli(capsys, *base)
+    assert code == 1
+    assert "run already finished (done)" in err
+
+
+def test_retry_refuses_runs_that_wait_for_a_person(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = cli(capsys, "retry", "--root", env.r, ESCALATED, "--by", "ops")
+    assert code == 1
+    assert "answer them with resolve" in err
+    code, _, err = cli(capsys, "retry", "--root", env.r, APPROVE, "--by", "ops")
+    assert code == 1
+    assert "nothing to retry: the run is waiting_for_approval" in err

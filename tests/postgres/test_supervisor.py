@@ -155,3 +155,30 @@ async def test_wait_on_a_run_a_dead_worker_held_waits_for_the_takeover(
 
 async def _no_blob(ref: object) -> object:
     raise AssertionError("no blobs here")
+
+
+async def test_a_failed_run_retried_from_elsewhere_is_reopened_and_finished(
+    pg_dsn: str, pg_schema: str
+) -> None:
+    """``tether retry --store ...`` from another machine: the run's row is active again and a
+    worker finishes it."""
+    from ..supervisor._helpers import WAIT as SHORT
+
+    ledger: Counter[str] = Counter()
+    model, tools = delivery_app(ledger)
+    async with Supervisor(
+        PostgresStore(pg_dsn, schema=pg_schema), model=model, tools=tools, sweep_interval=0.2
+    ) as sup:
+        await sup.start("run-1", "item x", budgets=tether.Budgets(max_model_calls=2))
+        assert await sup.wait("run-1", timeout=SHORT) is RunStatus.FAILED
+        async with PostgresStore(pg_dsn, schema=pg_schema, create=False) as other:
+            journal = await other.open("run-1")
+            async with journal:
+                await journal.append(
+                    [tether.journal.Retried(by="ops", budgets=tether.Budgets(max_model_calls=3))]
+                )
+            assert list(await other.run_stats()) == ["run-1"]  # active again
+        with anyio.fail_after(SHORT):
+            while (await sup.inspect("run-1")).status is not RunStatus.DONE:
+                await anyio.sleep(0.05)
+    assert ledger == Counter({"run-1:toolu_2": 1})

@@ -472,3 +472,22 @@ async def test_a_run_that_failed_on_a_budget_is_reopened_with_more(tmp_path: pat
     (retried,) = of_type(events, Retried)
     assert retried.budgets == Budgets(max_model_calls=4)
     assert [f.status for f in of_type(events, RunFinished)] == ["failed", "done"]
+
+
+async def test_a_running_supervisor_takes_up_a_failed_run_retried_elsewhere(
+    tmp_path: pathlib.Path,
+) -> None:
+    ran: list[str] = []
+    model = tether.ScriptedModel([*steps("a", "b"), "done"])
+    async with Supervisor(
+        tether.FileStore(tmp_path), model=model, tools=step_tools(ran), sweep_interval=0.05
+    ) as sup:
+        await sup.start(RUN, "go", budgets=Budgets(max_model_calls=1))
+        assert await sup.wait(RUN, timeout=WAIT) is RunStatus.FAILED
+        # What `tether retry RUN --extend max_model_calls=2` appends, from another process.
+        async with tether.FileStore(tmp_path) as other, await other.open(RUN) as journal:
+            await journal.append([Retried(by="ops", budgets=Budgets(max_model_calls=3))])
+        with anyio.fail_after(WAIT):
+            while (await sup.inspect(RUN)).status is not RunStatus.DONE:
+                await anyio.sleep(0.02)
+    assert ran == ["a", "b"]

@@ -217,7 +217,7 @@ def test_retry_refuses_a_run_with_nothing_to_retry(tmp_path: pathlib.Path) -> No
         timeout=60,
     )
     assert retry.returncode == 1
-    assert "run already done" in retry.stderr
+    assert "run already finished (done)" in retry.stderr
 
 
 class Babbling:

@@ -28,7 +28,7 @@ from .._errors import (
     JournalClosedError,
     LeaseLostError,
 )
-from ..journal._records import AnyEvent, Decision, Event, Resolved, RunFinished
+from ..journal._records import AnyEvent, Decision, Event, Resolved, Retried, RunFinished
 from ..journal._stamp import stamp_events
 
 if TYPE_CHECKING:
@@ -40,13 +40,16 @@ log = logging.getLogger("tether.postgres")
 def stamp(
     where: str, events: Iterable[Event], first_seq: int
 ) -> tuple[list[AnyEvent], list[bytes], str | None]:
-    """``stamp_events``, and the final status if one of the events ends the run."""
+    """``stamp_events``, and the run's new ``status`` column if the events change it: the final
+    status when one ends the run, ``'active'`` when a ``retried`` record re-opens it."""
     stamped, payloads = stamp_events(events, first_seq, where)
-    finished: str | None = None
+    status: str | None = None
     for ev in stamped:
         if isinstance(ev, RunFinished):
-            finished = ev.status
-    return stamped, payloads, finished
+            status = ev.status
+        elif isinstance(ev, Retried):
+            status = "active"
+    return stamped, payloads, status
 
 
 @final
@@ -170,7 +173,7 @@ class PgJournal:
                 self.mark_lost(detail)
                 raise LeaseLostError(self.path, detail)
             self._events.extend(stamped)
-            if any(isinstance(ev, (Decision, Resolved)) for ev in stamped):
+            if any(isinstance(ev, (Decision, Resolved, Retried)) for ev in stamped):
                 self.answered = True  # a person's answer: the workers should look at the run
 
     async def fence(self) -> None:

@@ -88,7 +88,7 @@ def retry_problem(state: RunState, budgets: Budgets | None, now: float) -> str |
     """
     finished = state.finished
     if finished is not None and finished.status != RunStatus.FAILED:
-        return f"run already {finished.status}"
+        return f"run already finished ({finished.status})"
     if finished is None and state.parked is None:
         status = run_status(state, now)
         if status.status is RunStatus.NEEDS_ATTENTION and status.pending:
