@@ -9,6 +9,7 @@ import anyio
 import pytest
 
 import tether
+import tether.testing
 from tether.journal import AnyEvent, ModelResponse, RunFinished, RunStarted, ToolResult, ToolStarted
 from tether.models import ModelReply
 from tether.supervisor import RunStatus, Supervisor
@@ -332,3 +333,37 @@ async def test_a_large_tool_output_reaches_the_model_whole(tmp_path: pathlib.Pat
     assert result.blob is not None  # kept beside the journal, as intended
     sent = results_by_id(model.requests[1]["messages"])["toolu_01"]
     assert sent["content"] == "log line\n" * 1000
+
+
+async def test_a_call_id_reused_in_a_later_turn_gets_an_id_of_its_own(
+    tmp_path: pathlib.Path,
+) -> None:
+    """Call ids number per turn (``call_0`` each time): both refunds happen, under two keys."""
+    from . import _per_turn_ids
+
+    scenario = _per_turn_ids.scenario(tmp_path)
+    model, tools = scenario.build()
+    async with Supervisor(tether.FileStore(tmp_path / "store"), model=model, tools=tools) as sup:
+        await sup.start("run-ids", "refund both orders")
+        assert await sup.wait("run-ids", timeout=WAIT) is RunStatus.DONE
+        view = await sup.inspect("run-ids")
+    assert sorted(scenario.ledger()) == ["refund o-1", "refund o-2"]
+    events = await read_events(tmp_path / "store", "run-ids")
+    ids = [
+        b["id"]
+        for e in of_type(events, ModelResponse)
+        for b in e.message["content"]
+        if b["type"] == "tool_use"
+    ]
+    assert ids == ["call_0", "call_0-t2"]
+    assert list(results_by_id(view.messages)) == ["call_0", "call_0-t2"]
+
+
+@pytest.mark.slow
+def test_per_turn_call_ids_survive_a_kill_at_every_point() -> None:
+    report = tether.testing.assert_crash_safe(
+        "tests.supervisor._per_turn_ids:scenario", min_points=6
+    )
+    assert report.duplicates == 0
+    assert report.differing == 0
+    assert report.baseline.ledger == {"refund o-1": 1, "refund o-2": 1}

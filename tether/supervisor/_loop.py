@@ -380,8 +380,10 @@ class _Drive:
             if counted:
                 rt.gate.leave_step()
         crashpoint("model_answered")
-        records: list[Event] = [ModelResponse(message=reply.as_message(), usage=reply.usage)]
-        uses = [b for b in reply.content if b.get("type") == "tool_use"]
+        message = reply.as_message()
+        _unique_call_ids(message, state, self.journal.run_id)
+        records: list[Event] = [ModelResponse(message=message, usage=reply.usage)]
+        uses = [b for b in message["content"] if b.get("type") == "tool_use"]
         starts = self._starts_with_answer(uses)
         if not uses:
             records.append(RunFinished(status=RunStatus.DONE.value))
@@ -678,6 +680,37 @@ class _Drive:
     async def _finish(self, status: RunStatus, reason: str) -> Outcome:
         await self._append([RunFinished(status=status.value, reason=reason)])
         return Outcome(status, reason)
+
+
+def _unique_call_ids(message: dict[str, Any], state: RunState, run_id: str) -> None:
+    """Give each call of ``message`` an id no earlier call of the run had (DESIGN invariant 10).
+
+    A call's idempotency key is ``run_id:call_id``, so two calls with one id would share a key
+    and a deduplicating service would drop the second. Models behind OpenAI-compatible servers
+    and hand-written scripts often number calls per turn (``call_0`` every turn); such an id
+    becomes ``call_0-t3`` (the turn's number), before the answer is journaled, so replay and the
+    model's later requests see the new id, and its ``tool_result`` refers to it.
+    """
+    turn = state.model_calls + 1
+    blocks = message["content"]
+    taken = state.call_ids | {b["id"] for b in blocks if b.get("type") == "tool_use"}
+    for block in blocks:
+        if block.get("type") != "tool_use" or block["id"] not in state.call_ids:
+            continue
+        base, n = f"{block['id']}-t{turn}", 1
+        new_id = base
+        while new_id in taken:
+            n += 1
+            new_id = f"{base}-{n}"
+        taken.add(new_id)
+        log.info(
+            "run %s: the model reused call id %r; it is %r in this run",
+            run_id,
+            block["id"],
+            new_id,
+            extra={"run_id": run_id},
+        )
+        block["id"] = new_id
 
 
 def _cause(state: RunState) -> Interruption:

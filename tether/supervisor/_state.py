@@ -123,6 +123,7 @@ class RunState:
     model_failures: int = 0
     last_model_failure: ModelFailed | None = None
     retried_budgets: Budgets | None = None
+    call_ids: set[str] = field(default_factory=set)
     applied: int = 0
     last: AnyEvent | None = None
 
@@ -191,6 +192,7 @@ class RunState:
                 for b in _blocks(event.message)
                 if b.get("type") == "tool_use"
             }
+            self.call_ids.update(self.calls)
         elif isinstance(event, ToolStarted):
             self._call(event.call_id).attempts += 1
             self.tool_calls += 1
