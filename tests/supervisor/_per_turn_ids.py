@@ -10,12 +10,13 @@ from __future__ import annotations
 import fcntl
 import json
 from pathlib import Path
+from typing import Any
 
 import tether
 from tether.testing import Scenario
 
 use = tether.ScriptedModel.tool_use
-SCRIPT = [
+SCRIPT: list[Any] = [
     [use("call_0", "refund", {"order": "o-1"})],
     [use("call_0", "refund", {"order": "o-2"})],
     "both orders refunded",
