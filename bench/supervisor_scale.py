@@ -76,6 +76,7 @@ import anyio
 from _machine import scratch_dir
 
 import tether
+from tether.models import SystemPrompt
 from tether.testing import FaultyFileOps
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -131,7 +132,7 @@ class SlowModel:
         return self._inner.calls
 
     async def __call__(
-        self, *, system: str | None, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+        self, *, system: SystemPrompt, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
     ) -> tether.ModelReply:
         if self._latency > 0:
             await anyio.sleep(self._latency)

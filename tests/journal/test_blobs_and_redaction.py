@@ -332,3 +332,27 @@ async def test_custom_redactor_is_applied_to_every_event(tmp_path: pathlib.Path)
         {"content": "QUIET"},
         {"content": "CALM"},
     ]
+
+
+def test_the_models_signed_and_encrypted_content_is_never_redacted() -> None:
+    """A credential-shaped placeholder the model thought about must survive: the API checks
+    the thinking block's signature when it is sent back, and an altered one fails with 400."""
+    secret = "sk-ant-" + "a" * 40
+    blocks: list[dict[str, Any]] = [
+        {"type": "thinking", "thinking": f"the key looks like {secret}", "signature": "EqQB"},
+        {"type": "redacted_thinking", "data": f"opaque {secret}"},
+        {"type": "web_search_tool_result", "tool_use_id": "s1", "content": [
+            {"type": "web_search_result", "url": "u", "encrypted_content": secret},
+        ]},
+        {"type": "text", "text": f"I will not repeat {secret}", "citations": [
+            {"type": "web_search_result_location", "encrypted_index": secret, "cited_text": "c"},
+        ]},
+    ]  # fmt: skip
+    event = ModelResponse(message={"role": "assistant", "content": blocks})
+    redacted = SecretRedactor()(event)
+    out = redacted.message["content"]
+    assert out[0] == blocks[0]
+    assert out[1] == blocks[1]
+    assert out[2] == blocks[2]
+    assert out[3]["citations"] == blocks[3]["citations"]
+    assert out[3]["text"] == "I will not repeat [REDACTED]"  # the model's plain text is not signed

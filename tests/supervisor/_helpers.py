@@ -21,7 +21,7 @@ from tether.journal import (
     ToolResult,
     ToolStarted,
 )
-from tether.models import Model, ModelReply
+from tether.models import Model, ModelReply, SystemPrompt
 from tether.supervisor import RunStatus, Supervisor
 from tether.supervisor._loop import Runtime, build_manifest
 
@@ -37,7 +37,7 @@ async def _no_blob(ref: BlobRef) -> Any:
     raise AssertionError(f"unexpected blob {ref.digest}")
 
 
-def manifest_for(model: Model, tools: tether.ToolRegistry, *, system: str | None = None) -> Any:
+def manifest_for(model: Model, tools: tether.ToolRegistry, *, system: SystemPrompt = None) -> Any:
     """The manifest a Supervisor with ``model`` and ``tools`` would pin for a new run."""
     rt = Runtime(model=model, tools=tools, load_blob=_no_blob)
     return build_manifest(rt, system=system, app_version="")
@@ -64,7 +64,7 @@ async def craft_dangling(
     tools: tether.ToolRegistry,
     block: dict[str, Any],
     prompt: str = "help",
-    system: str | None = None,
+    system: SystemPrompt = None,
     budgets: Budgets | None = None,
     attempts: int = 1,
 ) -> None:
@@ -152,7 +152,7 @@ class RecordingModel:
     async def __call__(
         self,
         *,
-        system: str | None,
+        system: SystemPrompt,
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]],
     ) -> ModelReply:

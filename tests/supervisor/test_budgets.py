@@ -22,7 +22,7 @@ from tether.journal import (
     ToolStarted,
     Usage,
 )
-from tether.models import ModelReply
+from tether.models import ModelReply, SystemPrompt
 from tether.supervisor import RunStatus, Supervisor
 
 from ._helpers import WAIT, of_type, read_events
@@ -189,7 +189,7 @@ class ExplodingModel:
     async def __call__(
         self,
         *,
-        system: str | None,
+        system: SystemPrompt,
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]],
     ) -> ModelReply:
@@ -256,7 +256,11 @@ async def test_a_retried_crash_loop_gets_a_fresh_count_and_finishes(
         params: dict[str, Any] = {}  # noqa: RUF012 - a fixed, empty parameter set
 
         async def __call__(
-            self, *, system: str | None, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+            self,
+            *,
+            system: SystemPrompt,
+            messages: list[dict[str, Any]],
+            tools: list[dict[str, Any]],
         ) -> ModelReply:
             return ModelReply(content=[{"type": "text", "text": "all good"}])
 
@@ -320,7 +324,11 @@ async def test_progress_between_crashes_starts_the_count_again(tmp_path: pathlib
             self.calls = 0
 
         async def __call__(
-            self, *, system: str | None, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+            self,
+            *,
+            system: SystemPrompt,
+            messages: list[dict[str, Any]],
+            tools: list[dict[str, Any]],
         ) -> ModelReply:
             self.calls += 1
             if self.calls % 2:
@@ -401,7 +409,11 @@ async def test_restart_backoff_doubles_with_jitter_on_an_injected_clock(
         params: dict[str, Any] = {}  # noqa: RUF012 - a fixed, empty parameter set
 
         async def __call__(
-            self, *, system: str | None, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+            self,
+            *,
+            system: SystemPrompt,
+            messages: list[dict[str, Any]],
+            tools: list[dict[str, Any]],
         ) -> ModelReply:
             raise RuntimeError("model exploded")
 

@@ -11,7 +11,7 @@ import pytest
 import tether
 import tether.testing
 from tether.journal import AnyEvent, ModelResponse, RunFinished, RunStarted, ToolResult, ToolStarted
-from tether.models import ModelReply
+from tether.models import ModelReply, SystemPrompt
 from tether.supervisor import RunStatus, Supervisor
 
 from ._helpers import WAIT, RecordingModel, of_type, read_events, results_by_id, tool_results
@@ -93,7 +93,7 @@ async def test_journal_obeys_intent_before_act(tmp_path: pathlib.Path) -> None:
         async def __call__(
             self,
             *,
-            system: str | None,
+            system: SystemPrompt,
             messages: list[dict[str, Any]],
             tools: list[dict[str, Any]],
         ) -> ModelReply:

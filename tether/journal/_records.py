@@ -40,10 +40,27 @@ class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
 
 
 class Usage(msgspec.Struct, frozen=True, kw_only=True):
-    """Tokens one model call consumed."""
+    """Tokens one model call consumed.
+
+    ``input_tokens`` counts input read neither from nor into the prompt cache; the cache's two
+    parts are apart, as the API bills them. Records written before they were apart folded both
+    into ``input_tokens`` (and leave the cache fields 0), so totals read the same.
+    """
 
     input_tokens: int = 0
     output_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
+
+    @property
+    def total(self) -> int:
+        """Every token of the call: what a token budget counts."""
+        return (
+            self.input_tokens
+            + self.output_tokens
+            + self.cache_creation_input_tokens
+            + self.cache_read_input_tokens
+        )
 
 
 class ToolPin(msgspec.Struct, frozen=True, kw_only=True):
@@ -61,7 +78,12 @@ class ToolPin(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Manifest(msgspec.Struct, frozen=True, kw_only=True):
-    """Everything a run pins when it starts, checked again on every resume."""
+    """Everything a run pins when it starts, checked again on every resume.
+
+    A system prompt given as text is ``system``; one given as a list of blocks (to put
+    ``cache_control`` on it) is ``system_blocks``, and ``system`` is then ``None``.
+    ``system_hash`` covers whichever is set.
+    """
 
     model: str
     model_params: dict[str, JSONValue] = msgspec.field(default_factory=dict)
@@ -70,6 +92,12 @@ class Manifest(msgspec.Struct, frozen=True, kw_only=True):
     tools: list[ToolPin] = msgspec.field(default_factory=list)
     app_version: str = ""
     schema_version: int = SCHEMA_VERSION
+    system_blocks: list[dict[str, JSONValue]] | None = None
+
+    @property
+    def system_prompt(self) -> str | list[dict[str, JSONValue]] | None:
+        """The system prompt as the model is given it: text, blocks, or none."""
+        return self.system_blocks if self.system_blocks is not None else self.system
 
 
 DEFAULT_MAX_MODEL_CALLS = 100
@@ -111,8 +139,17 @@ class RunStarted(Event, frozen=True, kw_only=True, tag="run_started"):
 
 
 class ModelResponse(Event, frozen=True, kw_only=True, tag="model_response"):
+    """The model's answer, journaled whole before anything acts on it.
+
+    ``stop_reason`` is why the model stopped (``end_turn``, ``tool_use``, ``max_tokens``,
+    ``pause_turn``, ``refusal``, ...; ``None`` when the model does not say), and
+    ``stop_details`` whatever more the API said about it.
+    """
+
     message: dict[str, JSONValue]
     usage: Usage = msgspec.field(default_factory=Usage)
+    stop_reason: str | None = None
+    stop_details: dict[str, JSONValue] | None = None
 
 
 class ToolStarted(Event, frozen=True, kw_only=True, tag="tool_started"):

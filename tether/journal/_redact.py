@@ -7,6 +7,12 @@ secret costs one encode and one regex scan and is returned unchanged.
 
 Redaction changes what replay sees: a tool argument that held a secret is replayed redacted.
 Keep secrets out of model-visible data; pass them to tools through closures or the environment.
+
+What the model signed or encrypted is never altered, wherever it appears: ``thinking`` and
+``redacted_thinking`` blocks, any ``signature``, and any field whose name starts with
+``encrypted`` (server tool results, citations). The API checks them when they are sent back,
+and a changed one fails the next request with HTTP 400; they are the model's own output, not
+what tools or users put in.
 """
 
 from __future__ import annotations
@@ -33,6 +39,9 @@ DEFAULT_PATTERNS: tuple[str, ...] = (
 )
 
 REDACTED = "[REDACTED]"
+
+SIGNED_BLOCKS: frozenset[str] = frozenset({"thinking", "redacted_thinking"})
+"""Content block types the API signs: sent back exactly as they came, or refused."""
 
 
 class SecretRedactor:
@@ -66,11 +75,15 @@ class SecretRedactor:
             return event
         return msgspec.convert(cleaned, type(event))
 
-    def _walk(self, value: Any) -> Any:
+    def _walk(self, value: Any, key: str = "") -> Any:
+        if key == "signature" or key.startswith("encrypted"):
+            return value  # signed or encrypted by the model: left exactly as it is
         if isinstance(value, str):
             return self.redact_text(value)
         if isinstance(value, list):
             return [self._walk(v) for v in value]
         if isinstance(value, dict):
-            return {k: self._walk(v) for k, v in value.items()}
+            if value.get("type") in SIGNED_BLOCKS:
+                return value
+            return {k: self._walk(v, k) for k, v in value.items()}
         return value

@@ -12,6 +12,7 @@ from ._anthropic import AnthropicModel as AnthropicModel
 from ._base import BLOCK_TYPES as BLOCK_TYPES
 from ._base import Model as Model
 from ._base import ModelReply as ModelReply
+from ._base import SystemPrompt as SystemPrompt
 from ._base import check_reply_blocks as check_reply_blocks
 from ._scripted import ScriptedModel as ScriptedModel
 
@@ -21,5 +22,6 @@ __all__ = [
     "Model",
     "ModelReply",
     "ScriptedModel",
+    "SystemPrompt",
     "check_reply_blocks",
 ]

@@ -23,7 +23,7 @@ import anyio
 
 from .._errors import ModelError, ModelResponseError
 from ..journal._records import Usage
-from ._base import ModelReply, check_reply_blocks
+from ._base import ModelReply, SystemPrompt, check_reply_blocks
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -129,7 +129,7 @@ class AnthropicModel:
     async def __call__(
         self,
         *,
-        system: str | None,
+        system: SystemPrompt,
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]],
     ) -> ModelReply:

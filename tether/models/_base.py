@@ -17,7 +17,9 @@ from .._errors import ModelResponseError
 from ..journal._records import Usage
 
 BLOCK_TYPES: frozenset[str] = frozenset({"text", "tool_use", "thinking", "redacted_thinking"})
-"""Assistant content block types the runtime understands; any other type is a malformed reply."""
+"""Assistant content block types whose fields are checked. Any other type (server tool calls
+and their results, types a newer API adds) is kept as it came, an opaque dict, and journaled
+and sent back byte for byte: only ``tool_use`` blocks are calls the runtime runs."""
 
 # For each block type: the fields it must carry and the type each must have.
 _REQUIRED_FIELDS: dict[str, tuple[tuple[str, type], ...]] = {
@@ -31,6 +33,9 @@ _NON_EMPTY: frozenset[tuple[str, str]] = frozenset({("tool_use", "id"), ("tool_u
 
 _JSON_NAMES: dict[type, str] = {str: "a string", dict: "an object", list: "an array"}
 
+
+SystemPrompt = str | list[dict[str, Any]] | None
+"""A system prompt as the Messages API takes it: text, a list of text blocks, or none."""
 
 _T = TypeVar("_T")
 _COPY_ENCODER = msgspec.msgpack.Encoder()
@@ -59,12 +64,14 @@ class ModelReply(msgspec.Struct, frozen=True, kw_only=True):
             ``check_reply_blocks``.
         usage: the tokens the call consumed.
         stop_reason: why the model stopped (``"end_turn"``, ``"tool_use"``, ``"max_tokens"``,
-            ...), or ``None`` when the model does not say.
+            ``"pause_turn"``, ``"refusal"``, ...), or ``None`` when the model does not say.
+        stop_details: anything more the model said about why it stopped, as plain JSON.
     """
 
     content: list[dict[str, Any]]
     usage: Usage = msgspec.field(default_factory=Usage)
     stop_reason: str | None = None
+    stop_details: dict[str, Any] | None = None
 
     def as_message(self) -> dict[str, Any]:
         """The reply as an assistant message to append to the conversation.
@@ -96,14 +103,15 @@ class Model(Protocol):
     async def __call__(
         self,
         *,
-        system: str | None,
+        system: SystemPrompt,
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]],
     ) -> ModelReply:
         """Ask the model for the next assistant turn.
 
         Args:
-            system: the system prompt, or ``None`` for none.
+            system: the system prompt: text, a list of text blocks (which may carry
+                ``cache_control``), or ``None`` for none.
             messages: the conversation so far, Messages-API shaped; it is not modified.
             tools: Anthropic tool definitions (``{"name", "description", "input_schema"}``).
 
@@ -123,11 +131,12 @@ class Model(Protocol):
 def check_reply_blocks(model_name: str, blocks: object) -> list[dict[str, Any]]:
     """Check that ``blocks`` is a list of assistant content blocks the runtime can use.
 
-    Each block must be a dict whose ``"type"`` is one of ``BLOCK_TYPES`` and that carries that
-    type's fields: ``text`` a string ``text``; ``tool_use`` a non-empty string ``id`` and ``name``
+    Each block must be a dict with a string ``"type"``. The types in ``BLOCK_TYPES`` must carry
+    their fields: ``text`` a string ``text``; ``tool_use`` a non-empty string ``id`` and ``name``
     and a dict ``input``; ``thinking`` string ``thinking`` and ``signature``; ``redacted_thinking``
-    a string ``data``. ``tool_use`` ids must be unique within the reply. Other keys are allowed
-    and kept.
+    a string ``data``. ``tool_use`` ids must be unique within the reply. Blocks of other types
+    (``server_tool_use``, ``web_search_tool_result``, types added later) are kept unchecked,
+    and other keys are allowed and kept.
 
     Args:
         model_name: the model that produced the blocks, for the error.
@@ -152,12 +161,7 @@ def check_reply_blocks(model_name: str, blocks: object) -> list[dict[str, Any]]:
         block_type = block.get("type")
         if not isinstance(block_type, str):
             raise ModelResponseError(model_name, f"block {index}: has no string 'type'")
-        fields = _REQUIRED_FIELDS.get(block_type)
-        if fields is None:
-            known = ", ".join(sorted(BLOCK_TYPES))
-            raise ModelResponseError(
-                model_name, f"block {index}: unknown type {block_type!r} (known: {known})"
-            )
+        fields = _REQUIRED_FIELDS.get(block_type, ())
         for field, field_type in fields:
             value = block.get(field)
             if not isinstance(value, field_type):

@@ -19,7 +19,7 @@ import msgspec
 
 from .._errors import ModelResponseError
 from ..journal._records import Usage
-from ._base import ModelReply, check_reply_blocks, deep_copy
+from ._base import ModelReply, SystemPrompt, check_reply_blocks, deep_copy
 
 ScriptedAnswer: TypeAlias = str | list[dict[str, Any]]
 """One scripted answer: content blocks, or a string as shorthand for one text block."""
@@ -142,7 +142,7 @@ class ScriptedModel:
     async def __call__(
         self,
         *,
-        system: str | None,
+        system: SystemPrompt,
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]],
     ) -> ModelReply:
@@ -193,7 +193,7 @@ class ScriptedModel:
     def _usage_for(
         self,
         *,
-        system: str | None,
+        system: SystemPrompt,
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]],
         blocks: list[dict[str, Any]],

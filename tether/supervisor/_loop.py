@@ -54,7 +54,7 @@ from ..journal._records import (
     Usage,
 )
 from ..journal._store import RunJournal
-from ..models._base import Model
+from ..models._base import Model, SystemPrompt
 from ..testing._crashpoints import crashpoint
 from ..tools._context import ToolContext
 from ..tools._registry import ToolRegistry
@@ -129,17 +129,44 @@ class Suspend(Exception):
 
 
 def build_manifest(
-    rt: Runtime, *, system: str | None, app_version: str, tools: list[Any] | None = None
+    rt: Runtime, *, system: SystemPrompt, app_version: str, tools: list[Any] | None = None
 ) -> Manifest:
-    """The manifest a new run pins: model, parameters, system prompt, tool contracts, app."""
+    """The manifest a new run pins: model, parameters, system prompt, tool contracts, app.
+
+    Raises:
+        TypeError: ``system`` is neither text, nor a list of text blocks, nor ``None``.
+    """
+    blocks = _system_blocks(system)
     return Manifest(
         model=rt.model.name,
         model_params=dict(rt.model.params),
-        system=system,
-        system_hash=_sha256(system or ""),
+        system=None if blocks is not None else system if isinstance(system, str) else None,
+        system_blocks=blocks,
+        system_hash=_system_hash(system if blocks is None else blocks),
         tools=rt.tools.pins() if tools is None else tools,
         app_version=app_version,
     )
+
+
+def _system_blocks(system: SystemPrompt) -> list[dict[str, Any]] | None:
+    if system is None or isinstance(system, str):
+        return None
+    if not isinstance(system, list) or not all(
+        isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
+        for b in system
+    ):
+        raise TypeError(
+            "system must be text or a list of text blocks "
+            '({"type": "text", "text": ..., "cache_control": ...})'
+        )
+    copied: list[dict[str, Any]] = msgspec.json.decode(msgspec.json.encode(system))
+    return copied
+
+
+def _system_hash(system: str | list[dict[str, Any]] | None) -> str:
+    if system is None or isinstance(system, str):
+        return _sha256(system or "")
+    return _sha256(msgspec.json.encode(system).decode())
 
 
 def manifest_problem(rt: Runtime, manifest: Manifest) -> str | None:
@@ -154,7 +181,7 @@ def manifest_problem(rt: Runtime, manifest: Manifest) -> str | None:
             f"model parameters changed: pinned {manifest.model_params!r}, "
             f"this process has {params!r}"
         )
-    if manifest.system_hash != _sha256(manifest.system or ""):
+    if manifest.system_hash != _system_hash(manifest.system_prompt):
         return "the pinned system prompt does not match its hash"
     if rt.strict_app_version and manifest.app_version != rt.app_version:
         return (
@@ -369,10 +396,12 @@ class _Drive:
                 async with rt.model_gate:
                     self._check_stopping()
                     reply = await rt.model(
-                        system=state.manifest.system, messages=messages, tools=tools
+                        system=state.manifest.system_prompt, messages=messages, tools=tools
                     )
             else:
-                reply = await rt.model(system=state.manifest.system, messages=messages, tools=tools)
+                reply = await rt.model(
+                    system=state.manifest.system_prompt, messages=messages, tools=tools
+                )
         except ModelError as exc:
             await self._model_failed(exc)
             return
@@ -382,12 +411,18 @@ class _Drive:
         crashpoint("model_answered")
         message = reply.as_message()
         _unique_call_ids(message, state, self.journal.run_id)
-        records: list[Event] = [ModelResponse(message=message, usage=reply.usage)]
+        records: list[Event] = [
+            ModelResponse(
+                message=message,
+                usage=reply.usage,
+                stop_reason=reply.stop_reason,
+                stop_details=reply.stop_details,
+            )
+        ]
         uses = [b for b in message["content"] if b.get("type") == "tool_use"]
-        starts = self._starts_with_answer(uses)
-        if not uses:
-            records.append(RunFinished(status=RunStatus.DONE.value))
-        await self._append([*records, *starts])
+        settled = _act_on_stop(reply.stop_reason, uses)
+        starts = [] if settled else self._starts_with_answer(uses)
+        await self._append([*records, *settled, *starts])
         self.prestarted.update(s.call_id for s in starts)
         crashpoint("model_saved")
 
@@ -680,6 +715,45 @@ class _Drive:
     async def _finish(self, status: RunStatus, reason: str) -> Outcome:
         await self._append([RunFinished(status=status.value, reason=reason)])
         return Outcome(status, reason)
+
+
+def _act_on_stop(stop_reason: str | None, uses: list[dict[str, Any]]) -> list[Event]:
+    """What an answer's stop reason decides at once, journaled in the answer's own group so a
+    crash in between cannot split the two.
+
+    ``tool_use``, ``end_turn``, ``stop_sequence`` (and no reason): the calls run; with none the
+    run is done. ``max_tokens``: the answer was cut off, so its calls' inputs may be cut off too
+    (an email sent with half its body): none of them runs, each gets an error result the model
+    reads and the turn goes on; a text answer cut off ends the run ``done`` with a reason that
+    says so. ``pause_turn``: nothing; the model is asked again with the paused turn as it is,
+    and continues it. ``refusal``: the run fails, saying the model refused.
+    ``model_context_window_exceeded``: the run fails, the conversation no longer fits.
+    """
+    if stop_reason == "max_tokens":
+        if uses:
+            return [
+                ToolResult(
+                    call_id=b["id"],
+                    ok=False,
+                    content=f"not run: the answer was cut off by max_tokens while this call "
+                    f"({b['name']}) was being written, so its input may be incomplete; ask for "
+                    "it again in a shorter answer",
+                )
+                for b in uses
+            ]
+        reason = "the answer was cut off by max_tokens; its last text is incomplete"
+        return [RunFinished(status=RunStatus.DONE.value, reason=reason)]
+    if stop_reason == "pause_turn":
+        return []
+    if stop_reason == "refusal":
+        reason = "the model refused to continue (stop_reason refusal)"
+        return [RunFinished(status=RunStatus.FAILED.value, reason=reason)]
+    if stop_reason == "model_context_window_exceeded":
+        reason = "the conversation no longer fits the model's context window"
+        return [RunFinished(status=RunStatus.FAILED.value, reason=reason)]
+    if not uses:
+        return [RunFinished(status=RunStatus.DONE.value)]
+    return []
 
 
 def _unique_call_ids(message: dict[str, Any], state: RunState, run_id: str) -> None:

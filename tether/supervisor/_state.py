@@ -30,6 +30,7 @@ from ..journal._records import (
     ToolFailed,
     ToolResult,
     ToolStarted,
+    Usage,
 )
 
 
@@ -116,6 +117,8 @@ class RunState:
     tool_calls: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
+    cache_creation_tokens: int = 0
+    cache_read_tokens: int = 0
     restarts: int = 0
     interruptions: int = 0
     finished: RunFinished | None = None
@@ -141,7 +144,12 @@ class RunState:
 
     @property
     def tokens(self) -> int:
-        return self.input_tokens + self.output_tokens
+        return (
+            self.input_tokens
+            + self.output_tokens
+            + self.cache_creation_tokens
+            + self.cache_read_tokens
+        )
 
     @property
     def turn_open(self) -> bool:
@@ -185,8 +193,7 @@ class RunState:
             self.model_calls += 1
             self.model_failures = 0
             self.last_model_failure = None
-            self.input_tokens += event.usage.input_tokens
-            self.output_tokens += event.usage.output_tokens
+            self._count(event.usage)
             self.calls = {
                 b["id"]: Call(id=b["id"], name=b["name"], input=b.get("input"), started_at=event.at)
                 for b in _blocks(event.message)
@@ -221,8 +228,7 @@ class RunState:
         elif isinstance(event, ModelFailed):
             self.model_failures += 1
             self.last_model_failure = event
-            self.input_tokens += event.usage.input_tokens
-            self.output_tokens += event.usage.output_tokens
+            self._count(event.usage)
         elif isinstance(event, Parked):
             self.parked = event
         elif isinstance(event, Retried):
@@ -234,6 +240,12 @@ class RunState:
                 self.retried_budgets = event.budgets
         elif isinstance(event, RunFinished):
             self.finished = event
+
+    def _count(self, usage: Usage) -> None:
+        self.input_tokens += usage.input_tokens
+        self.output_tokens += usage.output_tokens
+        self.cache_creation_tokens += usage.cache_creation_input_tokens
+        self.cache_read_tokens += usage.cache_read_input_tokens
 
     def _call(self, call_id: str) -> Call:
         try:

@@ -41,7 +41,7 @@ from ..journal._records import (
     RunStarted,
 )
 from ..journal._store import RunJournal, Store
-from ..models._base import Model
+from ..models._base import Model, SystemPrompt
 from ..testing._crashpoints import crashpoint
 from ..tools._registry import ToolRegistry
 from ._answers import answer_problem
@@ -298,7 +298,7 @@ class Supervisor:
         run_id: str,
         prompt: str | Sequence[dict[str, Any]],
         *,
-        system: str | None = None,
+        system: SystemPrompt = None,
         budgets: Budgets | None = None,
     ) -> None:
         """Create run ``run_id`` and start it. Returns once the run exists durably.

@@ -83,7 +83,7 @@ from ..journal import (
     ToolStarted,
     verify_file,
 )
-from ..models import Model, ModelReply
+from ..models import Model, ModelReply, SystemPrompt
 from ..supervisor import RunStatus, Supervisor, fold
 from ..tools import ToolRegistry
 
@@ -198,7 +198,7 @@ class Scenario:
     prompt: str | Sequence[dict[str, Any]]
     ledger: Callable[[], Mapping[str, int] | Iterable[str]]
     run_id: str = "crashtest"
-    system: str | None = None
+    system: SystemPrompt = None
     budgets: Budgets | None = None
     decide: Decide = approve_all
 
@@ -289,7 +289,7 @@ class _CountingModel:
     async def __call__(
         self,
         *,
-        system: str | None,
+        system: SystemPrompt,
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]],
     ) -> ModelReply:
