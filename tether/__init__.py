@@ -46,6 +46,7 @@ from .supervisor import RunStatus as RunStatus
 from .supervisor import RunView as RunView
 from .supervisor import Supervisor as Supervisor
 from .tools import ApprovalTimeout as ApprovalTimeout
+from .tools import ContentBlocks as ContentBlocks
 from .tools import ReplayPolicy as ReplayPolicy
 from .tools import ToolContext as ToolContext
 from .tools import ToolRegistry as ToolRegistry
@@ -56,6 +57,7 @@ __all__ = [
     "ApprovalTimeout",
     "BlobError",
     "Budgets",
+    "ContentBlocks",
     "FileStore",
     "InvalidRunIdError",
     "Journal",

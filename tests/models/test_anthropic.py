@@ -175,7 +175,14 @@ async def test_thinking_blocks_pass_through_and_cache_tokens_count() -> None:
         "thinking": "Paris is in France.",
         "signature": "c2ln",
     }
-    assert reply.usage == Usage(input_tokens=1105, output_tokens=9)
+    # Cache writes and reads are kept apart, as the API bills them; budgets count them all.
+    assert reply.usage == Usage(
+        input_tokens=5,
+        output_tokens=9,
+        cache_creation_input_tokens=100,
+        cache_read_input_tokens=1000,
+    )
+    assert reply.usage.total == 1114
 
 
 async def test_overloaded_is_retried_by_the_sdk() -> None:
@@ -361,8 +368,10 @@ def test_name_and_params() -> None:
 
 
 def test_bad_options_are_refused() -> None:
-    with pytest.raises(ValueError, match="stream"):
-        AnthropicModel(MODEL, stream=True)
+    with pytest.raises(ValueError, match="tools"):
+        AnthropicModel(MODEL, tools=[])
+    with pytest.raises(ValueError, match="server_tools"):
+        AnthropicModel(MODEL, server_tools=[{"name": "web_search"}])
     with pytest.raises(ValueError, match="max_tokens"):
         AnthropicModel(MODEL, max_tokens=0)
     with pytest.raises(ValueError, match="model"):

@@ -31,6 +31,7 @@ def test_public_names() -> None:
             "ScriptedModel",
             "SystemPrompt",
             "check_reply_blocks",
+            "text_sink",
         ]
     )
     for name in tether.models.__all__:

@@ -11,6 +11,7 @@ def test_all_lists_exactly_the_public_names() -> None:
     assert set(tether.tools.__all__) == public - {"annotations"}
     assert sorted(tether.tools.__all__) == [
         "ApprovalTimeout",
+        "ContentBlocks",
         "ReplayPolicy",
         "ToolContext",
         "ToolRegistry",

@@ -75,6 +75,7 @@ class ToolPin(msgspec.Struct, frozen=True, kw_only=True):
     schema_hash: str
     approval: bool = False
     approval_timeout: float | None = None
+    cache_control: dict[str, JSONValue] | None = None
 
 
 class Manifest(msgspec.Struct, frozen=True, kw_only=True):
@@ -159,10 +160,14 @@ class ToolStarted(Event, frozen=True, kw_only=True, tag="tool_started"):
 
 
 class ToolResult(Event, frozen=True, kw_only=True, tag="tool_result"):
+    """A call's result. ``blocks``: ``content`` is a list of content blocks (text, images,
+    documents) the model reads as they are, rather than a value sent as JSON text."""
+
     call_id: str
     ok: bool
     content: JSONValue = None
     blob: BlobRef | None = None
+    blocks: bool = False
 
 
 class Decision(Event, frozen=True, kw_only=True, tag="decision"):

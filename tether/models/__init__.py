@@ -14,6 +14,7 @@ from ._base import Model as Model
 from ._base import ModelReply as ModelReply
 from ._base import SystemPrompt as SystemPrompt
 from ._base import check_reply_blocks as check_reply_blocks
+from ._base import text_sink as text_sink
 from ._scripted import ScriptedModel as ScriptedModel
 
 __all__ = [
@@ -24,4 +25,5 @@ __all__ = [
     "ScriptedModel",
     "SystemPrompt",
     "check_reply_blocks",
+    "text_sink",
 ]

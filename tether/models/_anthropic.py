@@ -17,13 +17,14 @@ import email.utils
 import json
 import math
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, final
 
 import anyio
 
 from .._errors import ModelError, ModelResponseError
 from ..journal._records import Usage
-from ._base import ModelReply, SystemPrompt, check_reply_blocks
+from ._base import ModelReply, SystemPrompt, check_reply_blocks, text_sink
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -48,6 +49,16 @@ class AnthropicModel:
             (``ANTHROPIC_API_KEY``, ...) on the first call, with ``max_retries=0`` (the runtime
             retries); pass your own to set timeouts, a base URL or retries of the SDK's own.
         max_tokens: the most tokens one answer may hold.
+        server_tools: tools the API runs itself (``{"type": "web_search_20250305", "name":
+            "web_search", "max_uses": 5}``, web fetch, code execution, ...), sent with every
+            request after the application's tools and pinned with the model's parameters.
+            Their calls and results come back as blocks of their own types, journaled as they
+            are; the runtime runs nothing for them.
+        stream: ``True`` always streams the answer, ``False`` never does; ``None`` (the
+            default) streams when the SDK would refuse to wait for the answer (its rule: an
+            expected time past ten minutes, ``max_tokens > 21,333``, or a model's own
+            non-streaming limit) or when the supervisor has a text observer (``on_text``).
+            A streamed answer is journaled once, whole, when the stream ends.
         **params: further ``messages.create`` keyword arguments that shape answers
             (``stop_sequences``, ``thinking``, ``tool_choice``, ``metadata``, ...). Which ones
             exist depends on the installed SDK; a body field it has no argument for can still
@@ -67,6 +78,8 @@ class AnthropicModel:
         *,
         client: anthropic.AsyncAnthropic | None = None,
         max_tokens: int = 1024,
+        server_tools: list[dict[str, Any]] | None = None,
+        stream: bool | None = None,
         **params: Any,
     ) -> None:
         if not model:
@@ -76,12 +89,18 @@ class AnthropicModel:
         clash = sorted(_RESERVED_PARAMS & params.keys())
         if clash:
             raise ValueError(f"params may not set {', '.join(clash)}: AnthropicModel supplies it")
+        if server_tools is not None and not all(
+            isinstance(t, dict) and isinstance(t.get("type"), str) for t in server_tools
+        ):
+            raise ValueError('server_tools must be tool definitions with a "type" each')
         try:
-            json.dumps(params, allow_nan=False)
+            json.dumps([params, server_tools], allow_nan=False)
         except (TypeError, ValueError) as exc:
             raise TypeError(f"params must be JSON-able (they are pinned into runs): {exc}") from exc
         self._name = model
         self._params: dict[str, Any] = {"max_tokens": max_tokens, **copy.deepcopy(params)}
+        self._server_tools: list[dict[str, Any]] = copy.deepcopy(server_tools or [])
+        self._stream = stream
         self._client = client
         self._owns_client = False
         self._closed = False
@@ -93,8 +112,12 @@ class AnthropicModel:
 
     @property
     def params(self) -> dict[str, Any]:
-        """``{"max_tokens": ..., **params}``, as pinned into a run's manifest (a copy)."""
-        return copy.deepcopy(self._params)
+        """``{"max_tokens": ..., **params}`` (and ``server_tools`` when there are any), as
+        pinned into a run's manifest (a copy)."""
+        pinned = copy.deepcopy(self._params)
+        if self._server_tools:
+            pinned["server_tools"] = copy.deepcopy(self._server_tools)
+        return pinned
 
     def __repr__(self) -> str:
         return f"AnthropicModel({self._name!r}, params={self._params!r})"
@@ -161,13 +184,17 @@ class AnthropicModel:
         request: dict[str, Any] = {"model": self._name, "messages": messages, **self._params}
         if system is not None:
             request["system"] = system
-        if tools:
-            request["tools"] = tools
+        if tools or self._server_tools:
+            request["tools"] = [*tools, *self._server_tools]
 
         import anthropic
 
+        sink = text_sink.get()
         try:
-            response: anthropic.types.Message = await client.messages.create(**request)
+            if self._streams(sink is not None):
+                response = await self._streamed(client, request, sink)
+            else:
+                response = await client.messages.create(**request)
         except anthropic.APIStatusError as exc:
             transient = exc.status_code in _TRANSIENT_STATUS or exc.status_code >= 500
             raise ModelError(
@@ -192,6 +219,32 @@ class AnthropicModel:
             # will not send without streaming.
             raise ModelError(self._name, f"the SDK refused the request: {exc}") from exc
         return self._to_reply(response)
+
+    def _streams(self, observed: bool) -> bool:
+        """Whether to stream this model's answers (see ``stream`` in the class doc)."""
+        if self._stream is not None:
+            return self._stream
+        if observed:
+            return True
+        max_tokens = int(self._params["max_tokens"])
+        return max_tokens > _LONGEST_NONSTREAMING or max_tokens > _nonstreaming_limit(self._name)
+
+    async def _streamed(
+        self,
+        client: anthropic.AsyncAnthropic,
+        request: dict[str, Any],
+        sink: Callable[[str], None] | None,
+    ) -> anthropic.types.Message:
+        """The whole answer of a streamed request; text goes to ``sink`` as it arrives.
+
+        Nothing of a stream that breaks off is kept: the error is raised (a dropped
+        connection is transient) and the runtime asks again.
+        """
+        async with client.messages.stream(**request) as stream:
+            async for event in stream:
+                if sink is not None and event.type == "text":
+                    sink(event.text)
+            return await stream.get_final_message()
 
     async def check(self) -> str | None:
         """What stops this model from answering at all (no credentials), or ``None``.
@@ -230,9 +283,10 @@ class AnthropicModel:
         return client
 
     def _to_reply(self, response: anthropic.types.Message) -> ModelReply:
+        usage = _usage(response)
         content = getattr(response, "content", None)
         if not isinstance(content, list):
-            raise ModelResponseError(self._name, "response has no content list")
+            raise ModelResponseError(self._name, "response has no content list", usage=usage)
         blocks: list[object] = []
         for index, block in enumerate(content):
             if isinstance(block, dict):
@@ -241,13 +295,20 @@ class AnthropicModel:
                 blocks.append(block.model_dump(mode="json", exclude_none=True))
             else:
                 raise ModelResponseError(
-                    self._name, f"block {index}: unexpected {type(block).__name__}"
+                    self._name, f"block {index}: unexpected {type(block).__name__}", usage=usage
                 )
-        checked = check_reply_blocks(self._name, blocks)
+        try:
+            checked = check_reply_blocks(self._name, blocks)
+        except ModelResponseError as exc:  # the tokens were spent all the same
+            raise ModelResponseError(self._name, exc.reason, usage=usage) from exc
+        details = getattr(response, "stop_details", None)
+        if details is not None and hasattr(details, "model_dump"):
+            details = details.model_dump(mode="json", exclude_none=True)
         return ModelReply(
             content=checked,
-            usage=_usage(response),
+            usage=usage,
             stop_reason=getattr(response, "stop_reason", None),
+            stop_details=details if isinstance(details, dict) else None,
         )
 
 
@@ -260,14 +321,28 @@ def _usage(response: anthropic.types.Message) -> Usage:
         value = getattr(usage, field, None)
         return value if isinstance(value, int) else 0
 
-    # The API splits input into uncached, cache-written and cache-read parts; a budget counts
-    # all of them, or prompt caching would make runs look almost free.
     return Usage(
-        input_tokens=tokens("input_tokens")
-        + tokens("cache_creation_input_tokens")
-        + tokens("cache_read_input_tokens"),
+        input_tokens=tokens("input_tokens"),
         output_tokens=tokens("output_tokens"),
+        cache_creation_input_tokens=tokens("cache_creation_input_tokens"),
+        cache_read_input_tokens=tokens("cache_read_input_tokens"),
     )
+
+
+_LONGEST_NONSTREAMING = 21_333
+"""The largest ``max_tokens`` the SDK sends without streaming: it refuses a request whose
+expected time (an hour per 128,000 tokens) passes ten minutes (``_calculate_nonstreaming_timeout``
+in the SDK's ``_base_client.py``)."""
+
+
+def _nonstreaming_limit(model: str) -> float:
+    """The SDK's own non-streaming ``max_tokens`` limit for ``model``, if it has one."""
+    try:
+        from anthropic._constants import MODEL_NONSTREAMING_TOKENS
+    except ImportError:  # pragma: no cover - an SDK without the table
+        return float("inf")
+    limit = MODEL_NONSTREAMING_TOKENS.get(model)
+    return float("inf") if limit is None else float(limit)
 
 
 _TRANSIENT_STATUS = frozenset({408, 409, 429})

@@ -9,6 +9,8 @@ answer is usable; every adapter runs it before returning.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Any, Protocol, TypeVar
 
 import msgspec
@@ -33,6 +35,14 @@ _NON_EMPTY: frozenset[tuple[str, str]] = frozenset({("tool_use", "id"), ("tool_u
 
 _JSON_NAMES: dict[type, str] = {str: "a string", dict: "an object", list: "an array"}
 
+
+text_sink: ContextVar[Callable[[str], None] | None] = ContextVar("text_sink", default=None)
+"""Where a streaming model sends the text of the answer it is receiving, as it arrives.
+
+Set by the runtime around one model call when the supervisor has a text observer; the text is
+for people watching, never journaled (the whole answer is, once it ends). A model that does
+not stream ignores it.
+"""
 
 SystemPrompt = str | list[dict[str, Any]] | None
 """A system prompt as the Messages API takes it: text, a list of text blocks, or none."""

@@ -21,8 +21,9 @@ from .._errors import ModelResponseError
 from ..journal._records import Usage
 from ._base import ModelReply, SystemPrompt, check_reply_blocks, deep_copy
 
-ScriptedAnswer: TypeAlias = str | list[dict[str, Any]]
-"""One scripted answer: content blocks, or a string as shorthand for one text block."""
+ScriptedAnswer: TypeAlias = str | list[dict[str, Any]] | dict[str, Any]
+"""One scripted answer: content blocks, a string as shorthand for one text block, or
+``ScriptedModel.stopped(reason, blocks)`` for an answer with a stop reason of its own."""
 
 ScriptFunction: TypeAlias = Callable[
     [list[dict[str, Any]]], ScriptedAnswer | Awaitable[ScriptedAnswer]
@@ -154,8 +155,8 @@ class ScriptedModel:
             tools: the tool definitions (only used for the default usage estimate).
 
         Returns:
-            The scripted reply; ``stop_reason`` is ``"tool_use"`` when it holds a ``tool_use``
-            block and ``"end_turn"`` otherwise.
+            The scripted reply; ``stop_reason`` is the item's own (``stopped``), else
+            ``"tool_use"`` when it holds a ``tool_use`` block and ``"end_turn"`` otherwise.
 
         Raises:
             ModelResponseError: the script has no item for this call, or the item is malformed.
@@ -184,9 +185,14 @@ class ScriptedModel:
             if inspect.isawaitable(produced):
                 produced = await produced
             answer = _expand(produced, deep_copy)
+        stop_reason: str | None = None
+        if isinstance(answer, dict) and "stop_reason" in answer:
+            stop_reason, answer = answer["stop_reason"], _expand(answer.get("content"), deep_copy)
         blocks = check_reply_blocks(self._name, answer)
         usage = self._usage_for(system=system, messages=messages, tools=tools, blocks=blocks)
-        stop_reason = "tool_use" if any(b["type"] == "tool_use" for b in blocks) else "end_turn"
+        if stop_reason is None:
+            has_call = any(b["type"] == "tool_use" for b in blocks)
+            stop_reason = "tool_use" if has_call else "end_turn"
         self._calls += 1
         return ModelReply(content=blocks, usage=usage, stop_reason=stop_reason)
 
@@ -207,6 +213,20 @@ class ScriptedModel:
             input_tokens=max(1, _json_size(request) // 4),
             output_tokens=max(1, _json_size(blocks) // 4),
         )
+
+    @staticmethod
+    def stopped(stop_reason: str, answer: str | list[dict[str, Any]]) -> dict[str, Any]:
+        """A script item whose answer stopped for ``stop_reason`` (``"max_tokens"``,
+        ``"pause_turn"``, ``"refusal"``, ...), to exercise what the runtime does with each.
+
+        Args:
+            stop_reason: the reason the reply reports.
+            answer: its content blocks, or a string for one text block.
+
+        Returns:
+            ``{"stop_reason": stop_reason, "content": answer}``.
+        """
+        return {"stop_reason": stop_reason, "content": deep_copy(answer)}
 
     @staticmethod
     def text(text: str) -> dict[str, Any]:

@@ -27,6 +27,7 @@ import socket
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Protocol
 
 import anyio
@@ -54,8 +55,9 @@ from ..journal._records import (
     Usage,
 )
 from ..journal._store import RunJournal
-from ..models._base import Model, SystemPrompt
+from ..models._base import Model, SystemPrompt, text_sink
 from ..testing._crashpoints import crashpoint
+from ..tools._content import ContentBlocks
 from ..tools._context import ToolContext
 from ..tools._registry import ToolRegistry
 from ..tools._spec import ToolSpec
@@ -110,6 +112,7 @@ class Runtime:
     host: str = field(default_factory=socket.gethostname)
     mailbox: Mailbox | None = None
     stopping: anyio.Event = field(default_factory=anyio.Event)
+    on_text: Callable[[str, str], None] | None = None
     gate: StepGate = field(default_factory=StepGate)
     definitions: dict[tuple[tuple[str, str, str], ...], list[dict[str, Any]]] = field(
         default_factory=dict
@@ -391,6 +394,7 @@ class _Drive:
         tools = _definitions(rt, state.manifest)
         messages = [dict(m) for m in state.messages]
         counted = await self._enter_step()
+        token = None if rt.on_text is None else text_sink.set(partial(rt.on_text, state.run_id))
         try:
             if rt.model_gate is not None:
                 async with rt.model_gate:
@@ -406,6 +410,8 @@ class _Drive:
             await self._model_failed(exc)
             return
         finally:
+            if token is not None:
+                text_sink.reset(token)
             if counted:
                 rt.gate.leave_step()
         crashpoint("model_answered")
@@ -592,7 +598,7 @@ class _Drive:
                 content = await spec.invoke(call.input, ctx)
             if scope.cancelled_caught:
                 return self._failed(call, spec, ctx, f"timed out after {spec.timeout:g} s", True)
-            return ToolResult(call_id=call.id, ok=True, content=content)
+            return _ok_result(call, content)
         except anyio.get_cancelled_exc_class():
             if _cancelled_from_outside():
                 raise
@@ -632,7 +638,7 @@ class _Drive:
         if problem:
             await journal.append([_error_result(call, problem)])
         elif landed is not None:
-            await journal.append([ToolResult(call_id=call.id, ok=True, content=landed)])
+            await journal.append([_ok_result(call, landed)])
         elif step.then_run:
             await self._run_call(call, spec, call.attempts + 1)
             return
@@ -882,6 +888,13 @@ def _budget_problem(
             f"limit {b.max_tool_calls}"
         )
     return None
+
+
+def _ok_result(call: Call, content: Any) -> ToolResult:
+    """A tool's result; content blocks (``ContentBlocks``) are kept as blocks."""
+    if isinstance(content, ContentBlocks):
+        return ToolResult(call_id=call.id, ok=True, content=content.blocks, blocks=True)
+    return ToolResult(call_id=call.id, ok=True, content=content)
 
 
 def _error_result(call: Call, message: str) -> ToolResult:

@@ -265,7 +265,7 @@ class RunState:
                 {
                     "type": "tool_result",
                     "tool_use_id": call.id,
-                    "content": result_text(content),
+                    "content": content if result.blocks else result_text(content),
                     "is_error": not result.ok,
                 }
             )

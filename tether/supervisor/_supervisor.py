@@ -170,6 +170,10 @@ class Supervisor:
             by another process); ``None`` looks only on entry.
         resume: resume unfinished runs on entry (and sweep); ``False`` only serves runs
             started or acted on through this supervisor.
+        on_text: called with ``(run_id, text)`` as a streaming model's answer arrives (a
+            model that streams, such as ``AnthropicModel``, streams while it is set), for
+            people watching; the text is never made durable (the answer is journaled once,
+            whole, when it ends). It must not block.
         clock, sleep, jitter: wall-clock time (deadlines, retry times), waiting (backoff,
             timers) and the jitter source (``[0, 1)``), injectable so tests need not wait.
     """
@@ -190,6 +194,7 @@ class Supervisor:
         max_active_runs: int | None = None,
         sweep_interval: float | None = 5.0,
         resume: bool = True,
+        on_text: Callable[[str, str], None] | None = None,
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
         jitter: Callable[[], float] = random.random,
@@ -209,6 +214,7 @@ class Supervisor:
             sleep=sleep,
             jitter=jitter,
             mailbox=store,
+            on_text=on_text,
         )
         self._sleep = sleep
         self._jitter = jitter

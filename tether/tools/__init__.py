@@ -7,6 +7,7 @@ each declares a ``ReplayPolicy`` for a call that was started but has no recorded
 
 from __future__ import annotations
 
+from ._content import ContentBlocks as ContentBlocks
 from ._context import ToolContext as ToolContext
 from ._policy import ApprovalTimeout as ApprovalTimeout
 from ._policy import ReplayPolicy as ReplayPolicy
@@ -15,6 +16,7 @@ from ._spec import ToolSpec as ToolSpec
 
 __all__ = [
     "ApprovalTimeout",
+    "ContentBlocks",
     "ReplayPolicy",
     "ToolContext",
     "ToolRegistry",

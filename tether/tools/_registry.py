@@ -72,6 +72,7 @@ class ToolRegistry:
         timeout: float | None = None,
         retries: int = 0,
         retry_on: type[BaseException] | tuple[type[BaseException], ...] = (),
+        cache_control: dict[str, Any] | None = None,
     ) -> Callable[[_F], _F]: ...
 
     def tool(
@@ -90,6 +91,7 @@ class ToolRegistry:
         timeout: float | None = None,
         retries: int = 0,
         retry_on: type[BaseException] | tuple[type[BaseException], ...] = (),
+        cache_control: dict[str, Any] | None = None,
     ) -> _F | Callable[[_F], _F]:
         """Register an async function as a tool; use as ``@registry.tool`` or with options.
 
@@ -130,6 +132,9 @@ class ToolRegistry:
             retry_on: exception types (a type or a tuple) worth retrying: an attempt that
                 raises one is known to have failed, so it runs again whatever the policy.
                 Any other exception is the call's error result at once.
+            cache_control: put on the tool's definition as given (``{"type":
+                "ephemeral"}``): a prompt-cache breakpoint after the tools up to this one.
+                Pinned with the run (a running run keeps the one it started with).
 
         Returns:
             ``fn`` itself, or a decorator that registers and returns its argument.
@@ -161,6 +166,7 @@ class ToolRegistry:
                 timeout=timeout,
                 retries=retries,
                 retry_on=retry_on,
+                cache_control=cache_control,
             )
             return func
 
@@ -181,6 +187,7 @@ class ToolRegistry:
         timeout: float | None = None,
         retries: int = 0,
         retry_on: type[BaseException] | tuple[type[BaseException], ...] = (),
+        cache_control: dict[str, Any] | None = None,
     ) -> ToolSpec:
         """Register ``fn`` as a tool and return its spec; ``tool`` without the decorator.
 
@@ -202,6 +209,7 @@ class ToolRegistry:
             timeout=timeout,
             retries=retries,
             retry_on=retry_on,
+            cache_control=cache_control,
         )
         known = self._tools.get(spec.name, {})
         key = _version_key(spec.version)
@@ -271,12 +279,16 @@ class ToolRegistry:
                 ``ToolPin``'s schema hash does not match.
         """
         if pins is None:
-            return [spec.definition() for spec in self]
+            return [spec.definition(spec.cache_control) for spec in self]
+        pins = list(pins)
         specs = [
             self.resolve(pin) if isinstance(pin, ToolPin) else self.get(pin[0], pin[1])
             for pin in pins
         ]
-        return [spec.definition() for spec in specs]
+        return [
+            spec.definition(pin.cache_control if isinstance(pin, ToolPin) else spec.cache_control)
+            for pin, spec in zip(pins, specs, strict=True)
+        ]
 
     def pins(self) -> list[ToolPin]:
         """The contracts of the latest versions, for a new run's manifest."""

@@ -15,6 +15,7 @@ import msgspec
 
 from .._errors import ToolArgumentsError, ToolDefinitionError, ToolError
 from ..journal._records import ToolPin
+from ._content import ContentBlocks
 from ._context import ToolContext
 from ._policy import ApprovalTimeout, ApprovalTimeoutName, PolicyName, ReplayPolicy
 from ._signature import args_type, input_schema, read_signature, type_name
@@ -66,6 +67,7 @@ class ToolSpec:
     timeout: float | None = None
     retries: int = 0
     retry_on: tuple[type[BaseException], ...] = ()
+    cache_control: dict[str, Any] | None = None
     _args_type: type[msgspec.Struct] = field(repr=False)
     _schema_json: str = field(repr=False)
     _ctx_param: str | None = field(repr=False)
@@ -82,8 +84,11 @@ class ToolSpec:
         schema: dict[str, Any] = json.loads(self._schema_json)
         return schema
 
-    def definition(self) -> dict[str, Any]:
+    def definition(self, cache_control: dict[str, Any] | None = None) -> dict[str, Any]:
         """This tool as an Anthropic Messages API tool definition.
+
+        Args:
+            cache_control: put on the definition when given (a run's pinned one).
 
         Returns:
             ``{"name", "description", "input_schema"}``; ``description`` is left out when empty.
@@ -92,6 +97,8 @@ class ToolSpec:
         if self.description:
             out["description"] = self.description
         out["input_schema"] = self.input_schema
+        if cache_control is not None:
+            out["cache_control"] = dict(cache_control)
         return out
 
     def pin(self) -> ToolPin:
@@ -102,6 +109,7 @@ class ToolSpec:
             schema_hash=self.schema_hash,
             approval=self.approval,
             approval_timeout=self.approval_timeout,
+            cache_control=self.cache_control,
         )
 
     def validate(self, args: object) -> dict[str, Any]:
@@ -146,7 +154,8 @@ class ToolSpec:
             The tool's return value as plain JSON values (dicts with string keys, lists, str,
             int, float, bool, ``None``), exactly as a resumed run reads it back from the
             journal: Structs, dataclasses and datetimes are converted the way msgspec encodes
-            them, tuples become lists and non-finite floats become ``None``.
+            them, tuples become lists and non-finite floats become ``None``. A
+            ``ContentBlocks`` is returned checked, its blocks as plain JSON.
 
         Raises:
             ToolArgumentsError: ``args`` do not match the schema; the tool was not called.
@@ -185,6 +194,8 @@ class ToolSpec:
         return None if result is None else self._to_json(result, "verify function's result")
 
     def _to_json(self, value: object, what: str) -> Any:
+        if isinstance(value, ContentBlocks):
+            return ContentBlocks(value.checked(self.name))  # checked, as plain JSON blocks
         try:
             return msgspec.json.decode(msgspec.json.encode(value))
         except (TypeError, ValueError, OverflowError) as exc:
@@ -205,6 +216,7 @@ def build_spec(
     timeout: float | None = None,
     retries: int = 0,
     retry_on: type[BaseException] | tuple[type[BaseException], ...] = (),
+    cache_control: dict[str, Any] | None = None,
 ) -> ToolSpec:
     """Check a tool function and its options and build its ``ToolSpec``.
 
@@ -274,6 +286,7 @@ def build_spec(
         timeout=attempt_timeout,
         retries=retry_count,
         retry_on=retry_types,
+        cache_control=_cache_control(tool, cache_control),
         _args_type=args,
         _schema_json=schema_json,
         _ctx_param=sig.ctx_param,
@@ -306,6 +319,20 @@ def _retry_options(
     if types and not retries:
         raise ToolDefinitionError(tool, "retry_on needs retries=N (how many more attempts)")
     return (None if timeout is None else float(timeout)), retries, types
+
+
+def _cache_control(tool: str, value: dict[str, Any] | None) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict) or not isinstance(value.get("type"), str):
+        raise ToolDefinitionError(
+            tool, f'cache_control must be a dict like {{"type": "ephemeral"}}, got {value!r}'
+        )
+    try:
+        plain: dict[str, Any] = msgspec.json.decode(msgspec.json.encode(value))
+    except (TypeError, ValueError) as exc:
+        raise ToolDefinitionError(tool, f"cache_control is not JSON-able: {exc}") from exc
+    return plain
 
 
 def _tool_name(fn: ToolFunction, name: str | None) -> str:
