@@ -93,6 +93,8 @@ async def test_pause_turn_continues_the_same_turn(tmp_path: pathlib.Path) -> Non
     events = await read_events(tmp_path, RUN)
     assert [e.stop_reason for e in of_type(events, ModelResponse)] == ["pause_turn", "end_turn"]
     assert of_type(events, ToolStarted) == []  # server tool calls are not the runtime's to run
+    show = _show(tmp_path)
+    assert 'stopped: pause_turn; server ran web_search(q="x")' in show
 
 
 async def test_a_refusal_ends_the_run_saying_so(tmp_path: pathlib.Path) -> None:
@@ -226,3 +228,18 @@ async def test_cache_tokens_count_towards_the_token_budget(tmp_path: pathlib.Pat
     events = await read_events(tmp_path, RUN)
     assert isinstance(events[-1], RunFinished)
     assert of_type(events, ToolResult)[0].ok
+    show = _show(tmp_path)
+    assert "cache: 300 written, 0 read" in show
+    assert "tokens 10 in / 5 out / 300 cache written / 0 cache read" in show
+
+
+def _show(root: pathlib.Path) -> str:
+    out = subprocess.run(
+        [sys.executable, "-m", "tether.cli", "show", "--root", str(root), RUN],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    return out.stdout

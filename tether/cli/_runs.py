@@ -149,7 +149,14 @@ def _show(args: argparse.Namespace) -> int:
         print(
             f"age {format_age(summary.age(now))}, model calls {summary.model_calls}, "
             f"tool calls {summary.tool_calls}, restarts {summary.restarts}, tokens "
-            f"{summary.input_tokens} in / {summary.output_tokens} out, {summary.events} events"
+            f"{summary.input_tokens} in / {summary.output_tokens} out"
+            + (
+                f" / {summary.cache_creation_tokens} cache written / "
+                f"{summary.cache_read_tokens} cache read"
+                if summary.cache_creation_tokens or summary.cache_read_tokens
+                else ""
+            )
+            + f", {summary.events} events"
         )
         if summary.final_text is not None and summary.finished:
             print(f"final text: {shorten(summary.final_text, 200)}")

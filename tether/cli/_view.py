@@ -104,6 +104,8 @@ class RunSummary:
     restarts: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
+    cache_creation_tokens: int = 0
+    cache_read_tokens: int = 0
     events: int = 0
     waiting: tuple[Waiting, ...] = ()
     final_text: str | None = None
@@ -149,6 +151,8 @@ class RunSummary:
             "restarts": self.restarts,
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
+            "cache_creation_tokens": self.cache_creation_tokens,
+            "cache_read_tokens": self.cache_read_tokens,
             "events": self.events,
             "held_by": self.held_by,
             "readable": self.readable,
@@ -205,6 +209,8 @@ def summarize(run_id: str, events: list[AnyEvent], held_by: int | str | None = N
         restarts=state.restarts,
         input_tokens=state.input_tokens,
         output_tokens=state.output_tokens,
+        cache_creation_tokens=state.cache_creation_tokens,
+        cache_read_tokens=state.cache_read_tokens,
         events=len(events),
         waiting=waiting if status is not RunStatus.RUNNING else (),
         final_text=state.final_text,
@@ -351,13 +357,25 @@ def describe(event: AnyEvent, names: dict[str, str], limit: int = 100) -> str:
         content = event.message.get("content")
         blocks = content if isinstance(content, list) else [{"type": "text", "text": content}]
         parts: list[str] = []
+        if event.stop_reason not in (None, "end_turn", "tool_use"):
+            parts.append(f"stopped: {event.stop_reason}")
         for block in blocks:
-            if block.get("type") == "tool_use":
+            kind = block.get("type")
+            if kind == "tool_use":
                 call_id, name = str(block.get("id", "?")), str(block.get("name", "?"))
                 names[call_id] = name
                 parts.append(f"asks for {call_text(name, block.get('input'), 60)} [{call_id}]")
-            elif block.get("type") == "text" and block.get("text"):
+            elif kind == "server_tool_use":
+                name = str(block.get("name", "?"))
+                parts.append(f"server ran {call_text(name, block.get('input'), 60)}")
+            elif kind == "text" and block.get("text"):
                 parts.append(f"says {as_json(shorten(str(block['text']), 60))}")
+        cache = event.usage.cache_creation_input_tokens + event.usage.cache_read_input_tokens
+        if cache:
+            parts.append(
+                f"cache: {event.usage.cache_creation_input_tokens} written, "
+                f"{event.usage.cache_read_input_tokens} read"
+            )
         return shorten("; ".join(parts) or "(empty answer)", limit)
     if isinstance(event, ToolStarted):
         return f"{tool(event.call_id)} attempt {event.attempt}"
