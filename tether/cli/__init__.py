@@ -2,12 +2,14 @@
 
 Exit codes: 0 success, 1 the operation found a problem (corruption, a refused change),
 2 bad usage (argparse's own), 3 a file could not be read or the store (a directory, or a
-PostgreSQL database given with ``--store URL``) could not be reached.
+PostgreSQL database given with ``--store URL``) could not be reached. Output cut short by its
+reader (``tether show ... | head -1``) is not an error: the command stops quietly with 0.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -43,7 +45,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with ``argv`` (default: ``sys.argv[1:]``); return the exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    code: int = args.handler(args)
+    try:
+        code: int = args.handler(args)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader stopped reading (`| head`): what it wanted it got. Point stdout at
+        # /dev/null so the interpreter's last flush does not complain either.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return EXIT_OK
     return code
 
 

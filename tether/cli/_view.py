@@ -678,6 +678,8 @@ def execute(args: argparse.Namespace, command: Callable[[], Awaitable[int]]) -> 
         )
     except RunStateError as exc:
         return fail(f"refused: {exc}", 1)
+    except BrokenPipeError:
+        raise  # the reader went away (`| head`): not the store's doing, see ``cli.main``
     except Exception as exc:
         problem = store_failure(args, exc)
         if problem is not None:
