@@ -126,3 +126,28 @@ def test_worker_rejects_a_bad_app(tmp_path: pathlib.Path) -> None:
 
 
 _ = tether
+
+
+def test_worker_app_options_are_checked(tmp_path: pathlib.Path) -> None:
+    def worker(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*WORKER, "--root", str(tmp_path), *argv],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=60,
+        )
+
+    no_colon = worker("--app", "tests.supervisor._ledger_app")
+    assert no_colon.returncode == 2  # usage, as for crashtest's MODULE:SCENARIO
+    assert "expected MODULE:FACTORY" in no_colon.stderr
+    raising = worker("--app", "tests.supervisor._broken_app:app")
+    assert raising.returncode == 1
+    assert "cannot load tests.supervisor._broken_app:app: RuntimeError: no model key" in (
+        raising.stderr
+    )
+    assert "Traceback" not in raising.stderr
+    spinning = worker("--app", "tests.supervisor._ledger_app:app", "--sweep-interval", "0")
+    assert spinning.returncode == 2
+    assert "--sweep-interval: must be more than 0" in spinning.stderr

@@ -6,6 +6,8 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 
@@ -42,7 +44,7 @@ def add_crashtest_command(commands: Any) -> None:
         "--points",
         metavar="P,P",
         help="kill only at these crash points (model_answered, model_saved, tool_started, "
-        "tool_returned, result_saved, parked); all by default",
+        "tool_returned, result_saved, parked, inbox_folded); all by default",
     )
     cmd.add_argument(
         "--root",
@@ -61,6 +63,37 @@ def add_crashtest_command(commands: Any) -> None:
     cmd.set_defaults(handler=_crashtest)
 
 
+@contextmanager
+def _progress(*, enabled: bool) -> Iterator[Callable[[int, int, str], None] | None]:
+    """What to show while the cases run: a live bar on a terminal (cases done of all, the last
+    one, time so far), one plain line per case otherwise, nothing for ``--json``."""
+    if not enabled:
+        yield None
+        return
+    if not sys.stdout.isatty():
+
+        def line(done: int, total: int, label: str) -> None:
+            print(f"  [{done}/{total}] {label}", flush=True)
+
+        yield line
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        transient=True,
+    ) as bar:
+        task = bar.add_task("baseline", total=None)
+
+        def update(done: int, total: int, label: str) -> None:
+            bar.update(task, completed=done, total=total, description=f"cases ({label})")
+
+        yield update
+
+
 def _crashtest(args: argparse.Namespace) -> int:
     from ..testing._harness import CrashtestError, redact_url, run_crashtest
 
@@ -73,14 +106,16 @@ def _crashtest(args: argparse.Namespace) -> int:
             flush=True,
         )
     try:
-        report = run_crashtest(
-            args.target,
-            double=args.double,
-            workers=args.workers,
-            points=args.points.split(",") if args.points else None,
-            root=args.root,
-            store=args.store,
-        )
+        with _progress(enabled=not args.json) as on_case:
+            report = run_crashtest(
+                args.target,
+                double=args.double,
+                workers=args.workers,
+                points=args.points.split(",") if args.points else None,
+                root=args.root,
+                store=args.store,
+                on_case=on_case,
+            )
     except CrashtestError as exc:
         print(f"tether: crashtest: {exc}", file=sys.stderr)
         return 2

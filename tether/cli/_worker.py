@@ -37,7 +37,8 @@ def add_worker_commands(commands: Any) -> None:
         "(--root DIR; workers on one machine share it) or a PostgreSQL database (--store URL; "
         "workers on many machines share it, each run held by one worker at a time through a "
         "lease that another worker takes over once it expires, see --lease-ttl). Exit 0 on a "
-        "signal; 1 if the application cannot be loaded; 3 if the store cannot be reached.",
+        "signal; 1 if the application cannot be loaded (its import or factory raised); 2 on bad "
+        "usage (--app not MODULE:FACTORY); 3 if the store cannot be reached.",
     )
     add_store_options(worker)
     worker.add_argument(
@@ -49,7 +50,9 @@ def add_worker_commands(commands: Any) -> None:
         "every third of it); a worker that stops loses its runs to the others this long after "
         "(default: 30)",
     )
-    worker.add_argument("--app", required=True, metavar="MODULE:FACTORY", help="the application")
+    worker.add_argument(
+        "--app", required=True, metavar="MODULE:FACTORY", type=_target, help="the application"
+    )
     worker.add_argument(
         "--sweep-interval",
         metavar="SECONDS",
@@ -60,6 +63,13 @@ def add_worker_commands(commands: Any) -> None:
     worker.add_argument("--max-active-runs", type=int, default=None, help="runs advanced at once")
     worker.add_argument("--quiet", action="store_true", help="log warnings and errors only")
     worker.set_defaults(handler=_worker)
+
+
+def _target(text: str) -> str:
+    module, sep, name = text.partition(":")
+    if not (sep and module and name):
+        raise argparse.ArgumentTypeError(f"expected MODULE:FACTORY, got {text!r}")
+    return text
 
 
 def _positive(text: str) -> float:
@@ -82,8 +92,8 @@ def _worker(args: argparse.Namespace) -> int:
     )
     try:
         app = load_app(args.app)
-    except (ImportError, AttributeError, ValueError) as exc:
-        print(f"tether: cannot load {args.app}: {exc}", file=sys.stderr)
+    except Exception as exc:  # the application's own code: say what it raised, no traceback
+        print(f"tether: cannot load {args.app}: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
     if args.sweep_interval is not None:
         app.options["sweep_interval"] = args.sweep_interval

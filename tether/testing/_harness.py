@@ -55,6 +55,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -94,6 +95,7 @@ POINTS: tuple[str, ...] = (
     "tool_returned",
     "result_saved",
     "parked",
+    "inbox_folded",
 )
 """The runtime's crash points."""
 
@@ -265,6 +267,53 @@ def _resolve_target(target: str | ScenarioFactory) -> tuple[str, ScenarioFactory
     paths.append(os.getcwd())
     paths.append(str(Path(__file__).resolve().parents[2]))  # where tether itself is
     return spec, factory, paths
+
+
+def _check_scenario(spec: str, factory: ScenarioFactory) -> None:
+    """Make the scenario once, in a scratch directory, so that a broken one is reported as
+    such (exit 2 on the command line), not as an unsafe agent.
+
+    Raises:
+        CrashtestError: the factory raises or returns something else than a ``Scenario``,
+            ``build`` or ``ledger`` is not callable, ``build()`` raises or does not return
+            ``(model, tools)``, or ``ledger()`` raises.
+    """
+    with tempfile.TemporaryDirectory(prefix="tether-crashtest-check-") as scratch:
+        try:
+            scenario = factory(Path(scratch))
+        except Exception as exc:
+            raise CrashtestError(
+                f"the scenario factory {spec} raised {type(exc).__name__}: {exc}"
+            ) from exc
+        if not isinstance(scenario, Scenario):
+            raise CrashtestError(
+                f"the scenario factory {spec} returned {type(scenario).__name__}, not a "
+                "tether.testing.Scenario"
+            )
+        for name in ("build", "ledger"):
+            if not callable(getattr(scenario, name)):
+                kind = type(getattr(scenario, name)).__name__
+                raise CrashtestError(
+                    f"Scenario.{name} must be a function (called in each process), not a {kind}"
+                )
+        try:
+            built = scenario.build()
+        except Exception as exc:
+            raise CrashtestError(
+                f"the scenario's build() raised {type(exc).__name__}: {exc}"
+            ) from exc
+        if not (
+            isinstance(built, tuple) and len(built) == 2 and isinstance(built[1], ToolRegistry)
+        ):
+            raise CrashtestError(
+                "the scenario's build() must return (model, tools), a model and a ToolRegistry"
+            )
+        try:
+            _ledger(scenario)
+        except Exception as exc:
+            raise CrashtestError(
+                f"the scenario's ledger() raised {type(exc).__name__}: {exc}"
+            ) from exc
 
 
 # ---------------------------------------------------------------------------- child side
@@ -1011,6 +1060,7 @@ def run_crashtest(
     root: str | os.PathLike[str] | None = None,
     progress: Callable[[str], None] | None = None,
     store: str | None = None,
+    on_case: Callable[[int, int, str], None] | None = None,
 ) -> Report:
     """Crash-test a scenario: kill it at every crash point it passes, resume, compare.
 
@@ -1024,6 +1074,9 @@ def run_crashtest(
         root: where the cases' directories go (kept afterwards, with their PostgreSQL schemas);
             a temporary directory that is removed afterwards by default.
         progress: called with a line for each case that finished.
+        on_case: called with ``(done, total, label)`` when the baseline has finished
+            (``done`` 0) and each time a case finishes, ``label`` naming its kill points: what
+            a progress display needs.
         store: a ``postgresql://`` URL: run every case in that database instead of a
             ``FileStore`` in its directory, each in a schema of its own, ``crash_<random>_<n>``
             (``n`` is 0 for the baseline; the case's ``schema.txt`` names it). The schemas are
@@ -1042,6 +1095,9 @@ def run_crashtest(
         if importlib.util.find_spec("asyncpg") is None:
             raise CrashtestError("a PostgreSQL store needs asyncpg: pip install 'tether[postgres]'")
     spec, factory, paths = _resolve_target(target)
+    if root is not None and Path(root).exists() and any(Path(root).iterdir()):
+        raise CrashtestError(f"--root {root} is not empty: give a new or empty directory")
+    _check_scenario(spec, factory)
     say = progress or (lambda _line: None)
     tag = secrets.token_hex(4)
 
@@ -1062,23 +1118,34 @@ def run_crashtest(
         if points is not None:
             wanted = set(points)
             kills = [k for k in kills if k.point in wanted]
+        size = 6 if double is True else int(double)
+        total = len(kills)  # the double kills are added once they are chosen
+        finished = 0
+        lock = threading.Lock()
+        if on_case is not None:
+            on_case(0, total, "baseline")
 
         def one(number: int, kills: tuple[Kill, ...]) -> tuple[CaseResult, _Run]:
+            nonlocal finished
             name = "-".join(f"p{k.process}-{k.point}-{k.n}" for k in kills)
             got = _drive(tgt, base_dir / name, kills, schema(number))
             result = _judge(kills, base, got)
             say(f"{result.label}: {result.outcome}")
+            with lock:
+                finished += 1
+                if on_case is not None:
+                    on_case(finished, total, result.label)
             return result, got
 
         with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
             numbers = range(1, len(kills) + 1)
             singles = list(pool.map(one, numbers, [(k,) for k in kills]))
             cases = [r for r, _ in singles]
-            size = 6 if double is True else int(double)
             if size > 0:
                 runs = {k: run for k, (_, run) in zip(kills, singles, strict=True)}
                 pairs = [(k, _second_kill(k, runs[k])) for k in kills]
                 doubles = _sample([(k, s) for k, s in pairs if s is not None], size)
+                total += len(doubles)
                 numbers = range(len(kills) + 1, len(kills) + 1 + len(doubles))
                 cases += [r for r, _ in pool.map(one, numbers, doubles)]
     baseline = Baseline(
