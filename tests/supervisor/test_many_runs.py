@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import logging
 import pathlib
 import subprocess
 import sys
@@ -183,3 +184,21 @@ def test_five_thousand_starts_fit_in_256_descriptors(tmp_path: pathlib.Path) -> 
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip() == "done 5000"
+
+
+async def test_a_supervisor_says_what_it_found_in_one_line(
+    tmp_path: pathlib.Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Not one line per finished run at every start (2,000 lines for 2,000 runs)."""
+    caplog.set_level(logging.INFO, logger="tether.supervisor")
+    model, tools = delivery_app(Counter())
+    async with Supervisor(tether.FileStore(tmp_path), model=model, tools=tools) as sup:
+        assert [r.getMessage() for r in caplog.records] == [f"serving {tmp_path}: no runs yet"]
+        for n in range(5):
+            await sup.start(f"run-{n}", "item")
+        for n in range(5):
+            assert await sup.wait(f"run-{n}", timeout=10) is RunStatus.DONE
+    caplog.clear()
+    async with Supervisor(tether.FileStore(tmp_path), model=model, tools=tools):
+        pass
+    assert [r.getMessage() for r in caplog.records] == [f"serving {tmp_path}: 5 runs (5 done)"]

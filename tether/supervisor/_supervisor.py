@@ -12,6 +12,7 @@ import logging
 import random
 import resource
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
@@ -245,7 +246,8 @@ class Supervisor:
             stack.callback(self._close_watchers)
             await self._check_model()
             if self._resume:
-                await self._sweep()
+                counts = await self._sweep()
+                log.info("%s", _start_line(self._store, counts))
                 if self._sweep_interval is not None:
                     self._tg.start_soon(self._sweeper, name="tether-sweeper")
             self._stack = stack.pop_all()
@@ -517,16 +519,20 @@ class Supervisor:
                 problem,
             )
 
-    def _set(self, run_id: str, outcome: Outcome) -> None:
-        """Record a run's new status, wake its waiters and tell every watcher."""
+    def _set(self, run_id: str, outcome: Outcome, *, quiet: bool = False) -> None:
+        """Record a run's new status, wake its waiters and tell every watcher.
+
+        ``quiet``: not logged (a run found already finished is not news).
+        """
         self._entry(run_id).set(outcome)
-        log.info(
-            "run %s is %s%s",
-            run_id,
-            outcome.status.value,
-            f": {outcome.reason}" if outcome.reason else "",
-            extra={"run_id": run_id, "status": outcome.status.value, "reason": outcome.reason},
-        )
+        if not quiet:
+            log.info(
+                "run %s is %s%s",
+                run_id,
+                outcome.status.value,
+                f": {outcome.reason}" if outcome.reason else "",
+                extra={"run_id": run_id, "status": outcome.status.value, "reason": outcome.reason},
+            )
         if not self._watchers:
             return
         change = StatusChange(
@@ -743,13 +749,15 @@ class Supervisor:
                         "sweep failed (%s); trying again in %ss", explain(exc), self._sweep_interval
                     )
 
-    async def _sweep(self) -> None:
+    async def _sweep(self) -> Counter[str]:
         """Find runs to resume, take over or continue; skip what cannot have changed.
 
         Runs whose process stopped while they were active, and that made no progress since
         (suspects of a crash loop), are started after the others and each takes its first step
         alone (see ``_alone``), so that a poisoned run cannot take the others down again.
+        Returns how many runs it found in each status (``"resumed"`` for those it started).
         """
+        counts: Counter[str] = Counter()
         stats = list((await self._store.run_stats()).items())
         # Workers sweeping one store at the same moment then start on different runs, instead
         # of all racing for the same ones in the same order.
@@ -774,7 +782,8 @@ class Supervisor:
                 state = fold(events)
             except (TetherError, ValueError, OSError) as exc:
                 log.error("run %s cannot be read: %s", run_id, explain(exc))
-                self._set(run_id, Outcome(RunStatus.NEEDS_ATTENTION, str(exc)))
+                counts["unreadable"] += 1
+                self._set(run_id, Outcome(RunStatus.NEEDS_ATTENTION, str(exc)), quiet=True)
                 self._entry(run_id).seen = stat
                 continue
             self._entry(run_id).seen = stat
@@ -791,16 +800,19 @@ class Supervisor:
                 else:
                     self._set(run_id, outcome)
                     self._spawn(run_id, None, fresh=False)
+                    counts["resumed"] += 1
                     continue
+            counts[outcome.status.value] += 1
             if not outcome.status.final and run_stat.inbox:
                 # answers wait: the run takes them (until it rests again, it is running)
                 self._set(run_id, Outcome(RunStatus.RUNNING))
                 self._spawn(run_id, None, fresh=False)
                 continue
             if entry is None or (entry.status, entry.reason) != (outcome.status, outcome.reason):
-                self._set(run_id, outcome)
+                self._set(run_id, outcome, quiet=entry is None and outcome.status.final)
             if outcome.wake_at is not None:
                 self._tg_start(self._wake_at, run_id, outcome.wake_at)
+        counts["resumed"] += len(suspects)
         for _count, run_id in sorted(suspects):
             log.warning(
                 "run %s stopped mid-work without progress before; it takes its next step alone",
@@ -808,6 +820,18 @@ class Supervisor:
             )
             self._set(run_id, Outcome(RunStatus.RUNNING))
             self._spawn(run_id, None, fresh=False, alone=True)
+        return counts
+
+
+def _start_line(store: Store, counts: Counter[str]) -> str:
+    """What a supervisor found on entry, in one line."""
+    where = getattr(store, "root", None) or type(store).__name__
+    total = sum(counts.values())
+    if not total:
+        return f"serving {where}: no runs yet"
+    parts = [f"{counts['resumed']} resumed"] if counts["resumed"] else []
+    parts += [f"{n} {status}" for status, n in sorted(counts.items()) if status != "resumed"]
+    return f"serving {where}: {total} runs ({', '.join(parts)})"
 
 
 def _default_active_limit() -> int:
