@@ -140,8 +140,13 @@ def test_a_root_that_is_not_empty_is_refused(
     tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     (tmp_path / "something").write_text("x")
-    assert main(["demo", "--root", str(tmp_path), "--json"]) == 1
-    assert "is not empty" in capsys.readouterr().err
+    assert main(["demo", "--root", str(tmp_path), "--json"]) == 2  # usage, like crashtest's
+    err = capsys.readouterr().err
+    assert "is not empty" in err
+    assert "kept" not in err
+    assert main(["demo", "--root", str(tmp_path)]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""  # nothing says the store was kept
     with pytest.raises(DemoError):
         run_kitebase(tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["something"]

@@ -57,6 +57,13 @@ def _demo(args: argparse.Namespace) -> int:
     from ..demo import KITEBASE, MAIL, DemoError, run_kitebase, run_mail
 
     keep = args.root is not None
+    if keep and Path(args.root).exists() and any(Path(args.root).iterdir()):
+        print(
+            f"tether: --root {args.root} is not empty: give a new or empty directory "
+            "(the demo starts its run from nothing)",
+            file=sys.stderr,
+        )
+        return 2
     root = Path(args.root) if keep else Path(tempfile.mkdtemp(prefix="tether-demo-"))
     if not args.json:
         if keep:
