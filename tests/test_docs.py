@@ -9,8 +9,8 @@ import re
 
 import pytest
 
+from tether._failpoints import POINTS
 from tether.cli import build_parser
-from tether.testing._harness import POINTS
 
 README = (pathlib.Path(__file__).resolve().parents[1] / "README.md").read_text()
 STORE_OPTIONS = {"--root", "--store", "--schema"}  # "Below, `--root DIR` stands for either"

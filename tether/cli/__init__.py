@@ -13,6 +13,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from .._failpoints import ENVIRONMENT
 from .._version import __version__
 from ._crashtest import add_crashtest_command
 from ._demo import add_demo_commands
@@ -22,6 +23,7 @@ from ._worker import add_worker_commands
 
 EXIT_OK = 0
 EXIT_PROBLEM = 1
+EXIT_USAGE = 2
 EXIT_IO = 3
 
 
@@ -45,6 +47,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with ``argv`` (default: ``sys.argv[1:]``); return the exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    if any(os.environ.get(var) for var in ENVIRONMENT):
+        from ..testing._crashpoints import CrashPointError, arm
+
+        try:
+            arm()  # now, so that a bad setting stops the command before it does anything
+        except CrashPointError as exc:
+            print(f"tether: {exc}", file=sys.stderr)
+            return EXIT_USAGE
     try:
         code: int = args.handler(args)
         sys.stdout.flush()

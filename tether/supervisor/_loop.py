@@ -34,6 +34,7 @@ import anyio
 import msgspec
 
 from .._errors import ModelError, ModelResponseError, ToolArgumentsError, UnknownToolError
+from .._failpoints import failpoint
 from ..journal._records import (
     AnyEvent,
     Decision,
@@ -56,7 +57,6 @@ from ..journal._records import (
 )
 from ..journal._store import RunJournal
 from ..models._base import Model, SystemPrompt, text_sink
-from ..testing._crashpoints import crashpoint
 from ..tools._content import ContentBlocks
 from ..tools._context import ToolContext
 from ..tools._registry import ToolRegistry
@@ -414,7 +414,7 @@ class _Drive:
                 text_sink.reset(token)
             if counted:
                 rt.gate.leave_step()
-        crashpoint("model_answered")
+        failpoint("model_answered")
         message = reply.as_message()
         _unique_call_ids(message, state, self.journal.run_id)
         records: list[Event] = [
@@ -430,7 +430,7 @@ class _Drive:
         starts = [] if settled else self._starts_with_answer(uses)
         await self._append([*records, *settled, *starts])
         self.prestarted.update(s.call_id for s in starts)
-        crashpoint("model_saved")
+        failpoint("model_saved")
 
     async def _model_failed(self, exc: ModelError) -> None:
         """Journal a failed model call: ask again later, ask again now, or park the run."""
@@ -578,13 +578,13 @@ class _Drive:
             self.prestarted.discard(call.id)
         else:
             await journal.append([ToolStarted(call_id=call.id, name=call.name, attempt=attempt)])
-        crashpoint("tool_started")
+        failpoint("tool_started")
         await journal.fence()  # a worker paused past its lease must not act for the run any more
         ctx = ToolContext(run_id=journal.run_id, call_id=call.id, attempt=attempt)
         outcome = await self._attempt(call, spec, ctx)
-        crashpoint("tool_returned")
+        failpoint("tool_returned")
         await journal.append([outcome])
-        crashpoint("result_saved")
+        failpoint("result_saved")
 
     async def _attempt(self, call: Call, spec: ToolSpec, ctx: ToolContext) -> Event:
         """Run one attempt and say how it ended: a result, or a failure worth another try.
@@ -644,7 +644,7 @@ class _Drive:
             return
         else:
             await journal.append([_error_result(call, step.otherwise)])
-        crashpoint("result_saved")
+        failpoint("result_saved")
 
     # ------------------------------------------------------------------ plumbing
 
@@ -671,7 +671,7 @@ class _Drive:
                 recorded = True
             else:
                 log.warning("run %s: ignored a queued answer: %s", run_id, problem)
-        crashpoint("inbox_folded")  # a crash here leaves them in both: the check above copes
+        failpoint("inbox_folded")  # a crash here leaves them in both: the check above copes
         await mailbox.clear_inbox(run_id, len(answers))
         return recorded
 

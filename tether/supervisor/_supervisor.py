@@ -32,6 +32,7 @@ from .._errors import (
     RunStateError,
     TetherError,
 )
+from .._failpoints import failpoint
 from ..journal._records import (
     Budgets,
     Decision,
@@ -43,7 +44,6 @@ from ..journal._records import (
 )
 from ..journal._store import RunJournal, Store
 from ..models._base import Model, SystemPrompt
-from ..testing._crashpoints import crashpoint
 from ..tools._registry import ToolRegistry
 from ._answers import answer_problem
 from ._backoff import STORE_RETRY_CAP, Backoff, sleep_unless
@@ -677,7 +677,7 @@ class Supervisor:
                 if outcome is None:
                     return None  # suspended: the supervisor is stopping
                 if outcome.status.resting and not outcome.status.final:
-                    crashpoint("parked")
+                    failpoint("parked")
                 return outcome
             except Exception as exc:
                 lost = _lease_lost(exc)

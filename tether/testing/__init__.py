@@ -9,8 +9,10 @@ in child processes, kill it with ``SIGKILL`` at every crash point it passes, res
 processes, and compare its side effects, final answer and model calls with an uninterrupted run
 (``tether crashtest MODULE:SCENARIO`` on the command line).
 
-The crash-test names are imported on first use: the runtime imports this package for its crash
-points, and every process should not pay for the harness.
+The crash-test names are imported on first use, so a process that only needs the fault layer
+does not pay for the harness. The runtime never imports this package (its failpoints are its
+own, ``tether._failpoints``); the crash-point killer here is loaded only in a process whose
+environment arms it.
 """
 
 from __future__ import annotations

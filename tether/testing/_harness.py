@@ -70,6 +70,7 @@ import anyio
 from anyio.from_thread import start_blocking_portal
 
 from .._errors import JournalLockedError, RunNotFoundError
+from .._failpoints import POINTS
 from .._store_url import is_postgres, store_for
 from ..journal import (
     AnyEvent,
@@ -87,17 +88,6 @@ from ..journal import (
 from ..models import Model, ModelReply, SystemPrompt
 from ..supervisor import RunStatus, Supervisor, fold
 from ..tools import ToolRegistry
-
-POINTS: tuple[str, ...] = (
-    "model_answered",
-    "model_saved",
-    "tool_started",
-    "tool_returned",
-    "result_saved",
-    "parked",
-    "inbox_folded",
-)
-"""The runtime's crash points."""
 
 CHILD_TIMEOUT_S = 60.0
 """How long one child process may take to bring the run to a rest."""
