@@ -392,7 +392,10 @@ class _Drive:
             await self._pause_until(failure.retry_at)
         self._check_stopping()
         tools = _definitions(rt, state.manifest)
-        messages = [dict(m) for m in state.messages]
+        # A new list, so a model that appends to it cannot touch the run's state; the messages
+        # themselves are shared (the Model protocol forbids changing them): copying each one
+        # at every call made a step's cost grow with the run's length.
+        messages = list(state.messages)
         counted = await self._enter_step()
         token = None if rt.on_text is None else text_sink.set(partial(rt.on_text, state.run_id))
         try:
@@ -773,16 +776,16 @@ def _unique_call_ids(message: dict[str, Any], state: RunState, run_id: str) -> N
     """
     turn = state.model_calls + 1
     blocks = message["content"]
-    taken = state.call_ids | {b["id"] for b in blocks if b.get("type") == "tool_use"}
+    here = {b["id"] for b in blocks if b.get("type") == "tool_use"}  # (not a copy of the run's)
     for block in blocks:
         if block.get("type") != "tool_use" or block["id"] not in state.call_ids:
             continue
         base, n = f"{block['id']}-t{turn}", 1
         new_id = base
-        while new_id in taken:
+        while new_id in here or new_id in state.call_ids:
             n += 1
             new_id = f"{base}-{n}"
-        taken.add(new_id)
+        here.add(new_id)
         log.info(
             "run %s: the model reused call id %r; it is %r in this run",
             run_id,
