@@ -122,7 +122,9 @@ class Model(Protocol):
         Args:
             system: the system prompt: text, a list of text blocks (which may carry
                 ``cache_control``), or ``None`` for none.
-            messages: the conversation so far, Messages-API shaped; it is not modified.
+            messages: the conversation so far, Messages-API shaped. The list is the model's to
+                keep, but the messages in it are the run's own: a model must not change them
+                (copy one before changing it).
             tools: Anthropic tool definitions (``{"name", "description", "input_schema"}``).
 
         Returns:
