@@ -196,7 +196,11 @@ class AnthropicModel:
             else:
                 response = await client.messages.create(**request)
         except anthropic.APIStatusError as exc:
-            transient = exc.status_code in _TRANSIENT_STATUS or exc.status_code >= 500
+            transient = (
+                exc.status_code in _TRANSIENT_STATUS
+                or exc.status_code >= 500
+                or _error_type(exc) in _TRANSIENT_ERRORS  # also an error inside a 200 stream
+            )
             raise ModelError(
                 self._name,
                 _status_reason(exc),
@@ -348,7 +352,19 @@ def _nonstreaming_limit(model: str) -> float:
 _TRANSIENT_STATUS = frozenset({408, 409, 429})
 """HTTP statuses worth asking again (with every 5xx, 529 ``overloaded_error`` among them)."""
 
+_TRANSIENT_ERRORS = frozenset(
+    {"overloaded_error", "rate_limit_error", "api_error", "timeout_error"}
+)
+"""API error types worth asking again, whatever the HTTP status (a stream that breaks off with
+an ``error`` event arrives with the stream's status, 200)."""
+
 _MAX_RETRY_AFTER = 600.0
+
+
+def _error_type(exc: anthropic.APIStatusError) -> str | None:
+    error = exc.body.get("error") if isinstance(exc.body, dict) else None
+    kind = error.get("type") if isinstance(error, dict) else None
+    return kind if isinstance(kind, str) else None
 
 
 def _retry_after(exc: anthropic.APIStatusError) -> float | None:
