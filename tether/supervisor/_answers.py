@@ -17,6 +17,7 @@ from ..journal._records import (
     Retried,
     RunFinished,
 )
+from ._budgets import budget_problem
 from ._state import RunState, RunStatus
 from ._status import approval_deadline, pinned_tool, run_status
 
@@ -101,22 +102,8 @@ def retry_problem(state: RunState, budgets: Budgets | None, now: float) -> str |
         )
     if finished is None:
         return None
-    over = over_budget(state, budgets or state.budgets, now)
+    limits = budgets or state.budgets
+    over = budget_problem(state, now, for_model=not state.turn_open, starting=1, budgets=limits)
     if over is not None:
         return f"the run would fail again at once: {over}; extend its budgets"
-    return None
-
-
-def over_budget(state: RunState, budgets: Budgets, now: float) -> str | None:
-    """The first of ``budgets`` the run has already used up, in words, or ``None``."""
-    started, deadline = state.started, budgets.deadline_s
-    if started is not None and deadline is not None and now > started.at + deadline:
-        return f"its deadline of {deadline:g} s has passed"
-    if budgets.max_model_calls is not None and state.model_calls >= budgets.max_model_calls:
-        return f"max_model_calls {budgets.max_model_calls} (made {state.model_calls})"
-    if budgets.max_tokens is not None and state.tokens >= budgets.max_tokens:
-        return f"max_tokens {budgets.max_tokens} (used {state.tokens})"
-    tools = budgets.max_tool_calls
-    if tools is not None and state.turn_open and state.tool_calls >= tools:
-        return f"max_tool_calls {tools} (made {state.tool_calls})"
     return None

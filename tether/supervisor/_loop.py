@@ -7,62 +7,52 @@ writes its intent before acting and its outcome before the next decision:
 - a ``tool_started`` record is durable before the tool runs;
 - a tool's result is durable before the model is called again.
 
-What happens to each tool call is decided by ``_replay.next_step``; whether the run rests, and
-why, by ``_status.run_status``. This module carries their answers out, and keeps a run's life
-apart from its process's: an interruption is counted only when it is the run's own (a crash
-while it was active, an error in its task), a graceful stop leaves a ``suspended`` record, a
-model that fails transiently is asked again within the run, and one that refuses for good, or
-a crash loop, parks the run for a person instead of failing it (DESIGN invariant 9).
+The decisions live elsewhere, one place each: whether the run rests and why
+(``_status.run_status``), what happens to each tool call (``_replay.next_step``), what an
+answer's stop reason decides (``_reply``), whether a resume counts as an interruption and
+when a crash loop parks the run (``_resume``), budgets (``_budgets``), one tool attempt
+(``_attempt``). This module carries their answers out, and keeps a run's life apart from its
+process's: a graceful stop leaves a ``suspended`` record, a model that fails transiently is
+asked again within the run, and one that refuses for good parks the run for a person instead
+of failing it (DESIGN invariant 9).
 """
 
 from __future__ import annotations
 
-import asyncio
-import hashlib
 import logging
-import math
 import os
-import random
-import socket
-import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Protocol
+from typing import Any
 
 import anyio
-import msgspec
 
-from .._errors import ModelError, ModelResponseError, ToolArgumentsError, UnknownToolError
+from .._errors import ModelError, ModelResponseError, ToolArgumentsError
 from .._failpoints import failpoint
 from ..journal._records import (
-    AnyEvent,
-    Decision,
     Escalated,
     Event,
-    Manifest,
     ModelFailed,
     ModelResponse,
     Parked,
-    Resolved,
     Resumed,
-    Retried,
     RunFinished,
-    RunStarted,
     Suspended,
-    ToolFailed,
     ToolResult,
     ToolStarted,
     Usage,
 )
 from ..journal._store import RunJournal
-from ..models._base import Model, SystemPrompt, text_sink
-from ..tools._content import ContentBlocks
+from ..models._base import text_sink
 from ..tools._context import ToolContext
-from ..tools._registry import ToolRegistry
 from ..tools._spec import ToolSpec
-from ._alone import StepGate
-from ._backoff import MODEL_RETRY, TOOL_RETRY, sleep_unless
+from ._answers import answer_problem
+from ._attempt import attempt as run_attempt
+from ._attempt import cancelled_from_outside, error_result, ok_result
+from ._backoff import MODEL_RETRY, sleep_unless
+from ._budgets import budget_problem
+from ._manifest import build_manifest as build_manifest
+from ._manifest import manifest_problem as manifest_problem
 from ._replay import (
     SAFE_TO_REPEAT,
     Escalate,
@@ -73,6 +63,11 @@ from ._replay import (
     WaitForPerson,
     next_step,
 )
+from ._reply import act_on_stop, unique_call_ids
+from ._resume import cause_of, crash_loop_records, pinned_approval, was_interrupted
+from ._runtime import Interruption as Interruption
+from ._runtime import Runtime as Runtime
+from ._runtime import Suspend, definitions, spec_for
 from ._state import Call, RunState, RunStatus, fold
 from ._status import Outcome, run_deadline, run_status
 
@@ -83,125 +78,6 @@ MALFORMED_LIMIT = 3
 
 SUSPEND_TIMEOUT = 5.0
 """Seconds a cancelled run may take to record that it was suspended (best effort)."""
-
-
-class Mailbox(Protocol):
-    """Where answers wait for a run whose journal another process held (the store's inbox)."""
-
-    async def has_inbox(self, run_id: str) -> bool: ...
-
-    async def take_inbox(self, run_id: str) -> list[AnyEvent]: ...
-
-    async def clear_inbox(self, run_id: str, count: int) -> None: ...
-
-
-@dataclass
-class Runtime:
-    """What the loop needs from its supervisor."""
-
-    model: Model
-    tools: ToolRegistry
-    load_blob: Callable[[Any], Awaitable[Any]]
-    max_restarts: int = 3
-    app_version: str = ""
-    strict_app_version: bool = False
-    model_gate: anyio.Semaphore | None = None
-    clock: Callable[[], float] = time.time
-    sleep: Callable[[float], Awaitable[None]] = anyio.sleep
-    jitter: Callable[[], float] = random.random
-    host: str = field(default_factory=socket.gethostname)
-    mailbox: Mailbox | None = None
-    stopping: anyio.Event = field(default_factory=anyio.Event)
-    on_text: Callable[[str, str], None] | None = None
-    gate: StepGate = field(default_factory=StepGate)
-    definitions: dict[tuple[tuple[str, str, str], ...], list[dict[str, Any]]] = field(
-        default_factory=dict
-    )
-
-
-@dataclass(frozen=True)
-class Interruption:
-    """Why this process's last drive of a run ended early, as the next ``resumed`` says it."""
-
-    cause: str
-    charged: bool
-
-
-class Suspend(Exception):
-    """Raised inside a drive when the supervisor stops: start nothing new, record the stop."""
-
-
-def build_manifest(
-    rt: Runtime, *, system: SystemPrompt, app_version: str, tools: list[Any] | None = None
-) -> Manifest:
-    """The manifest a new run pins: model, parameters, system prompt, tool contracts, app.
-
-    Raises:
-        TypeError: ``system`` is neither text, nor a list of text blocks, nor ``None``.
-    """
-    blocks = _system_blocks(system)
-    return Manifest(
-        model=rt.model.name,
-        model_params=dict(rt.model.params),
-        system=None if blocks is not None else system if isinstance(system, str) else None,
-        system_blocks=blocks,
-        system_hash=_system_hash(system if blocks is None else blocks),
-        tools=rt.tools.pins() if tools is None else tools,
-        app_version=app_version,
-    )
-
-
-def _system_blocks(system: SystemPrompt) -> list[dict[str, Any]] | None:
-    if system is None or isinstance(system, str):
-        return None
-    if not isinstance(system, list) or not all(
-        isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
-        for b in system
-    ):
-        raise TypeError(
-            "system must be text or a list of text blocks "
-            '({"type": "text", "text": ..., "cache_control": ...})'
-        )
-    copied: list[dict[str, Any]] = msgspec.json.decode(msgspec.json.encode(system))
-    return copied
-
-
-def _system_hash(system: str | list[dict[str, Any]] | None) -> str:
-    if system is None or isinstance(system, str):
-        return _sha256(system or "")
-    return _sha256(msgspec.json.encode(system).decode())
-
-
-def manifest_problem(rt: Runtime, manifest: Manifest) -> str | None:
-    """What a resumed run pinned that this process cannot honour, or ``None``."""
-    if manifest.model != rt.model.name:
-        return (
-            f"pinned model {manifest.model!r} is not available (this process has {rt.model.name!r})"
-        )
-    params = msgspec.json.decode(msgspec.json.encode(rt.model.params))
-    if manifest.model_params != params:
-        return (
-            f"model parameters changed: pinned {manifest.model_params!r}, "
-            f"this process has {params!r}"
-        )
-    if manifest.system_hash != _system_hash(manifest.system_prompt):
-        return "the pinned system prompt does not match its hash"
-    if rt.strict_app_version and manifest.app_version != rt.app_version:
-        return (
-            f"pinned app version {manifest.app_version!r} is not this process's "
-            f"({rt.app_version!r})"
-        )
-    for pin in manifest.tools:
-        if (pin.name, pin.version) not in rt.tools:
-            return f"pinned tool {pin.name!r} version {pin.version!r} is not registered"
-        spec = rt.tools.get(pin.name, pin.version)
-        if spec.schema_hash != pin.schema_hash:
-            return (
-                f"tool {pin.name!r} version {pin.version!r} changed its contract "
-                f"(schema hash {spec.schema_hash[:12]}, pinned {pin.schema_hash[:12]}); "
-                "register the old contract under its version or give the new one a new version"
-            )
-    return None
 
 
 async def drive(
@@ -274,7 +150,7 @@ class _Drive:
         problem = manifest_problem(rt, state.manifest)
         if problem is not None:
             return Outcome(RunStatus.NEEDS_ATTENTION, problem)
-        if not fresh and _was_interrupted(state, rt.clock()):
+        if not fresh and was_interrupted(state, rt.clock()):
             parked = await self._resumed(prior)
             if parked is not None:
                 return parked
@@ -297,7 +173,7 @@ class _Drive:
             if state.turn_open:
                 await self._advance_calls()
             else:
-                over = _budget_problem(state, rt, for_model=True)
+                over = budget_problem(state, rt.clock(), for_model=True)
                 if over is not None:
                     return await self._finish(RunStatus.FAILED, over)
                 await self._call_model()
@@ -314,7 +190,7 @@ class _Drive:
         say) is not charged if the process dies meanwhile, since it was not running then.
         """
         state, rt = self.state, self.rt
-        cause = prior or _cause(state)
+        cause = prior or cause_of(state)
         resumed = Resumed(
             attempt=state.restarts + 1,
             host=rt.host,
@@ -328,28 +204,7 @@ class _Drive:
         if n <= limit:
             self.resume_record = resumed
             return None
-        dangling = [c for c in state.calls.values() if c.dangling]
-        records: list[Event] = [resumed]
-        if dangling:
-            records += [
-                Escalated(
-                    call_id=c.id,
-                    reason=f"the run stopped {n} times in a row (limit {limit}) while "
-                    f"{c.name} was running (attempt {c.attempts}); last: {cause.cause}; resolve "
-                    "it as succeeded, retry or failed, or cancel the run",
-                )
-                for c in dangling
-            ]
-        else:
-            doing = "running its tools" if state.turn_open else "asking the model"
-            records.append(
-                Parked(
-                    reason=f"the run stopped {n} times in a row without progress (limit "
-                    f"{limit}) while {doing}; last: {cause.cause}; fix the cause, then retry "
-                    "the run",
-                    cause="crash_loop",
-                )
-            )
+        records: list[Event] = [resumed, *crash_loop_records(state, n, limit, cause.cause)]
         log.error(
             "run %s: stopped %d times in a row without progress; parked for a person (%s)",
             self.journal.run_id,
@@ -391,7 +246,7 @@ class _Drive:
         if failure is not None and failure.retry_at is not None:
             await self._pause_until(failure.retry_at)
         self._check_stopping()
-        tools = _definitions(rt, state.manifest)
+        tools = definitions(rt, state.manifest)
         # A new list, so a model that appends to it cannot touch the run's state; the messages
         # themselves are shared (the Model protocol forbids changing them): copying each one
         # at every call made a step's cost grow with the run's length.
@@ -419,7 +274,7 @@ class _Drive:
                 rt.gate.leave_step()
         failpoint("model_answered")
         message = reply.as_message()
-        _unique_call_ids(message, state, self.journal.run_id)
+        unique_call_ids(message, state, self.journal.run_id)
         records: list[Event] = [
             ModelResponse(
                 message=message,
@@ -429,7 +284,7 @@ class _Drive:
             )
         ]
         uses = [b for b in message["content"] if b.get("type") == "tool_use"]
-        settled = _act_on_stop(reply.stop_reason, uses)
+        settled = act_on_stop(reply.stop_reason, uses)
         starts = [] if settled else self._starts_with_answer(uses)
         await self._append([*records, *settled, *starts])
         self.prestarted.update(s.call_id for s in starts)
@@ -492,7 +347,7 @@ class _Drive:
             if (
                 spec is None
                 or spec.approval
-                or _pinned_approval(state, block["name"])
+                or pinned_approval(state, block["name"])
                 or spec.policy not in SAFE_TO_REPEAT
                 or spec.timeout is not None
                 or spec.retries
@@ -505,7 +360,7 @@ class _Drive:
             starts.append(ToolStarted(call_id=block["id"], name=block["name"], attempt=1))
         if len({s.call_id for s in starts}) != len(starts):
             return []  # a malformed turn: let the usual path deal with it
-        if starts and _budget_problem(state, rt, for_model=False, starting=len(starts)):
+        if starts and budget_problem(state, rt.clock(), for_model=False, starting=len(starts)):
             return []
         return starts
 
@@ -552,7 +407,7 @@ class _Drive:
             )
         self._check_stopping()
         starting = sum(1 for c, _, s in runs if isinstance(s, Run) and c.id not in self.prestarted)
-        over = _budget_problem(state, rt, for_model=False, starting=starting)
+        over = budget_problem(state, rt.clock(), for_model=False, starting=starting)
         if over is not None:
             await self._finish(RunStatus.FAILED, over)
             return
@@ -584,45 +439,10 @@ class _Drive:
         failpoint("tool_started")
         await journal.fence()  # a worker paused past its lease must not act for the run any more
         ctx = ToolContext(run_id=journal.run_id, call_id=call.id, attempt=attempt)
-        outcome = await self._attempt(call, spec, ctx)
+        outcome = await run_attempt(call, spec, ctx, clock=self.rt.clock, jitter=self.rt.jitter)
         failpoint("tool_returned")
         await journal.append([outcome])
         failpoint("result_saved")
-
-    async def _attempt(self, call: Call, spec: ToolSpec, ctx: ToolContext) -> Event:
-        """Run one attempt and say how it ended: a result, or a failure worth another try.
-
-        Whatever the tool raises is that call's outcome, ``SystemExit``, ``KeyboardInterrupt``
-        and a stray ``CancelledError`` included: one poisoned call never ends the process and
-        the other runs in it. Only the run's own cancellation propagates.
-        """
-        try:
-            with anyio.move_on_after(spec.timeout) as scope:
-                content = await spec.invoke(call.input, ctx)
-            if scope.cancelled_caught:
-                return self._failed(call, spec, ctx, f"timed out after {spec.timeout:g} s", True)
-            return _ok_result(call, content)
-        except anyio.get_cancelled_exc_class():
-            if _cancelled_from_outside():
-                raise
-            return _error_result(call, "the tool raised CancelledError (nothing cancelled it)")
-        except BaseException as exc:  # the model hears what went wrong, as an error result
-            if spec.retry_on and isinstance(exc, spec.retry_on):
-                return self._failed(call, spec, ctx, f"{type(exc).__name__}: {exc}", False)
-            return _error_result(call, f"{type(exc).__name__}: {exc}")
-
-    def _failed(
-        self, call: Call, spec: ToolSpec, ctx: ToolContext, error: str, timed_out: bool
-    ) -> ToolFailed:
-        tries = call.failures + 1
-        delay = TOOL_RETRY.delay(tries, self.rt.jitter) if tries <= spec.retries else 0.0
-        return ToolFailed(
-            call_id=call.id,
-            attempt=ctx.attempt,
-            error=error,
-            timed_out=timed_out,
-            retry_at=self.rt.clock() + delay,
-        )
 
     async def _verify_call(self, call: Call, spec: ToolSpec, step: Verify) -> None:
         journal = self.journal
@@ -631,7 +451,7 @@ class _Drive:
         try:
             landed = await spec.check_landed(call.input, ctx)
         except anyio.get_cancelled_exc_class():
-            if _cancelled_from_outside():
+            if cancelled_from_outside():
                 raise
             landed, problem = None, "the verify function raised CancelledError"
         except BaseException as exc:  # that call's error, never its siblings' cancellation
@@ -639,14 +459,14 @@ class _Drive:
         else:
             problem = ""
         if problem:
-            await journal.append([_error_result(call, problem)])
+            await journal.append([error_result(call, problem)])
         elif landed is not None:
-            await journal.append([_ok_result(call, landed)])
+            await journal.append([ok_result(call, landed)])
         elif step.then_run:
             await self._run_call(call, spec, call.attempts + 1)
             return
         else:
-            await journal.append([_error_result(call, step.otherwise)])
+            await journal.append([error_result(call, step.otherwise)])
         failpoint("result_saved")
 
     # ------------------------------------------------------------------ plumbing
@@ -663,8 +483,6 @@ class _Drive:
         run_id = self.journal.run_id
         if mailbox is None or not await mailbox.has_inbox(run_id):
             return False
-        from ._answers import answer_problem  # the checks import this module
-
         answers = await mailbox.take_inbox(run_id)
         recorded = False
         for answer in answers:
@@ -726,130 +544,6 @@ class _Drive:
         return Outcome(status, reason)
 
 
-def _act_on_stop(stop_reason: str | None, uses: list[dict[str, Any]]) -> list[Event]:
-    """What an answer's stop reason decides at once, journaled in the answer's own group so a
-    crash in between cannot split the two.
-
-    ``tool_use``, ``end_turn``, ``stop_sequence`` (and no reason): the calls run; with none the
-    run is done. ``max_tokens``: the answer was cut off, so its calls' inputs may be cut off too
-    (an email sent with half its body): none of them runs, each gets an error result the model
-    reads and the turn goes on; a text answer cut off ends the run ``done`` with a reason that
-    says so. ``pause_turn``: nothing; the model is asked again with the paused turn as it is,
-    and continues it. ``refusal``: the run fails, saying the model refused.
-    ``model_context_window_exceeded``: the run fails, the conversation no longer fits.
-    """
-    if stop_reason == "max_tokens":
-        if uses:
-            return [
-                ToolResult(
-                    call_id=b["id"],
-                    ok=False,
-                    content=f"not run: the answer was cut off by max_tokens while this call "
-                    f"({b['name']}) was being written, so its input may be incomplete; ask for "
-                    "it again in a shorter answer",
-                )
-                for b in uses
-            ]
-        reason = "the answer was cut off by max_tokens; its last text is incomplete"
-        return [RunFinished(status=RunStatus.DONE.value, reason=reason)]
-    if stop_reason == "pause_turn":
-        return []
-    if stop_reason == "refusal":
-        reason = "the model refused to continue (stop_reason refusal)"
-        return [RunFinished(status=RunStatus.FAILED.value, reason=reason)]
-    if stop_reason == "model_context_window_exceeded":
-        reason = "the conversation no longer fits the model's context window"
-        return [RunFinished(status=RunStatus.FAILED.value, reason=reason)]
-    if not uses:
-        return [RunFinished(status=RunStatus.DONE.value)]
-    return []
-
-
-def _unique_call_ids(message: dict[str, Any], state: RunState, run_id: str) -> None:
-    """Give each call of ``message`` an id no earlier call of the run had (DESIGN invariant 10).
-
-    A call's idempotency key is ``run_id:call_id``, so two calls with one id would share a key
-    and a deduplicating service would drop the second. Models behind OpenAI-compatible servers
-    and hand-written scripts often number calls per turn (``call_0`` every turn); such an id
-    becomes ``call_0-t3`` (the turn's number), before the answer is journaled, so replay and the
-    model's later requests see the new id, and its ``tool_result`` refers to it.
-    """
-    turn = state.model_calls + 1
-    blocks = message["content"]
-    here = {b["id"] for b in blocks if b.get("type") == "tool_use"}  # (not a copy of the run's)
-    for block in blocks:
-        if block.get("type") != "tool_use" or block["id"] not in state.call_ids:
-            continue
-        base, n = f"{block['id']}-t{turn}", 1
-        new_id = base
-        while new_id in here or new_id in state.call_ids:
-            n += 1
-            new_id = f"{base}-{n}"
-        here.add(new_id)
-        log.info(
-            "run %s: the model reused call id %r; it is %r in this run",
-            run_id,
-            block["id"],
-            new_id,
-            extra={"run_id": run_id},
-        )
-        block["id"] = new_id
-
-
-def _cause(state: RunState) -> Interruption:
-    """How the last owner stopped, as far as the journal tells."""
-    if isinstance(state.last, Suspended):
-        return Interruption("shutdown", charged=False)
-    if isinstance(state.last, RunStarted):
-        # It never took a step: created by one process and first driven by another, or its
-        # creator died at once. Counted from the next interruption on.
-        return Interruption("first drive", charged=False)
-    return Interruption("crash", charged=True)
-
-
-def _was_interrupted(state: RunState, now: float) -> bool:
-    """Whether the last owner stopped mid-work, not at a rest or a person's answer."""
-    if isinstance(state.last, (Decision, Resolved, Retried)):
-        return False
-    open_calls = [c for c in state.calls.values() if not c.done]
-    if open_calls and all(_parked_for_approval(state, c) for c in open_calls):
-        return False  # parked for a person, woken by its approval deadline
-    return run_status(state, now).status is RunStatus.RUNNING
-
-
-def _parked_for_approval(state: RunState, call: Call) -> bool:
-    return (
-        _pinned_approval(state, call.name)
-        and call.attempts == 0
-        and call.decision is None
-        and call.escalation is None
-    )
-
-
-def _pinned_approval(state: RunState, name: str) -> bool:
-    return any(p.name == name and p.approval for p in state.manifest.tools)
-
-
-def _cancelled_from_outside() -> bool:
-    """Whether a ``CancelledError`` seen here is a real cancellation of this task (an anyio
-    scope around it was cancelled, or asyncio is cancelling the task), not one a tool raised."""
-    if anyio.current_effective_deadline() == -math.inf:
-        return True
-    task = asyncio.current_task()
-    return task is not None and task.cancelling() > 0
-
-
-def _definitions(rt: Runtime, manifest: Manifest) -> list[dict[str, Any]]:
-    """The tool definitions a run pinned, built once per pinned set (not per model call)."""
-    if not manifest.tools:
-        return []
-    key = tuple((p.name, p.version, p.schema_hash) for p in manifest.tools)
-    cached = rt.definitions.get(key)
-    if cached is None:
-        cached = rt.definitions[key] = rt.tools.definitions(manifest.tools)
-    return list(cached)
-
-
 async def _load_blobs(
     journal: RunJournal, rt: Runtime, blobs: dict[str, Any], start: int = 0
 ) -> None:
@@ -859,50 +553,3 @@ async def _load_blobs(
         ref = event.blob if isinstance(event, ToolResult) else None
         if ref is not None and ref.digest not in blobs:
             blobs[ref.digest] = await rt.load_blob(ref)
-
-
-def spec_for(state: RunState, rt: Runtime, name: str) -> ToolSpec | None:
-    """The registered version of tool ``name`` that the run pinned, if this process has it."""
-    for pin in state.manifest.tools:
-        if pin.name == name:
-            try:
-                return rt.tools.get(pin.name, pin.version)
-            except UnknownToolError:
-                return None
-    return None
-
-
-def _budget_problem(
-    state: RunState, rt: Runtime, *, for_model: bool, starting: int = 0
-) -> str | None:
-    b = state.budgets
-    started = state.started
-    assert started is not None
-    if b.deadline_s is not None and rt.clock() > started.at + b.deadline_s:
-        return f"deadline of {b.deadline_s:g} s passed"
-    if for_model:
-        if b.max_model_calls is not None and state.model_calls >= b.max_model_calls:
-            return f"model call budget exhausted: {state.model_calls} of {b.max_model_calls}"
-        if b.max_tokens is not None and state.tokens >= b.max_tokens:
-            return f"token budget exhausted: {state.tokens} of {b.max_tokens}"
-    elif b.max_tool_calls is not None and state.tool_calls + starting > b.max_tool_calls:
-        return (
-            f"tool call budget exhausted: {state.tool_calls} made, {starting} more needed, "
-            f"limit {b.max_tool_calls}"
-        )
-    return None
-
-
-def _ok_result(call: Call, content: Any) -> ToolResult:
-    """A tool's result; content blocks (``ContentBlocks``) are kept as blocks."""
-    if isinstance(content, ContentBlocks):
-        return ToolResult(call_id=call.id, ok=True, content=content.blocks, blocks=True)
-    return ToolResult(call_id=call.id, ok=True, content=content)
-
-
-def _error_result(call: Call, message: str) -> ToolResult:
-    return ToolResult(call_id=call.id, ok=False, content=message)
-
-
-def _sha256(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()

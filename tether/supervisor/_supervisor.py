@@ -48,7 +48,9 @@ from ..tools._registry import ToolRegistry
 from ._answers import answer_problem
 from ._backoff import STORE_RETRY_CAP, Backoff, sleep_unless
 from ._failures import explain, is_store_failure
-from ._loop import Interruption, Runtime, build_manifest, drive, manifest_problem
+from ._loop import drive
+from ._manifest import build_manifest, manifest_problem
+from ._runtime import Interruption, Runtime
 from ._state import RunStatus, fold
 from ._status import Outcome, run_status
 

@@ -1,0 +1,98 @@
+"""One attempt of a tool call and how it ended: a result, or a failure worth another try.
+
+Whatever the tool raises is that call's outcome, ``SystemExit``, ``KeyboardInterrupt`` and a
+stray ``CancelledError`` included: one poisoned call never ends the process and the other
+runs in it. Only the run's own cancellation propagates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+
+from ..journal._records import Event, ToolFailed, ToolResult
+from ..tools._content import ContentBlocks
+from ..tools._context import ToolContext
+from ..tools._spec import ToolSpec
+from ._backoff import TOOL_RETRY
+from ._state import Call
+
+
+async def attempt(
+    call: Call,
+    spec: ToolSpec,
+    ctx: ToolContext,
+    *,
+    clock: Callable[[], float],
+    jitter: Callable[[], float],
+) -> Event:
+    """Run one attempt (``ctx.attempt``) of ``call`` and return the record of how it ended.
+
+    A timeout (``spec.timeout``) and an exception in ``spec.retry_on`` give ``tool_failed``
+    (what comes next is the call's replay decision); anything else the tool raises is an error
+    result.
+
+    On cancellation (the run's own): propagates; the attempt's outcome stays unknown.
+    """
+    try:
+        with anyio.move_on_after(spec.timeout) as scope:
+            content = await spec.invoke(call.input, ctx)
+        if scope.cancelled_caught:
+            error = f"timed out after {spec.timeout:g} s"
+            return failed(call, spec, ctx, error, timed_out=True, clock=clock, jitter=jitter)
+        return ok_result(call, content)
+    except anyio.get_cancelled_exc_class():
+        if cancelled_from_outside():
+            raise
+        return error_result(call, "the tool raised CancelledError (nothing cancelled it)")
+    except BaseException as exc:  # the model hears what went wrong, as an error result
+        if spec.retry_on and isinstance(exc, spec.retry_on):
+            error = f"{type(exc).__name__}: {exc}"
+            return failed(call, spec, ctx, error, timed_out=False, clock=clock, jitter=jitter)
+        return error_result(call, f"{type(exc).__name__}: {exc}")
+
+
+def failed(
+    call: Call,
+    spec: ToolSpec,
+    ctx: ToolContext,
+    error: str,
+    *,
+    timed_out: bool,
+    clock: Callable[[], float],
+    jitter: Callable[[], float],
+) -> ToolFailed:
+    """The ``tool_failed`` record of an attempt, with when the next may go (backoff)."""
+    tries = call.failures + 1
+    delay = TOOL_RETRY.delay(tries, jitter) if tries <= spec.retries else 0.0
+    return ToolFailed(
+        call_id=call.id,
+        attempt=ctx.attempt,
+        error=error,
+        timed_out=timed_out,
+        retry_at=clock() + delay,
+    )
+
+
+def cancelled_from_outside() -> bool:
+    """Whether a ``CancelledError`` seen here is a real cancellation of this task (an anyio
+    scope around it was cancelled, or asyncio is cancelling the task), not one a tool raised."""
+    if anyio.current_effective_deadline() == -math.inf:
+        return True
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
+def ok_result(call: Call, content: Any) -> ToolResult:
+    """A tool's result; content blocks (``ContentBlocks``) are kept as blocks."""
+    if isinstance(content, ContentBlocks):
+        return ToolResult(call_id=call.id, ok=True, content=content.blocks, blocks=True)
+    return ToolResult(call_id=call.id, ok=True, content=content)
+
+
+def error_result(call: Call, message: str) -> ToolResult:
+    return ToolResult(call_id=call.id, ok=False, content=message)

@@ -1,0 +1,81 @@
+"""Taking a run up again: was it interrupted, why, and is it the latest of a crash loop.
+
+Only an interruption that is the run's own counts: its process died while it was active, or its
+task raised. A graceful stop (``suspended``), a store that failed and a run that never took a
+step are recorded too (``resumed``, with the cause), but not counted. Counted interruptions in a
+row without progress past the run's limit park it for a person (DESIGN invariant 9).
+"""
+
+from __future__ import annotations
+
+from ..journal._records import (
+    Decision,
+    Escalated,
+    Event,
+    Parked,
+    Resolved,
+    Retried,
+    RunStarted,
+    Suspended,
+)
+from ._runtime import Interruption
+from ._state import Call, RunState, RunStatus
+from ._status import run_status
+
+
+def cause_of(state: RunState) -> Interruption:
+    """How the last owner stopped, as far as the journal tells."""
+    if isinstance(state.last, Suspended):
+        return Interruption("shutdown", charged=False)
+    if isinstance(state.last, RunStarted):
+        # It never took a step: created by one process and first driven by another, or its
+        # creator died at once. Counted from the next interruption on.
+        return Interruption("first drive", charged=False)
+    return Interruption("crash", charged=True)
+
+
+def was_interrupted(state: RunState, now: float) -> bool:
+    """Whether the last owner stopped mid-work, not at a rest or a person's answer."""
+    if isinstance(state.last, (Decision, Resolved, Retried)):
+        return False
+    open_calls = [c for c in state.calls.values() if not c.done]
+    if open_calls and all(_parked_for_approval(state, c) for c in open_calls):
+        return False  # parked for a person, woken by its approval deadline
+    return run_status(state, now).status is RunStatus.RUNNING
+
+
+def _parked_for_approval(state: RunState, call: Call) -> bool:
+    return (
+        pinned_approval(state, call.name)
+        and call.attempts == 0
+        and call.decision is None
+        and call.escalation is None
+    )
+
+
+def pinned_approval(state: RunState, name: str) -> bool:
+    return any(p.name == name and p.approval for p in state.manifest.tools)
+
+
+def crash_loop_records(state: RunState, n: int, limit: int, cause: str) -> list[Event]:
+    """What parks a run whose ``n``-th interruption in a row passed ``limit``: an escalation of
+    each call that was running (a person resolves it), or ``parked`` when none was."""
+    dangling = [c for c in state.calls.values() if c.dangling]
+    if dangling:
+        return [
+            Escalated(
+                call_id=c.id,
+                reason=f"the run stopped {n} times in a row (limit {limit}) while "
+                f"{c.name} was running (attempt {c.attempts}); last: {cause}; resolve "
+                "it as succeeded, retry or failed, or cancel the run",
+            )
+            for c in dangling
+        ]
+    doing = "running its tools" if state.turn_open else "asking the model"
+    return [
+        Parked(
+            reason=f"the run stopped {n} times in a row without progress (limit "
+            f"{limit}) while {doing}; last: {cause}; fix the cause, then retry the run",
+            cause="crash_loop",
+        )
+    ]

@@ -1,0 +1,93 @@
+"""What the loop needs from its supervisor: the ``Runtime``, and how a drive ends early.
+
+The supervisor builds one ``Runtime`` and hands it to every drive: the model and tools, the
+clock and sleep (injectable), the gate that lets a suspect run alone, the event that says the
+supervisor is stopping, and the store's inbox.
+"""
+
+from __future__ import annotations
+
+import random
+import socket
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import anyio
+
+from .._errors import UnknownToolError
+from ..journal._records import AnyEvent, Manifest
+from ..models._base import Model
+from ..tools._registry import ToolRegistry
+from ..tools._spec import ToolSpec
+from ._alone import StepGate
+from ._state import RunState
+
+
+class Mailbox(Protocol):
+    """Where answers wait for a run whose journal another process held (the store's inbox)."""
+
+    async def has_inbox(self, run_id: str) -> bool: ...
+
+    async def take_inbox(self, run_id: str) -> list[AnyEvent]: ...
+
+    async def clear_inbox(self, run_id: str, count: int) -> None: ...
+
+
+@dataclass
+class Runtime:
+    """What the loop needs from its supervisor."""
+
+    model: Model
+    tools: ToolRegistry
+    load_blob: Callable[[Any], Awaitable[Any]]
+    max_restarts: int = 3
+    app_version: str = ""
+    strict_app_version: bool = False
+    model_gate: anyio.Semaphore | None = None
+    clock: Callable[[], float] = time.time
+    sleep: Callable[[float], Awaitable[None]] = anyio.sleep
+    jitter: Callable[[], float] = random.random
+    host: str = field(default_factory=socket.gethostname)
+    mailbox: Mailbox | None = None
+    stopping: anyio.Event = field(default_factory=anyio.Event)
+    on_text: Callable[[str, str], None] | None = None
+    gate: StepGate = field(default_factory=StepGate)
+    definitions: dict[tuple[tuple[str, str, str], ...], list[dict[str, Any]]] = field(
+        default_factory=dict
+    )
+
+
+@dataclass(frozen=True)
+class Interruption:
+    """Why this process's last drive of a run ended early, as the next ``resumed`` says it."""
+
+    cause: str
+    charged: bool
+
+
+class Suspend(Exception):
+    """Raised inside a drive when the supervisor stops: start nothing new, record the stop."""
+
+
+def spec_for(state: RunState, rt: Runtime, name: str) -> ToolSpec | None:
+    """The registered version of tool ``name`` that the run pinned, if this process has it."""
+    for pin in state.manifest.tools:
+        if pin.name == name:
+            try:
+                return rt.tools.get(pin.name, pin.version)
+            except UnknownToolError:
+                return None
+    return None
+
+
+def definitions(rt: Runtime, manifest: Manifest) -> list[dict[str, Any]]:
+    """The tool definitions a run pinned, built once per pinned set (not per model call)."""
+    if not manifest.tools:
+        return []
+    key = tuple((p.name, p.version, p.schema_hash) for p in manifest.tools)
+    cached = rt.definitions.get(key)
+    if cached is None:
+        cached = rt.definitions[key] = rt.tools.definitions(manifest.tools)
+    return list(cached)
