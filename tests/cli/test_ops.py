@@ -216,7 +216,9 @@ def test_retry_reopens_a_failed_run_with_an_extended_budget(
     base = ("retry", "--root", env.r, FAILED, "--by", "ops")
     code, _, err = cli(capsys, *base)
     assert code == 1
-    assert "would fail again at once: model call budget exhausted: 1 of 1; extend its budgets" in err
+    assert (
+        "would fail again at once: model call budget exhausted: 1 of 1; extend its budgets" in err
+    )
     for bad in ("max_model_calls", "tokens=5", "max_model_calls=x", "deadline_s=-1"):
         with pytest.raises(SystemExit) as exc:
             cli(capsys, *base, "--extend", bad)

@@ -438,3 +438,20 @@ def test_the_cli_refuses_an_approval_after_its_deadline(tmp_path: pathlib.Path) 
     assert approve.returncode == 1
     assert "the approval deadline of call 'toolu_03' (issue_refund) passed" in approve.stderr
     assert "the deadline's outcome stands" in approve.stderr
+
+
+async def test_parked_runs_with_deadlines_hold_no_task_of_their_own(
+    tmp_path: pathlib.Path,
+) -> None:
+    """One timer serves every deadline: 200 parked runs, each with an approval deadline."""
+    ran: list[str] = []
+    tools = refund_tools(ran, approval_timeout=3600)
+    async with Supervisor(tether.FileStore(tmp_path), model=refund_model(), tools=tools) as sup:
+        before = len(asyncio.all_tasks())
+        for n in range(200):
+            await sup.start(f"run-{n}", "refund o-1")
+        for n in range(200):
+            assert await sup.wait(f"run-{n}", timeout=WAIT) is RunStatus.WAITING_FOR_APPROVAL
+        await anyio.sleep(0.05)
+        assert len(asyncio.all_tasks()) <= before + 1
+        assert len(sup._timers) == 200  # noqa: SLF001 - the one timer knows every deadline

@@ -472,7 +472,9 @@ async def test_a_run_that_failed_on_a_budget_is_reopened_with_more(tmp_path: pat
     async with Supervisor(tether.FileStore(tmp_path), model=model, tools=step_tools(ran)) as sup:
         await sup.start(RUN, "go", budgets=Budgets(max_model_calls=2))
         assert await sup.wait(RUN, timeout=WAIT) is RunStatus.FAILED
-        with pytest.raises(RunStateError, match="would fail again at once: model call budget exhausted: 2 of 2"):
+        with pytest.raises(
+            RunStateError, match="would fail again at once: model call budget exhausted: 2 of 2"
+        ):
             await sup.retry(RUN, by="ops")
         await sup.retry(RUN, by="ops", note="worth two more", budgets=Budgets(max_model_calls=4))
         assert await sup.wait(RUN, timeout=WAIT) is RunStatus.DONE

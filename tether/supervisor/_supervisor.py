@@ -15,7 +15,6 @@ import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
 from typing import Any, Literal, final
 
 import anyio
@@ -23,16 +22,11 @@ import anyio.abc
 from anyio.streams.memory import MemoryObjectSendStream
 
 from .._errors import (
-    JournalBrokenError,
-    JournalClosedError,
-    JournalError,
     JournalLockedError,
-    LeaseLostError,
     RunNotFoundError,
     RunStateError,
     TetherError,
 )
-from .._failpoints import failpoint
 from ..journal._records import (
     Budgets,
     Decision,
@@ -46,13 +40,18 @@ from ..journal._store import RunJournal, Store
 from ..models._base import Model, SystemPrompt
 from ..tools._registry import ToolRegistry
 from ._answers import answer_problem
-from ._backoff import STORE_RETRY_CAP, Backoff, sleep_unless
-from ._failures import explain, is_store_failure
-from ._loop import drive
-from ._manifest import build_manifest, manifest_problem
-from ._runtime import Interruption, Runtime
+from ._backoff import STORE_RETRY_CAP, Backoff
+from ._entry import Entry as _Entry
+from ._entry import RunView as RunView
+from ._entry import StatusChange as StatusChange
+from ._failures import explain
+from ._manifest import build_manifest
+from ._restart import OWNED_ELSEWHERE, drive_until_rest
+from ._runtime import Runtime
 from ._state import RunStatus, fold
 from ._status import Outcome, run_status
+from ._sweep import start_line, what_to_do
+from ._timers import Timers
 
 log = logging.getLogger("tether.supervisor")
 
@@ -63,78 +62,6 @@ CHANGE_DEBOUNCE = 0.05
 
 REMOTE_POLL = 0.2
 """Seconds between looks at the journal of a run that another process is advancing."""
-
-
-@dataclass(frozen=True)
-class RunView:
-    """A run as ``Supervisor.inspect`` sees it, computed from its journal."""
-
-    run_id: str
-    status: RunStatus
-    reason: str
-    messages: list[dict[str, Any]]
-    model_calls: int
-    tool_calls: int
-    input_tokens: int
-    output_tokens: int
-    restarts: int
-    pending: tuple[str, ...]
-    final_text: str | None
-    events: int
-
-
-@dataclass(frozen=True)
-class StatusChange:
-    """One change of a run's status, as ``Supervisor.events`` reports it."""
-
-    run_id: str
-    status: RunStatus
-    reason: str
-    pending: tuple[str, ...]
-    at: float
-
-
-@dataclass(slots=True)
-class _Entry:
-    """What the supervisor keeps per run. Kept small: a parked run costs only this.
-
-    The lock and the change event are made when first needed and dropped when the run rests
-    with nobody waiting on them, so thousands of parked runs hold neither.
-    """
-
-    status: RunStatus = RunStatus.RUNNING
-    reason: str = ""
-    pending: tuple[str, ...] = ()
-    scope: anyio.CancelScope | None = None
-    driving: bool = False
-    remote: bool = False
-    seen: tuple[int, int] | None = None
-    _changed: anyio.Event | None = None
-    _lock: anyio.Lock | None = None
-
-    @property
-    def lock(self) -> anyio.Lock:
-        if self._lock is None:
-            self._lock = anyio.Lock()
-        return self._lock
-
-    def changed(self) -> anyio.Event:
-        """An event set at the next status change."""
-        if self._changed is None:
-            self._changed = anyio.Event()
-        return self._changed
-
-    def set(self, outcome: Outcome) -> None:
-        self.status, self.reason, self.pending = outcome.status, outcome.reason, outcome.pending
-        self.remote = False
-        if self._changed is not None:
-            self._changed.set()
-            self._changed = None
-
-    def release_idle_lock(self) -> None:
-        lock = self._lock
-        if lock is not None and not lock.locked() and lock.statistics().tasks_waiting == 0:
-            self._lock = None
 
 
 @final
@@ -234,6 +161,7 @@ class Supervisor:
         self._children = 0
         self._idle: anyio.Event | None = None
         self._draining = False
+        self._timers = Timers(clock, sleep, self._wake)
         self._tg: anyio.abc.TaskGroup | None = None
         self._sweeper_scope: anyio.CancelScope | None = None
         self._stack: AsyncExitStack | None = None
@@ -247,9 +175,10 @@ class Supervisor:
             stack.callback(self._tg.cancel_scope.cancel)
             stack.callback(self._close_watchers)
             await self._check_model()
+            self._tg.start_soon(self._timers.serve, name="tether-timers")
             if self._resume:
                 counts = await self._sweep()
-                log.info("%s", _start_line(self._store, counts))
+                log.info("%s", start_line(self._store, counts))
                 if self._sweep_interval is not None:
                     self._tg.start_soon(self._sweeper, name="tether-sweeper")
             self._stack = stack.pop_all()
@@ -646,7 +575,7 @@ class Supervisor:
                     if outcome is not None:
                         self._set(run_id, outcome)
                         if outcome.wake_at is not None:
-                            self._tg_start(self._wake_at, run_id, outcome.wake_at)
+                            self._timers.at(outcome.wake_at, run_id)
                 finally:
                     entry.scope = None
                     entry.release_idle_lock()
@@ -658,83 +587,35 @@ class Supervisor:
             if self._children == 0 and self._idle is not None:
                 self._idle.set()
 
-    def _tg_start(self, func: Any, *args: Any) -> None:
-        if self._tg is not None and not self._draining:
-            self._tg.start_soon(func, *args)
-
     async def _run(
         self, run_id: str, journal: RunJournal | None, fresh: bool, alone: bool
     ) -> Outcome | None:
-        """Drive the run, restarting it after a crash; ``None`` if another process owns it or
-        the supervisor is stopping."""
-        crashes = 0
-        outages = 0
-        prior: Interruption | None = None
-        while True:
-            try:
-                if journal is None:
-                    journal = await self._store.open(run_id)
-                async with journal:
-                    outcome = await drive(journal, self._rt, fresh=fresh, prior=prior, alone=alone)
-                if outcome is None:
-                    return None  # suspended: the supervisor is stopping
-                if outcome.status.resting and not outcome.status.final:
-                    failpoint("parked")
-                return outcome
-            except Exception as exc:
-                lost = _lease_lost(exc)
-                if lost is not None:
-                    log.warning("run %s: %s; another worker continues it", run_id, lost)
-                    self._entry(run_id).remote = True
-                    return None
-                if isinstance(exc, JournalLockedError):
-                    # (also after a crash of ours: another worker may have taken it meanwhile)
-                    log.info("run %s is owned by another process", run_id)
-                    self._entry(run_id).remote = True
-                    return None
-                if isinstance(exc, RunNotFoundError):
-                    log.error("run %s disappeared from the store", run_id)
-                    return None
-                if isinstance(exc, JournalError) and not _recoverable(exc):
-                    log.error("run %s cannot be opened: %s", run_id, exc)
-                    return Outcome(RunStatus.NEEDS_ATTENTION, str(exc))
-                journal, fresh, alone = None, False, False
-                why = explain(exc)
-                if is_store_failure(exc):
-                    # Not the run's doing: wait for the store, as long as it takes.
-                    outages += 1
-                    prior = Interruption(f"store: {why}", charged=False)
-                    delay = Backoff(self._backoff, STORE_RETRY_CAP).delay(outages, self._jitter)
-                    log.warning(
-                        "run %s: the store failed (%s); trying again in %.1f s",
-                        run_id,
-                        why,
-                        delay,
-                        extra={"run_id": run_id},
-                    )
-                else:
-                    crashes += 1
-                    prior = Interruption(f"error: {why}", charged=True)
-                    if crashes > max(self._rt.max_restarts, 10) + 1:
-                        # The journal's crash-loop count normally parks the run; this catches
-                        # failures that happen before an interruption can even be recorded.
-                        log.error("run %s keeps failing: %s", run_id, why)
-                        return Outcome(RunStatus.NEEDS_ATTENTION, f"keeps failing: {why}")
-                    delay = Backoff(self._backoff, self._max_backoff).delay(crashes, self._jitter)
-                    log.warning("run %s crashed (%s); restarting", run_id, why)
-                await sleep_unless(self._rt.stopping, self._sleep, delay)
-                if self._draining:
-                    return None
+        """Drive the run until it rests (see ``_restart.drive_until_rest``)."""
+        outcome = await drive_until_rest(
+            self._store,
+            self._rt,
+            run_id,
+            journal,
+            fresh=fresh,
+            alone=alone,
+            crash_backoff=Backoff(self._backoff, self._max_backoff),
+            store_backoff=Backoff(self._backoff, STORE_RETRY_CAP),
+            sleep=self._sleep,
+            jitter=self._jitter,
+        )
+        if outcome is OWNED_ELSEWHERE:
+            self._entry(run_id).remote = True
+            return None
+        return outcome
 
-    async def _wake_at(self, run_id: str, when: float) -> None:
-        await self._sleep(max(0.0, when - self._rt.clock()))
-        entry = self._entry(run_id)
-        if self._draining:
+    def _wake(self, run_id: str) -> None:
+        """A timer fired: continue the run if it still rests here, not finished."""
+        entry = self._runs.get(run_id)
+        if self._draining or entry is None:
             return
         if entry.status.resting and not entry.status.final and entry.scope is None:
             self._set(run_id, Outcome(RunStatus.RUNNING))
-            self._children += 1
-            await self._child(run_id, None, False, False)
+            self._spawn(run_id, None, fresh=False)
 
     async def _sweeper(self) -> None:
         assert self._sweep_interval is not None
@@ -789,31 +670,23 @@ class Supervisor:
                 self._entry(run_id).seen = stat
                 continue
             self._entry(run_id).seen = stat
-            if state.started is None:
+            found = what_to_do(state, self._rt, inbox=run_stat.inbox)
+            if found is None:
                 continue
-            outcome = run_status(state, self._rt.clock())
-            if outcome.status is RunStatus.RUNNING:
-                problem = manifest_problem(self._rt, state.manifest)
-                if problem is not None:
-                    outcome = Outcome(RunStatus.NEEDS_ATTENTION, problem)
-                elif state.interruptions:
-                    suspects.append((state.interruptions, run_id))
-                    continue
-                else:
-                    self._set(run_id, outcome)
-                    self._spawn(run_id, None, fresh=False)
-                    counts["resumed"] += 1
-                    continue
-            counts[outcome.status.value] += 1
-            if not outcome.status.final and run_stat.inbox:
-                # answers wait: the run takes them (until it rests again, it is running)
-                self._set(run_id, Outcome(RunStatus.RUNNING))
+            outcome = found.outcome
+            if found.alone:
+                suspects.append((state.interruptions, run_id))
+                continue
+            if found.spawn:
+                self._set(run_id, outcome)
                 self._spawn(run_id, None, fresh=False)
+                counts["resumed" if found.resumes else outcome.status.value] += 1
                 continue
+            counts[outcome.status.value] += 1
             if entry is None or (entry.status, entry.reason) != (outcome.status, outcome.reason):
                 self._set(run_id, outcome, quiet=entry is None and outcome.status.final)
             if outcome.wake_at is not None:
-                self._tg_start(self._wake_at, run_id, outcome.wake_at)
+                self._timers.at(outcome.wake_at, run_id)
         counts["resumed"] += len(suspects)
         for _count, run_id in sorted(suspects):
             log.warning(
@@ -825,37 +698,9 @@ class Supervisor:
         return counts
 
 
-def _start_line(store: Store, counts: Counter[str]) -> str:
-    """What a supervisor found on entry, in one line."""
-    where = getattr(store, "root", None) or type(store).__name__
-    total = sum(counts.values())
-    if not total:
-        return f"serving {where}: no runs yet"
-    parts = [f"{counts['resumed']} resumed"] if counts["resumed"] else []
-    parts += [f"{n} {status}" for status, n in sorted(counts.items()) if status != "resumed"]
-    return f"serving {where}: {total} runs ({', '.join(parts)})"
-
-
 def _default_active_limit() -> int:
     """Half the soft descriptor limit: each active run holds its journal open."""
     soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY:
         return 10_000
     return max(16, soft // 2)
-
-
-def _lease_lost(exc: BaseException) -> LeaseLostError | None:
-    """The ``LeaseLostError`` in ``exc`` (raised where concurrent tool calls ran, it comes
-    wrapped in an exception group), if any: the run belongs to another worker now."""
-    if isinstance(exc, LeaseLostError):
-        return exc
-    if isinstance(exc, BaseExceptionGroup):
-        group = exc.subgroup(LeaseLostError)
-        if group is not None:
-            return _lease_lost(group.exceptions[0])
-    return None
-
-
-def _recoverable(exc: JournalError) -> bool:
-    """A broken or closed handle heals by reopening; corruption and newer formats do not."""
-    return isinstance(exc, (JournalBrokenError, JournalClosedError))

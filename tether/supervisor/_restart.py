@@ -1,0 +1,131 @@
+"""Driving a run until it rests: restarts after a crash, waits for a store that failed.
+
+A run's task can end four ways besides resting: another worker owns the run now (its lock is
+held elsewhere, or its lease was lost), the run is gone, its journal is damaged (the run needs
+a person), or something failed. A failure of the store (``_failures.is_store_failure``) is
+waited out with backoff for as long as it takes and counts nothing against the run; any other
+failure is the run's own crash, restarted with backoff and counted, by the next drive's
+``resumed`` record, towards its crash-loop limit.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+
+from .._errors import (
+    JournalBrokenError,
+    JournalClosedError,
+    JournalError,
+    JournalLockedError,
+    LeaseLostError,
+    RunNotFoundError,
+)
+from .._failpoints import failpoint
+from ..journal._store import RunJournal, Store
+from ._backoff import Backoff, sleep_unless
+from ._failures import explain, is_store_failure
+from ._loop import drive
+from ._runtime import Interruption, Runtime
+from ._state import RunStatus
+from ._status import Outcome
+
+log = logging.getLogger("tether.supervisor")
+
+OWNED_ELSEWHERE = Outcome(RunStatus.RUNNING, "owned by another process")
+"""What ``drive_until_rest`` returns when another worker holds the run."""
+
+
+async def drive_until_rest(
+    store: Store,
+    rt: Runtime,
+    run_id: str,
+    journal: RunJournal | None,
+    *,
+    fresh: bool,
+    alone: bool,
+    crash_backoff: Backoff,
+    store_backoff: Backoff,
+    sleep: Callable[[float], Awaitable[None]],
+    jitter: Callable[[], float],
+) -> Outcome | None:
+    """Drive run ``run_id`` (opening ``journal`` if it is ``None``) until it rests.
+
+    Returns its resting outcome, ``OWNED_ELSEWHERE`` when another worker holds it, or ``None``
+    when it is gone or the supervisor is stopping (``rt.stopping``).
+
+    On cancellation: propagates; the drive records the run as suspended.
+    """
+    crashes = 0
+    outages = 0
+    prior: Interruption | None = None
+    while True:
+        try:
+            if journal is None:
+                journal = await store.open(run_id)
+            async with journal:
+                outcome = await drive(journal, rt, fresh=fresh, prior=prior, alone=alone)
+            if outcome is None:
+                return None  # suspended: the supervisor is stopping
+            if outcome.status.resting and not outcome.status.final:
+                failpoint("parked")
+            return outcome
+        except Exception as exc:
+            lost = _lease_lost(exc)
+            if lost is not None:
+                log.warning("run %s: %s; another worker continues it", run_id, lost)
+                return OWNED_ELSEWHERE
+            if isinstance(exc, JournalLockedError):
+                # (also after a crash of ours: another worker may have taken it meanwhile)
+                log.info("run %s is owned by another process", run_id)
+                return OWNED_ELSEWHERE
+            if isinstance(exc, RunNotFoundError):
+                log.error("run %s disappeared from the store", run_id)
+                return None
+            if isinstance(exc, JournalError) and not _recoverable(exc):
+                log.error("run %s cannot be opened: %s", run_id, exc)
+                return Outcome(RunStatus.NEEDS_ATTENTION, str(exc))
+            journal, fresh, alone = None, False, False
+            why = explain(exc)
+            if is_store_failure(exc):
+                # Not the run's doing: wait for the store, as long as it takes.
+                outages += 1
+                prior = Interruption(f"store: {why}", charged=False)
+                delay = store_backoff.delay(outages, jitter)
+                log.warning(
+                    "run %s: the store failed (%s); trying again in %.1f s",
+                    run_id,
+                    why,
+                    delay,
+                    extra={"run_id": run_id},
+                )
+            else:
+                crashes += 1
+                prior = Interruption(f"error: {why}", charged=True)
+                if crashes > max(rt.max_restarts, 10) + 1:
+                    # The journal's crash-loop count normally parks the run; this catches
+                    # failures that happen before an interruption can even be recorded.
+                    log.error("run %s keeps failing: %s", run_id, why)
+                    return Outcome(RunStatus.NEEDS_ATTENTION, f"keeps failing: {why}")
+                delay = crash_backoff.delay(crashes, jitter)
+                log.warning("run %s crashed (%s); restarting", run_id, why)
+            await sleep_unless(rt.stopping, sleep, delay)
+            if rt.stopping.is_set():
+                return None
+
+
+def _lease_lost(exc: BaseException) -> LeaseLostError | None:
+    """The ``LeaseLostError`` in ``exc`` (raised where concurrent tool calls ran, it comes
+    wrapped in an exception group), if any: the run belongs to another worker now."""
+    if isinstance(exc, LeaseLostError):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        group = exc.subgroup(LeaseLostError)
+        if group is not None:
+            return _lease_lost(group.exceptions[0])
+    return None
+
+
+def _recoverable(exc: JournalError) -> bool:
+    """A broken or closed handle heals by reopening; corruption and newer formats do not."""
+    return isinstance(exc, (JournalBrokenError, JournalClosedError))
