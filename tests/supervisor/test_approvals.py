@@ -454,4 +454,4 @@ async def test_parked_runs_with_deadlines_hold_no_task_of_their_own(
             assert await sup.wait(f"run-{n}", timeout=WAIT) is RunStatus.WAITING_FOR_APPROVAL
         await anyio.sleep(0.05)
         assert len(asyncio.all_tasks()) <= before + 1
-        assert len(sup._timers) == 200  # noqa: SLF001 - the one timer knows every deadline
+        assert len(sup._timers) == 200
