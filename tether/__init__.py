@@ -51,6 +51,10 @@ from .tools import ReplayPolicy as ReplayPolicy
 from .tools import ToolContext as ToolContext
 from .tools import ToolRegistry as ToolRegistry
 from .tools import ToolSpec as ToolSpec
+from .tools import Wait as Wait
+from .tools import sleep_for as sleep_for
+from .tools import sleep_until as sleep_until
+from .tools import wait_for as wait_for
 
 __all__ = [
     "AnthropicModel",
@@ -95,5 +99,9 @@ __all__ = [
     "ToolRegistry",
     "ToolSpec",
     "UnknownToolError",
+    "Wait",
     "__version__",
+    "sleep_for",
+    "sleep_until",
+    "wait_for",
 ]

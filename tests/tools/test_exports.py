@@ -16,6 +16,10 @@ def test_all_lists_exactly_the_public_names() -> None:
         "ToolContext",
         "ToolRegistry",
         "ToolSpec",
+        "Wait",
+        "sleep_for",
+        "sleep_until",
+        "wait_for",
     ]
 
 

@@ -14,15 +14,17 @@ from __future__ import annotations
 import argparse
 import json
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 
 import msgspec
 
 from .._errors import JournalLockedError, RunStateError
-from ..journal._records import Budgets, Decision, Event, Resolved, Retried, RunFinished
+from ..journal._records import Budgets, Decision, Event, Resolved, Retried, RunFinished, Signal
 from ..supervisor._answers import answer_problem
 from ..supervisor._state import Call, RunState, RunStatus, fold
+from ..tools._waits import wait_for
 from ._view import as_json, call_text, execute, open_store, shorten, using
 
 CONTINUES = (
@@ -120,6 +122,23 @@ def add_op_commands(commands: Any, add_store: Callable[[argparse.ArgumentParser]
         "or deadline_s (seconds); repeat for several, e.g. --extend max_model_calls=20",
     )
     retry.set_defaults(handler=_retry)
+
+    signal = commands.add_parser(
+        "signal",
+        help="deliver a named event to a run (a call waiting for it gets the payload)",
+        description="Record that event NAME happened for run RUN, with --data as its payload "
+        "(JSON): a call waiting for NAME (tether.wait_for) gets the payload as its result; a "
+        "signal that comes before anything waits for it is kept until a call asks. --id makes "
+        "it count once however often it is delivered (give the sender's own delivery id); by "
+        "default each delivery is a new signal. Refused (exit 1) if the run finished." + BUSY,
+    )
+    add_store(signal)
+    signal.add_argument("run", metavar="RUN", help="the run id")
+    signal.add_argument("name", metavar="NAME", help="the event's name")
+    signal.add_argument("--data", metavar="JSON", help="the payload, as JSON (default: null)")
+    signal.add_argument("--id", metavar="ID", help="the signal's id (deliveries count once)")
+    signal.add_argument("--by", metavar="NAME", default="", help="who or what sends it (recorded)")
+    signal.set_defaults(handler=_signal, parser=signal)
 
     cancel = commands.add_parser(
         "cancel",
@@ -270,6 +289,34 @@ def _retry(args: argparse.Namespace) -> int:
         assert isinstance(record, Retried)
         if record.budgets is not None:
             print(f"budgets from now on: {as_json(msgspec.to_builtins(record.budgets))}")
+        print(CONTINUES)
+        return 0
+
+    return execute(args, command)
+
+
+def _signal(args: argparse.Namespace) -> int:
+    payload: Any = None
+    if args.data is not None:
+        try:
+            payload = json.loads(args.data)
+        except json.JSONDecodeError as exc:
+            args.parser.error(f"--data is not valid JSON: {exc}")
+    try:
+        wait_for(args.name)
+    except ValueError as exc:
+        args.parser.error(str(exc))
+    signal_id = args.id or uuid.uuid4().hex
+
+    def check(state: RunState) -> Event:
+        return Signal(name=args.name, signal_id=signal_id, payload=payload, by=args.by)
+
+    async def command() -> int:
+        record, state = await _append(args, check)
+        again = " (already delivered: it counts once)" if signal_id in state.signal_ids else ""
+        print(
+            f"recorded: signal {args.name} ({signal_id}) to run {args.run}{again} {_where(record)}"
+        )
         print(CONTINUES)
         return 0
 

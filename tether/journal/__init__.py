@@ -32,12 +32,14 @@ from ._records import Resumed as Resumed
 from ._records import Retried as Retried
 from ._records import RunFinished as RunFinished
 from ._records import RunStarted as RunStarted
+from ._records import Signal as Signal
 from ._records import Suspended as Suspended
 from ._records import ToolFailed as ToolFailed
 from ._records import ToolPin as ToolPin
 from ._records import ToolResult as ToolResult
 from ._records import ToolStarted as ToolStarted
 from ._records import Usage as Usage
+from ._records import Waiting as Waiting
 from ._redact import Redactor as Redactor
 from ._redact import SecretRedactor as SecretRedactor
 from ._runid import check_run_id as check_run_id
@@ -78,6 +80,7 @@ __all__ = [
     "RunStat",
     "Scan",
     "SecretRedactor",
+    "Signal",
     "Store",
     "Suspended",
     "ToolFailed",
@@ -85,6 +88,7 @@ __all__ = [
     "ToolResult",
     "ToolStarted",
     "Usage",
+    "Waiting",
     "check_run_id",
     "repair_file",
     "verify_file",

@@ -161,13 +161,16 @@ class ToolStarted(Event, frozen=True, kw_only=True, tag="tool_started"):
 
 class ToolResult(Event, frozen=True, kw_only=True, tag="tool_result"):
     """A call's result. ``blocks``: ``content`` is a list of content blocks (text, images,
-    documents) the model reads as they are, rather than a value sent as JSON text."""
+    documents) the model reads as they are, rather than a value sent as JSON text.
+    ``signal_id``: the result is the payload of that signal, which it takes (a call that
+    waited for an event)."""
 
     call_id: str
     ok: bool
     content: JSONValue = None
     blob: BlobRef | None = None
     blocks: bool = False
+    signal_id: str = ""
 
 
 class Decision(Event, frozen=True, kw_only=True, tag="decision"):
@@ -275,6 +278,30 @@ class RunFinished(Event, frozen=True, kw_only=True, tag="run_finished"):
     reason: str = ""
 
 
+class Waiting(Event, frozen=True, kw_only=True, tag="waiting"):
+    """A call's attempt ended in a wait: until ``until`` (a sleep), or for a signal named
+    ``event`` (at most until ``until``, when set). When the wait ends, ``result`` (``ok``) is
+    the call's result, unless a signal brought a payload."""
+
+    call_id: str
+    attempt: int
+    until: float | None = None
+    event: str | None = None
+    result: JSONValue = None
+    ok: bool = True
+
+
+class Signal(Event, frozen=True, kw_only=True, tag="signal"):
+    """A named event delivered to the run (``Supervisor.signal``, ``tether signal``), kept
+    until a call that waits for it takes it. ``signal_id`` makes a second delivery count
+    once."""
+
+    name: str
+    signal_id: str
+    payload: JSONValue = None
+    by: str = ""
+
+
 AnyEvent = (
     RunStarted
     | ModelResponse
@@ -290,6 +317,8 @@ AnyEvent = (
     | ToolFailed
     | Parked
     | Retried
+    | Waiting
+    | Signal
 )
 
 EVENT_TYPES: tuple[type[Event], ...] = (
@@ -307,6 +336,8 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     ToolFailed,
     Parked,
     Retried,
+    Waiting,
+    Signal,
 )
 
 ENCODER = msgspec.msgpack.Encoder()

@@ -28,7 +28,15 @@ from .._errors import (
     JournalClosedError,
     LeaseLostError,
 )
-from ..journal._records import AnyEvent, Decision, Event, Resolved, Retried, RunFinished
+from ..journal._records import (
+    AnyEvent,
+    Decision,
+    Event,
+    Resolved,
+    Retried,
+    RunFinished,
+    Signal,
+)
 from ..journal._stamp import stamp_events
 
 if TYPE_CHECKING:
@@ -173,7 +181,7 @@ class PgJournal:
                 self.mark_lost(detail)
                 raise LeaseLostError(self.path, detail)
             self._events.extend(stamped)
-            if any(isinstance(ev, (Decision, Resolved, Retried)) for ev in stamped):
+            if any(isinstance(ev, (Decision, Resolved, Retried, Signal)) for ev in stamped):
                 self.answered = True  # a person's answer: the workers should look at the run
 
     async def fence(self) -> None:

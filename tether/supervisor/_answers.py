@@ -16,6 +16,7 @@ from ..journal._records import (
     Resolved,
     Retried,
     RunFinished,
+    Signal,
 )
 from ._budgets import budget_problem
 from ._state import RunState, RunStatus
@@ -28,8 +29,8 @@ def answer_problem(state: RunState, answer: Event | AnyEvent, now: float) -> str
         return retry_problem(state, answer.budgets, now)
     if state.finished is not None:
         return f"run already finished ({state.finished.status})"
-    if isinstance(answer, RunFinished):
-        return None
+    if isinstance(answer, (RunFinished, Signal)):
+        return None  # a signal delivered twice is recorded twice and counts once
     if isinstance(answer, Decision):
         return _decision_problem(state, answer, now)
     if isinstance(answer, Resolved):

@@ -14,10 +14,11 @@ from typing import Any
 
 import anyio
 
-from ..journal._records import Event, ToolFailed, ToolResult
+from ..journal._records import Event, ToolFailed, ToolResult, Waiting
 from ..tools._content import ContentBlocks
 from ..tools._context import ToolContext
 from ..tools._spec import ToolSpec
+from ..tools._waits import Wait
 from ._backoff import TOOL_RETRY
 from ._state import Call
 
@@ -44,7 +45,7 @@ async def attempt(
         if scope.cancelled_caught:
             error = f"timed out after {spec.timeout:g} s"
             return failed(call, spec, ctx, error, timed_out=True, clock=clock, jitter=jitter)
-        return ok_result(call, content)
+        return ok_result(call, content, ctx.attempt)
     except anyio.get_cancelled_exc_class():
         if cancelled_from_outside():
             raise
@@ -87,8 +88,18 @@ def cancelled_from_outside() -> bool:
     return task is not None and task.cancelling() > 0
 
 
-def ok_result(call: Call, content: Any) -> ToolResult:
-    """A tool's result; content blocks (``ContentBlocks``) are kept as blocks."""
+def ok_result(call: Call, content: Any, attempt: int) -> Event:
+    """How a tool's attempt that returned ``content`` ended: its result (content blocks kept
+    as blocks), or the wait it asked for (``sleep_until``, ``wait_for``)."""
+    if isinstance(content, Wait):
+        return Waiting(
+            call_id=call.id,
+            attempt=attempt,
+            until=content.until,
+            event=content.event,
+            result=content.result,
+            ok=content.ok,
+        )
     if isinstance(content, ContentBlocks):
         return ToolResult(call_id=call.id, ok=True, content=content.blocks, blocks=True)
     return ToolResult(call_id=call.id, ok=True, content=content)

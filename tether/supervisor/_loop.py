@@ -57,6 +57,7 @@ from ._replay import (
     SAFE_TO_REPEAT,
     Escalate,
     Record,
+    Rest,
     RetryAt,
     Run,
     Verify,
@@ -373,6 +374,7 @@ class _Drive:
         records: list[Event] = []
         runs: list[tuple[Call, ToolSpec, Run | Verify]] = []
         later: list[tuple[Call, ToolSpec, RetryAt]] = []
+        taken: set[str] = set()  # signals given to a call in this round: one call each
         for call in list(state.calls.values()):
             if call.done or call.escalated:
                 continue
@@ -382,6 +384,10 @@ class _Drive:
                 continue
             step = next_step(state, call, spec, now)
             if isinstance(step, Record):
+                signal = next((r.signal_id for r in step.records if isinstance(r, ToolResult)), "")
+                if signal and signal in taken:
+                    continue  # another call of the turn takes it; this one looks again
+                taken.add(signal)
                 records.extend(step.records)
             elif isinstance(step, Escalate):
                 records.append(Escalated(call_id=call.id, reason=step.reason))
@@ -392,7 +398,7 @@ class _Drive:
                 assert spec is not None
                 runs.append((call, spec, step))
             else:
-                assert isinstance(step, WaitForPerson)
+                assert isinstance(step, WaitForPerson | Rest)
         if records:
             await self._append(records)
             return  # decide again on what the records changed
@@ -461,7 +467,7 @@ class _Drive:
         if problem:
             await journal.append([error_result(call, problem)])
         elif landed is not None:
-            await journal.append([ok_result(call, landed)])
+            await journal.append([ok_result(call, landed, call.attempts)])
         elif step.then_run:
             await self._run_call(call, spec, call.attempts + 1)
             return

@@ -22,6 +22,9 @@ started, no outcome (its process stopped)       by policy: ``rerun``/``idempoten
 last attempt raised an error in ``retry_on``    ``Run`` again at its ``retry_at``
                                                 (``RetryAt`` until then); no retries left:
                                                 ``Record`` the error
+last attempt ended in a wait (a sleep, an       ``Rest`` until its time or its event; then
+event: ``sleep_until``, ``wait_for``)           ``Record`` its result (the signal's payload,
+                                                or the wait's own result)
 last attempt timed out (outcome unknown)        as a dangling call, but only while retries
                                                 are left; none left: ``Verify`` once (a
                                                 ``verify`` tool), else ``Escalate`` or
@@ -80,6 +83,11 @@ class WaitForPerson:
 
 
 @dataclass(frozen=True)
+class Rest:
+    """The call waits for a time or an event (its run parks until then)."""
+
+
+@dataclass(frozen=True)
 class RetryAt:
     """Run the call again (``attempt``) once the wall clock reaches ``when``."""
 
@@ -87,7 +95,7 @@ class RetryAt:
     attempt: int
 
 
-Step = Run | Verify | Record | Escalate | WaitForPerson | RetryAt
+Step = Run | Verify | Record | Escalate | WaitForPerson | Rest | RetryAt
 
 SAFE_TO_REPEAT = (ReplayPolicy.RERUN, ReplayPolicy.IDEMPOTENCY_KEY)
 """Policies under which running a call again is harmless."""
@@ -115,7 +123,7 @@ def next_step(state: RunState, call: Call, spec: ToolSpec | None, now: float) ->
             return Record((ToolResult(call_id=call.id, ok=False, content=content),))
         if call.attempts == call.attempts_at_resolution:  # "retry": run it once more
             return Run(call.attempts + 1)
-        return _after_attempt(call, spec, now)  # the retried attempt ended (or dangles) too
+        return _after_attempt(state, call, spec, now)  # the retried attempt ended too
     decision = call.decision
     if decision is not None and not decision.approved:
         return Record((_rejected(call, decision.by, decision.note),))
@@ -127,11 +135,23 @@ def next_step(state: RunState, call: Call, spec: ToolSpec | None, now: float) ->
             return _approval_expired(call, spec, deadline)  # the deadline wins over late ones
     if call.attempts == 0:
         return Run(1)
-    return _after_attempt(call, spec, now)
+    return _after_attempt(state, call, spec, now)
 
 
-def _after_attempt(call: Call, spec: ToolSpec, now: float) -> Step:
+def _after_attempt(state: RunState, call: Call, spec: ToolSpec, now: float) -> Step:
     """The call was started at least once: what its latest attempt's ending asks for."""
+    wait = call.wait
+    if wait is not None:
+        if wait.event is not None:
+            signal = state.signal_for(wait.event)
+            if signal is not None:
+                result = ToolResult(
+                    call_id=call.id, ok=True, content=signal.payload, signal_id=signal.signal_id
+                )
+                return Record((result,))
+        if wait.until is not None and now >= wait.until:
+            return Record((ToolResult(call_id=call.id, ok=wait.ok, content=wait.result),))
+        return Rest()
     failed = call.last_attempt_failed
     if failed is None:  # started, no outcome: the process stopped while it ran
         return _unknown_outcome(

@@ -27,10 +27,12 @@ from ..journal._records import (
     Retried,
     RunFinished,
     RunStarted,
+    Signal,
     ToolFailed,
     ToolResult,
     ToolStarted,
     Usage,
+    Waiting,
 )
 
 
@@ -39,11 +41,13 @@ class RunStatus(StrEnum):
 
     ``running`` is the only status that needs a task; every other one is a resting status
     (``sup.wait`` returns on it). ``waiting_for_approval`` and ``needs_attention`` wait for a
-    person; ``done``, ``failed`` and ``cancelled`` are final.
+    person; ``waiting`` for a time or an event (a call that sleeps or waits for a signal);
+    ``done``, ``failed`` and ``cancelled`` are final.
     """
 
     RUNNING = "running"
     WAITING_FOR_APPROVAL = "waiting_for_approval"
+    WAITING = "waiting"
     NEEDS_ATTENTION = "needs_attention"
     DONE = "done"
     FAILED = "failed"
@@ -76,6 +80,7 @@ class Call:
     attempts_at_resolution: int = 0
     failures: int = 0
     last_failure: ToolFailed | None = None
+    waiting: Waiting | None = None
 
     @property
     def done(self) -> bool:
@@ -89,7 +94,18 @@ class Call:
         if self.resolution is not None and self.attempts == self.attempts_at_resolution:
             return False
         failed = self.last_failure
-        return failed is None or failed.attempt != self.attempts
+        if failed is not None and failed.attempt == self.attempts:
+            return False
+        return self.wait is None
+
+    @property
+    def wait(self) -> Waiting | None:
+        """The wait the latest attempt ended in (a sleep, an event), while the call has no
+        result."""
+        waiting = self.waiting
+        if waiting is None or self.done or waiting.attempt != self.attempts:
+            return None
+        return waiting
 
     @property
     def last_attempt_failed(self) -> ToolFailed | None:
@@ -127,6 +143,8 @@ class RunState:
     last_model_failure: ModelFailed | None = None
     retried_budgets: Budgets | None = None
     call_ids: set[str] = field(default_factory=set)
+    signals: dict[str, Signal] = field(default_factory=dict)
+    signal_ids: set[str] = field(default_factory=set)
     applied: int = 0
     last: AnyEvent | None = None
 
@@ -182,7 +200,8 @@ class RunState:
             raise ValueError(f"event seq {event.seq} applied where {self.applied} was expected")
         self.applied += 1
         self.last = event
-        if isinstance(event, (ModelResponse, ToolResult, ToolFailed, Decision, Resolved, Retried)):
+        progress = (ModelResponse, ToolResult, ToolFailed, Waiting, Decision, Resolved, Retried)
+        if isinstance(event, progress):
             self.interruptions = 0  # durable progress, or a person's answer: no crash loop
         if isinstance(event, RunStarted):
             self.run_id = event.run_id
@@ -205,8 +224,16 @@ class RunState:
             self.tool_calls += 1
         elif isinstance(event, ToolResult):
             self._call(event.call_id).result = event
+            if event.signal_id:
+                self.signals.pop(event.signal_id, None)  # taken by this call
             if not self.turn_open:
                 self.messages.append(self._results_message(blobs or {}))
+        elif isinstance(event, Waiting):
+            self._call(event.call_id).waiting = event
+        elif isinstance(event, Signal):
+            if event.signal_id not in self.signal_ids:
+                self.signal_ids.add(event.signal_id)
+                self.signals[event.signal_id] = event
         elif isinstance(event, ToolFailed):
             call = self._call(event.call_id)
             call.failures += 1
@@ -240,6 +267,13 @@ class RunState:
                 self.retried_budgets = event.budgets
         elif isinstance(event, RunFinished):
             self.finished = event
+
+    def signal_for(self, event: str) -> Signal | None:
+        """The oldest signal named ``event`` that no call has taken yet."""
+        for signal in self.signals.values():
+            if signal.name == event:
+                return signal
+        return None
 
     def _count(self, usage: Usage) -> None:
         self.input_tokens += usage.input_tokens

@@ -9,6 +9,7 @@ approval flag and deadline), not by whichever application happens to read it.
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 
 from ..journal._records import ToolPin
@@ -46,12 +47,20 @@ def run_status(state: RunState, now: float) -> Outcome:
         return Outcome(RunStatus.RUNNING)
     escalated: list[Call] = []
     waiting: list[Call] = []
+    resting: list[tuple[Call, str]] = []  # waiting for a time or an event
     wake_at = deadline  # a parked run still fails at its deadline
     for call in state.calls.values():
         if call.done:
             continue
         if call.escalated:
             escalated.append(call)
+            continue
+        rest = world_wait(state, call, now)
+        if rest is not None:
+            what, until = rest
+            resting.append((call, what))
+            if until is not None:
+                wake_at = until if wake_at is None else min(wake_at, until)
             continue
         until = approval_wait(state, call, now)
         if until is None:
@@ -66,13 +75,39 @@ def run_status(state: RunState, now: float) -> Outcome:
         return Outcome(
             RunStatus.NEEDS_ATTENTION, reasons, tuple(c.id for c in escalated + waiting), wake_at
         )
-    names = ", ".join(f"{c.name} ({c.id})" for c in waiting)
-    return Outcome(
-        RunStatus.WAITING_FOR_APPROVAL,
-        f"approval needed for {names}",
-        tuple(c.id for c in waiting),
-        wake_at,
-    )
+    if waiting:
+        names = ", ".join(f"{c.name} ({c.id})" for c in waiting)
+        return Outcome(
+            RunStatus.WAITING_FOR_APPROVAL,
+            f"approval needed for {names}",
+            tuple(c.id for c in waiting),
+            wake_at,
+        )
+    reasons = "; ".join(f"{c.name} ({c.id}) {what}" for c, what in resting)
+    return Outcome(RunStatus.WAITING, reasons, (), wake_at)
+
+
+def world_wait(state: RunState, call: Call, now: float) -> tuple[str, float | None] | None:
+    """What ``call`` waits for in the world and until when (``"sleeping until ..."``,
+    ``"waiting for event X"``), or ``None`` if it does not wait for it (or no longer: its time
+    came, or a signal for it is there, and the runtime records its result)."""
+    wait = call.wait
+    if wait is None:
+        return None
+    if wait.until is not None and now >= wait.until:
+        return None
+    if wait.event is None:
+        return f"sleeping until {_when(wait.until)}", wait.until
+    if state.signal_for(wait.event) is not None:
+        return None
+    timeout = "" if wait.until is None else f" (until {_when(wait.until)})"
+    return f"waiting for event {wait.event}{timeout}", wait.until
+
+
+def _when(at: float | None) -> str:
+    if at is None:
+        return "forever"
+    return dt.datetime.fromtimestamp(at, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def approval_wait(state: RunState, call: Call, now: float) -> float | None:

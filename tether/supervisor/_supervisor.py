@@ -12,6 +12,7 @@ import logging
 import random
 import resource
 import time
+import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
@@ -35,10 +36,12 @@ from ..journal._records import (
     Retried,
     RunFinished,
     RunStarted,
+    Signal,
 )
 from ..journal._store import RunJournal, Store
 from ..models._base import Model, SystemPrompt
 from ..tools._registry import ToolRegistry
+from ..tools._waits import wait_for
 from ._answers import answer_problem
 from ._backoff import STORE_RETRY_CAP, Backoff
 from ._entry import Entry as _Entry
@@ -375,6 +378,35 @@ class Supervisor:
         """
         await self._record(run_id, Retried(by=by, note=note, budgets=budgets))
 
+    async def signal(
+        self,
+        run_id: str,
+        name: str,
+        payload: Any = None,
+        *,
+        signal_id: str | None = None,
+        by: str = "",
+    ) -> None:
+        """Deliver the event ``name`` to the run, with ``payload`` (JSON-able).
+
+        A call waiting for ``name`` (``tether.wait_for``) gets ``payload`` as its result. A
+        signal that arrives before anything waits for it is kept until a call asks; one whose
+        ``signal_id`` the run already has counts once. Give the sender's own id (a webhook's
+        delivery id) as ``signal_id`` so that a delivery retried by the sender is not counted
+        twice; by default each call makes a new one.
+
+        Raises:
+            RunNotFoundError: no such run.
+            RunStateError: the run already finished.
+            ValueError: ``name`` is not an event name.
+
+        While another process advances the run, the signal waits in the run's inbox and that
+        process records it at its next pause.
+        """
+        wait_for(name)  # checks the name
+        record = Signal(name=name, signal_id=signal_id or uuid.uuid4().hex, payload=payload, by=by)
+        await self._record(run_id, record)
+
     async def cancel(self, run_id: str, *, reason: str = "cancelled") -> None:
         """Stop a run for good: its task (if any) is cancelled and ``cancelled`` recorded.
 
@@ -514,7 +546,7 @@ class Supervisor:
             raise RunNotFoundError(run_id)
         return self._entry(run_id)
 
-    async def _record(self, run_id: str, record: Decision | Resolved | Retried) -> None:
+    async def _record(self, run_id: str, record: Decision | Resolved | Retried | Signal) -> None:
         entry = await self._known(run_id)
         if await self._append_answer(run_id, entry, record):
             self._set(run_id, Outcome(RunStatus.RUNNING))

@@ -13,6 +13,10 @@ from ._policy import ApprovalTimeout as ApprovalTimeout
 from ._policy import ReplayPolicy as ReplayPolicy
 from ._registry import ToolRegistry as ToolRegistry
 from ._spec import ToolSpec as ToolSpec
+from ._waits import Wait as Wait
+from ._waits import sleep_for as sleep_for
+from ._waits import sleep_until as sleep_until
+from ._waits import wait_for as wait_for
 
 __all__ = [
     "ApprovalTimeout",
@@ -21,4 +25,8 @@ __all__ = [
     "ToolContext",
     "ToolRegistry",
     "ToolSpec",
+    "Wait",
+    "sleep_for",
+    "sleep_until",
+    "wait_for",
 ]

@@ -10,6 +10,7 @@ from .._errors import ToolDefinitionError, UnknownToolError
 from ..journal._records import ToolPin
 from ._policy import ApprovalTimeout, ApprovalTimeoutName, PolicyName, ReplayPolicy
 from ._spec import ToolFunction, ToolSpec, build_spec
+from ._waits import Wait, sleep_for
 
 _F = TypeVar("_F", bound=ToolFunction)
 
@@ -220,6 +221,33 @@ class ToolRegistry:
         known = {**known, spec.version: spec}
         self._tools[spec.name] = dict(sorted(known.items(), key=lambda item: _version_key(item[0])))
         return spec
+
+    def add_sleep_tool(self, *, max_seconds: float, name: str = "sleep") -> ToolSpec:
+        """Register a tool the model may call to wait a while (at most ``max_seconds``).
+
+        The call parks the run (``tether.sleep_for``): no task, lock or descriptor while it
+        sleeps, and whichever worker serves the store then continues it. A longer wait than
+        ``max_seconds`` is an error result the model reads.
+
+        Raises:
+            ToolDefinitionError: ``max_seconds`` is not a positive number, or ``name`` is taken.
+        """
+        if not (isinstance(max_seconds, int | float) and max_seconds > 0):
+            raise ToolDefinitionError(name, f"max_seconds must be positive, got {max_seconds!r}")
+        limit = float(max_seconds)
+
+        async def sleep(seconds: float, reason: str = "") -> Wait:
+            if not 0 <= seconds <= limit:
+                raise ValueError(f"seconds must be between 0 and {limit:g}, got {seconds:g}")
+            return sleep_for(
+                seconds, result=f"slept {seconds:g} s" + (f" ({reason})" * bool(reason))
+            )
+
+        sleep.__doc__ = (
+            f"Wait a while before going on (at most {limit:g} seconds), e.g. to check "
+            "something again later; say why in reason."
+        )
+        return self.register(sleep, name=name, policy=ReplayPolicy.RERUN)
 
     def get(self, name: str, version: str | None = None) -> ToolSpec:
         """The spec of ``name`` at ``version``, or at its latest version when ``None``.

@@ -19,6 +19,7 @@ from ._content import ContentBlocks
 from ._context import ToolContext
 from ._policy import ApprovalTimeout, ApprovalTimeoutName, PolicyName, ReplayPolicy
 from ._signature import args_type, input_schema, read_signature, type_name
+from ._waits import Wait
 
 ToolFunction = Callable[..., Awaitable[Any]]
 """An ``async def`` function registered as a tool, or as a tool's ``verify`` function."""
@@ -196,6 +197,11 @@ class ToolSpec:
     def _to_json(self, value: object, what: str) -> Any:
         if isinstance(value, ContentBlocks):
             return ContentBlocks(value.checked(self.name))  # checked, as plain JSON blocks
+        if isinstance(value, Wait):
+            try:
+                return value.plain()
+            except TypeError as exc:
+                raise ToolError(self.name, str(exc)) from exc
         try:
             return msgspec.json.decode(msgspec.json.encode(value))
         except (TypeError, ValueError, OverflowError) as exc:
