@@ -54,6 +54,7 @@ from .tools import ToolSpec as ToolSpec
 from .tools import Wait as Wait
 from .tools import sleep_for as sleep_for
 from .tools import sleep_until as sleep_until
+from .tools import start_child as start_child
 from .tools import wait_for as wait_for
 
 __all__ = [
@@ -103,5 +104,6 @@ __all__ = [
     "__version__",
     "sleep_for",
     "sleep_until",
+    "start_child",
     "wait_for",
 ]

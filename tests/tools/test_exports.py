@@ -19,6 +19,7 @@ def test_all_lists_exactly_the_public_names() -> None:
         "Wait",
         "sleep_for",
         "sleep_until",
+        "start_child",
         "wait_for",
     ]
 

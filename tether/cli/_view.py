@@ -13,6 +13,7 @@ the run's manifest pinned.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import errno
 import fcntl
 import os
@@ -42,6 +43,7 @@ from .._errors import (
 from .._store_url import is_postgres, store_for
 from ..journal._records import (
     AnyEvent,
+    ChildEnded,
     Decision,
     Escalated,
     ModelFailed,
@@ -52,11 +54,13 @@ from ..journal._records import (
     Retried,
     RunFinished,
     RunStarted,
+    Signal,
     Suspended,
     ToolFailed,
     ToolResult,
     ToolStarted,
 )
+from ..journal._records import Waiting as WaitRecord
 from ..journal._store import FileStore, Store
 from ..postgres import PostgresStore
 from ..postgres._schema import check_schema_name
@@ -111,6 +115,7 @@ class RunSummary:
     final_text: str | None = None
     held_by: int | str | None = None
     readable: bool = True
+    parent: str | None = None
     state: RunState | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -134,6 +139,8 @@ class RunSummary:
             parts.append("no process holds it: continues when a supervisor picks it up")
         if self.reason and not self.waiting and self.status != RunStatus.DONE:
             parts.append(self.reason)
+        if self.parent is not None:
+            parts.append(f"child of {self.parent}")
         return "; ".join(parts)
 
     def as_dict(self, now: float) -> dict[str, Any]:
@@ -156,6 +163,7 @@ class RunSummary:
             "events": self.events,
             "held_by": self.held_by,
             "readable": self.readable,
+            "parent": self.parent,
             "final_text": self.final_text,
         }
 
@@ -215,6 +223,7 @@ def summarize(run_id: str, events: list[AnyEvent], held_by: int | str | None = N
         waiting=waiting if status is not RunStatus.RUNNING else (),
         final_text=state.final_text,
         held_by=held_by,
+        parent=state.started.parent,
         state=state,
     )
 
@@ -311,6 +320,11 @@ def as_json(value: Any) -> str:
         return msgspec.json.encode(value).decode()
     except (TypeError, msgspec.EncodeError):
         return repr(value)
+
+
+def format_time(at: float) -> str:
+    """A wall-clock time as ``2026-12-04 09:00:00 UTC``."""
+    return dt.datetime.fromtimestamp(at, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def format_age(seconds: float | None) -> str:
@@ -420,6 +434,22 @@ def describe(event: AnyEvent, names: dict[str, str], limit: int = 100) -> str:
         return shorten(text, limit)
     if isinstance(event, Parked):
         return shorten(f"needs_attention ({event.cause}): {event.reason}", limit)
+    if isinstance(event, WaitRecord):
+        if event.child is not None:
+            what = f"waits for child run {event.child.get('run_id')}"
+        elif event.event is not None:
+            what = f"waits for event {event.event}"
+        else:
+            what = "sleeps"
+        if event.until is not None:
+            what += f" until {format_time(event.until)}"
+        return shorten(f"{tool(event.call_id)} {what}", limit)
+    if isinstance(event, Signal):
+        by = f" from {event.by}" if event.by else ""
+        return shorten(f"{event.name} ({event.signal_id}){by}: {as_json(event.payload)}", limit)
+    if isinstance(event, ChildEnded):
+        text = event.final_text if event.final_text is not None else event.reason
+        return shorten(f"child run {event.child} ended {event.status}: {text}", limit)
     if isinstance(event, Retried):
         text = "retried" + (f" by {event.by}" if event.by else "")
         if event.budgets is not None:

@@ -20,6 +20,7 @@ from ._records import SCHEMA_VERSION as SCHEMA_VERSION
 from ._records import AnyEvent as AnyEvent
 from ._records import BlobRef as BlobRef
 from ._records import Budgets as Budgets
+from ._records import ChildEnded as ChildEnded
 from ._records import Decision as Decision
 from ._records import Escalated as Escalated
 from ._records import Event as Event
@@ -57,6 +58,7 @@ __all__ = [
     "BlobRef",
     "BlobStore",
     "Budgets",
+    "ChildEnded",
     "Damage",
     "Decision",
     "Escalated",

@@ -133,10 +133,15 @@ class BlobRef(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class RunStarted(Event, frozen=True, kw_only=True, tag="run_started"):
+    """A run begins: what it pins, what it is asked, its limits. A child run (started by a
+    tool of another run) names its ``parent`` run and the ``parent_call`` that waits for it."""
+
     run_id: str
     manifest: Manifest
     messages: list[dict[str, JSONValue]]
     budgets: Budgets = msgspec.field(default_factory=Budgets)
+    parent: str | None = None
+    parent_call: str | None = None
 
 
 class ModelResponse(Event, frozen=True, kw_only=True, tag="model_response"):
@@ -279,9 +284,11 @@ class RunFinished(Event, frozen=True, kw_only=True, tag="run_finished"):
 
 
 class Waiting(Event, frozen=True, kw_only=True, tag="waiting"):
-    """A call's attempt ended in a wait: until ``until`` (a sleep), or for a signal named
-    ``event`` (at most until ``until``, when set). When the wait ends, ``result`` (``ok``) is
-    the call's result, unless a signal brought a payload."""
+    """A call's attempt ended in a wait: until ``until`` (a sleep), for a signal named
+    ``event`` (at most until ``until``, when set), or for the child run ``child`` to end (its
+    ``run_id``, ``messages``, ``system`` and ``budgets``: what starts it, exactly once). When
+    the wait ends, ``result`` (``ok``) is the call's result, unless a signal brought a payload
+    or the child its answer."""
 
     call_id: str
     attempt: int
@@ -289,6 +296,21 @@ class Waiting(Event, frozen=True, kw_only=True, tag="waiting"):
     event: str | None = None
     result: JSONValue = None
     ok: bool = True
+    child: dict[str, JSONValue] | None = None
+
+
+class ChildEnded(Event, frozen=True, kw_only=True, tag="child_ended"):
+    """The child run a call waited for ended: its status, final answer or reason, and what it
+    spent (counted into this run's budgets)."""
+
+    call_id: str
+    child: str
+    status: str
+    final_text: str | None = None
+    reason: str = ""
+    usage: Usage = msgspec.field(default_factory=Usage)
+    model_calls: int = 0
+    tool_calls: int = 0
 
 
 class Signal(Event, frozen=True, kw_only=True, tag="signal"):
@@ -319,6 +341,7 @@ AnyEvent = (
     | Retried
     | Waiting
     | Signal
+    | ChildEnded
 )
 
 EVENT_TYPES: tuple[type[Event], ...] = (
@@ -338,6 +361,7 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     Retried,
     Waiting,
     Signal,
+    ChildEnded,
 )
 
 ENCODER = msgspec.msgpack.Encoder()

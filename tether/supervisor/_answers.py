@@ -11,6 +11,7 @@ from __future__ import annotations
 from ..journal._records import (
     AnyEvent,
     Budgets,
+    ChildEnded,
     Decision,
     Event,
     Resolved,
@@ -31,6 +32,14 @@ def answer_problem(state: RunState, answer: Event | AnyEvent, now: float) -> str
         return f"run already finished ({state.finished.status})"
     if isinstance(answer, (RunFinished, Signal)):
         return None  # a signal delivered twice is recorded twice and counts once
+    if isinstance(answer, ChildEnded):
+        call = state.calls.get(answer.call_id)
+        wait = None if call is None else call.wait
+        if wait is None or wait.child is None or wait.child.get("run_id") != answer.child:
+            return f"no call waits for child run {answer.child!r}"
+        if answer.child in state.children:
+            return f"the end of child run {answer.child!r} is recorded already"
+        return None
     if isinstance(answer, Decision):
         return _decision_problem(state, answer, now)
     if isinstance(answer, Resolved):

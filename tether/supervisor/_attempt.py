@@ -8,12 +8,14 @@ runs in it. Only the run's own cancellation propagates.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import math
 from collections.abc import Callable
 from typing import Any
 
 import anyio
 
+from ..journal._format import MAX_RUN_ID_LEN as MAX_RUN_ID
 from ..journal._records import Event, ToolFailed, ToolResult, Waiting
 from ..tools._content import ContentBlocks
 from ..tools._context import ToolContext
@@ -45,7 +47,7 @@ async def attempt(
         if scope.cancelled_caught:
             error = f"timed out after {spec.timeout:g} s"
             return failed(call, spec, ctx, error, timed_out=True, clock=clock, jitter=jitter)
-        return ok_result(call, content, ctx.attempt)
+        return ok_result(call, content, ctx.attempt, ctx.run_id)
     except anyio.get_cancelled_exc_class():
         if cancelled_from_outside():
             raise
@@ -88,10 +90,14 @@ def cancelled_from_outside() -> bool:
     return task is not None and task.cancelling() > 0
 
 
-def ok_result(call: Call, content: Any, attempt: int) -> Event:
+def ok_result(call: Call, content: Any, attempt: int, run_id: str) -> Event:
     """How a tool's attempt that returned ``content`` ended: its result (content blocks kept
-    as blocks), or the wait it asked for (``sleep_until``, ``wait_for``)."""
+    as blocks), or the wait it asked for (``sleep_until``, ``wait_for``, ``start_child``: the
+    child's run id is made here, from the run's and the call's)."""
     if isinstance(content, Wait):
+        child = content.child
+        if child is not None:
+            child = {**child, "run_id": child_run_id(run_id, call.id)}
         return Waiting(
             call_id=call.id,
             attempt=attempt,
@@ -99,10 +105,21 @@ def ok_result(call: Call, content: Any, attempt: int) -> Event:
             event=content.event,
             result=content.result,
             ok=content.ok,
+            child=child,
         )
     if isinstance(content, ContentBlocks):
         return ToolResult(call_id=call.id, ok=True, content=content.blocks, blocks=True)
     return ToolResult(call_id=call.id, ok=True, content=content)
+
+
+def child_run_id(parent: str, call_id: str) -> str:
+    """The run id of the child run call ``call_id`` of run ``parent`` starts: the same in every
+    process, so a crash never starts it twice (``PARENT.CALL``, hashed when too long)."""
+    run_id = f"{parent}.{call_id}"
+    if len(run_id) <= MAX_RUN_ID:
+        return run_id
+    digest = hashlib.sha256(f"{parent}:{call_id}".encode()).hexdigest()[:32]
+    return f"{parent[: MAX_RUN_ID - 33]}.{digest}"
 
 
 def error_result(call: Call, message: str) -> ToolResult:

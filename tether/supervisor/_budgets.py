@@ -32,13 +32,16 @@ def budget_problem(
     if b.deadline_s is not None and now > started.at + b.deadline_s:
         return f"deadline of {b.deadline_s:g} s passed"
     if for_model:
-        if b.max_model_calls is not None and state.model_calls >= b.max_model_calls:
-            return f"model call budget exhausted: {state.model_calls} of {b.max_model_calls}"
+        calls = state.model_calls + state.child_model_calls  # its children's count too
+        if b.max_model_calls is not None and calls >= b.max_model_calls:
+            return f"model call budget exhausted: {calls} of {b.max_model_calls}"
         if b.max_tokens is not None and state.tokens >= b.max_tokens:
             return f"token budget exhausted: {state.tokens} of {b.max_tokens}"
-    elif b.max_tool_calls is not None and state.tool_calls + starting > b.max_tool_calls:
-        return (
-            f"tool call budget exhausted: {state.tool_calls} made, {starting} more needed, "
-            f"limit {b.max_tool_calls}"
-        )
+    elif b.max_tool_calls is not None:
+        made = state.tool_calls + state.child_tool_calls
+        if made + starting > b.max_tool_calls:
+            return (
+                f"tool call budget exhausted: {made} made, {starting} more needed, "
+                f"limit {b.max_tool_calls}"
+            )
     return None

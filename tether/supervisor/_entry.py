@@ -53,6 +53,7 @@ class Entry:
     pending: tuple[str, ...] = ()
     scope: anyio.CancelScope | None = None
     driving: bool = False
+    parent: tuple[str, str] | None = None  # (run, call) of the run that waits for this one
     remote: bool = False
     seen: tuple[int, int] | None = None
     _changed: anyio.Event | None = None

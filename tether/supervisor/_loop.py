@@ -27,7 +27,7 @@ from typing import Any
 
 import anyio
 
-from .._errors import ModelError, ModelResponseError, ToolArgumentsError
+from .._errors import ModelError, ModelResponseError, RunNotFoundError, ToolArgumentsError
 from .._failpoints import failpoint
 from ..journal._records import (
     Escalated,
@@ -41,6 +41,7 @@ from ..journal._records import (
     ToolResult,
     ToolStarted,
     Usage,
+    Waiting,
 )
 from ..journal._store import RunJournal
 from ..models._base import text_sink
@@ -51,6 +52,7 @@ from ._attempt import attempt as run_attempt
 from ._attempt import cancelled_from_outside, error_result, ok_result
 from ._backoff import MODEL_RETRY, sleep_unless
 from ._budgets import budget_problem
+from ._children import child_ended
 from ._manifest import build_manifest as build_manifest
 from ._manifest import manifest_problem as manifest_problem
 from ._replay import (
@@ -164,6 +166,8 @@ class _Drive:
             outcome = run_status(state, rt.clock())
             if outcome.status is not RunStatus.RUNNING and await self._fold_inbox():
                 continue  # answers queued while this process held the journal: act on them
+            if outcome.status is RunStatus.WAITING and await self._look_at_children():
+                continue  # a child run it waits for has ended
             if outcome.status is not RunStatus.RUNNING:
                 deadline = run_deadline(state)
                 if not outcome.status.final and deadline is not None and rt.clock() >= deadline:
@@ -449,6 +453,8 @@ class _Drive:
         failpoint("tool_returned")
         await journal.append([outcome])
         failpoint("result_saved")
+        if isinstance(outcome, Waiting) and outcome.child is not None:
+            await self.rt.start_child(self.state, outcome)  # once the wait for it is durable
 
     async def _verify_call(self, call: Call, spec: ToolSpec, step: Verify) -> None:
         journal = self.journal
@@ -467,7 +473,7 @@ class _Drive:
         if problem:
             await journal.append([error_result(call, problem)])
         elif landed is not None:
-            await journal.append([ok_result(call, landed, call.attempts)])
+            await journal.append([ok_result(call, landed, call.attempts, journal.run_id)])
         elif step.then_run:
             await self._run_call(call, spec, call.attempts + 1)
             return
@@ -500,6 +506,33 @@ class _Drive:
                 log.warning("run %s: ignored a queued answer: %s", run_id, problem)
         failpoint("inbox_folded")  # a crash here leaves them in both: the check above copes
         await mailbox.clear_inbox(run_id, len(answers))
+        return recorded
+
+    async def _look_at_children(self) -> bool:
+        """For each call waiting for a child run: record its end if it has ended, or start it
+        if it does not exist (its creator stopped between journaling the wait and creating it).
+
+        A child's own supervisor records the end in this run as soon as the child ends; this
+        look covers a process that died in between. Returns whether an end was recorded.
+        """
+        state, rt = self.state, self.rt
+        recorded = False
+        for call in list(state.calls.values()):
+            wait = call.wait
+            if wait is None or wait.child is None:
+                continue
+            child = str(wait.child["run_id"])
+            if child in state.children:
+                continue
+            try:
+                events = await rt.read_run(child)
+            except RunNotFoundError:
+                await rt.start_child(state, wait)
+                continue
+            ended = child_ended(call.id, fold(events))
+            if ended is not None:
+                await self._append([ended])
+                recorded = True
         return recorded
 
     async def _pause_until(self, when: float) -> None:

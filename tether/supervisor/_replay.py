@@ -142,6 +142,17 @@ def _after_attempt(state: RunState, call: Call, spec: ToolSpec, now: float) -> S
     """The call was started at least once: what its latest attempt's ending asks for."""
     wait = call.wait
     if wait is not None:
+        if wait.child is not None:
+            ended = state.children.get(str(wait.child.get("run_id")))
+            if ended is None:
+                return Rest()
+            if ended.status == "done":
+                content = ended.final_text if ended.final_text is not None else "(no answer)"
+                return Record((ToolResult(call_id=call.id, ok=True, content=content),))
+            text = f"child run {ended.child} ended {ended.status}" + (
+                f": {ended.reason}" if ended.reason else ""
+            )
+            return Record((ToolResult(call_id=call.id, ok=False, content=text),))
         if wait.event is not None:
             signal = state.signal_for(wait.event)
             if signal is not None:

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 import anyio
 
 from .._errors import UnknownToolError
-from ..journal._records import AnyEvent, Manifest
+from ..journal._records import AnyEvent, Manifest, Waiting
 from ..models._base import Model
 from ..tools._registry import ToolRegistry
 from ..tools._spec import ToolSpec
@@ -33,6 +33,14 @@ class Mailbox(Protocol):
     async def take_inbox(self, run_id: str) -> list[AnyEvent]: ...
 
     async def clear_inbox(self, run_id: str, count: int) -> None: ...
+
+
+async def _no_children(state: RunState, waiting: Waiting) -> None:
+    raise RuntimeError("this runtime cannot start child runs (it has no supervisor)")
+
+
+async def _no_runs(run_id: str) -> list[AnyEvent]:
+    raise RuntimeError("this runtime cannot read other runs (it has no supervisor)")
 
 
 @dataclass
@@ -52,6 +60,8 @@ class Runtime:
     host: str = field(default_factory=socket.gethostname)
     mailbox: Mailbox | None = None
     stopping: anyio.Event = field(default_factory=anyio.Event)
+    start_child: Callable[[RunState, Waiting], Awaitable[None]] = _no_children
+    read_run: Callable[[str], Awaitable[list[AnyEvent]]] = _no_runs
     on_text: Callable[[str, str], None] | None = None
     gate: StepGate = field(default_factory=StepGate)
     definitions: dict[tuple[tuple[str, str, str], ...], list[dict[str, Any]]] = field(

@@ -16,6 +16,7 @@ import msgspec
 from ..journal._records import (
     AnyEvent,
     Budgets,
+    ChildEnded,
     Decision,
     Escalated,
     Manifest,
@@ -145,6 +146,9 @@ class RunState:
     call_ids: set[str] = field(default_factory=set)
     signals: dict[str, Signal] = field(default_factory=dict)
     signal_ids: set[str] = field(default_factory=set)
+    children: dict[str, ChildEnded] = field(default_factory=dict)
+    child_model_calls: int = 0
+    child_tool_calls: int = 0
     applied: int = 0
     last: AnyEvent | None = None
 
@@ -230,6 +234,12 @@ class RunState:
                 self.messages.append(self._results_message(blobs or {}))
         elif isinstance(event, Waiting):
             self._call(event.call_id).waiting = event
+        elif isinstance(event, ChildEnded):
+            if event.child not in self.children:  # an end recorded twice counts once
+                self.children[event.child] = event
+                self.child_model_calls += event.model_calls
+                self.child_tool_calls += event.tool_calls
+                self._count(event.usage)
         elif isinstance(event, Signal):
             if event.signal_id not in self.signal_ids:
                 self.signal_ids.add(event.signal_id)

@@ -94,6 +94,9 @@ def world_wait(state: RunState, call: Call, now: float) -> tuple[str, float | No
     wait = call.wait
     if wait is None:
         return None
+    if wait.child is not None:
+        child = str(wait.child.get("run_id"))
+        return (None if child in state.children else (f"waiting for child run {child}", None))
     if wait.until is not None and now >= wait.until:
         return None
     if wait.event is None:

@@ -8,6 +8,7 @@ under the journal's lock, after which a child picks the run up again.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import resource
@@ -24,12 +25,14 @@ from anyio.streams.memory import MemoryObjectSendStream
 
 from .._errors import (
     JournalLockedError,
+    RunExistsError,
     RunNotFoundError,
     RunStateError,
     TetherError,
 )
 from ..journal._records import (
     Budgets,
+    ChildEnded,
     Decision,
     Event,
     Resolved,
@@ -37,6 +40,7 @@ from ..journal._records import (
     RunFinished,
     RunStarted,
     Signal,
+    Waiting,
 )
 from ..journal._store import RunJournal, Store
 from ..models._base import Model, SystemPrompt
@@ -44,6 +48,7 @@ from ..tools._registry import ToolRegistry
 from ..tools._waits import wait_for
 from ._answers import answer_problem
 from ._backoff import STORE_RETRY_CAP, Backoff
+from ._children import child_budgets, child_ended
 from ._entry import Entry as _Entry
 from ._entry import RunView as RunView
 from ._entry import StatusChange as StatusChange
@@ -51,7 +56,7 @@ from ._failures import explain
 from ._manifest import build_manifest
 from ._restart import OWNED_ELSEWHERE, drive_until_rest
 from ._runtime import Runtime
-from ._state import RunStatus, fold
+from ._state import RunState, RunStatus, fold
 from ._status import Outcome, run_status
 from ._sweep import start_line, what_to_do
 from ._timers import Timers
@@ -148,7 +153,9 @@ class Supervisor:
             jitter=jitter,
             mailbox=store,
             on_text=on_text,
+            read_run=store.read,
         )
+        self._rt.start_child = self._start_child
         self._sleep = sleep
         self._jitter = jitter
         self._app_version = app_version
@@ -420,6 +427,12 @@ class Supervisor:
         record = RunFinished(status=RunStatus.CANCELLED.value, reason=reason)
         if await self._append_answer(run_id, entry, record):
             self._set(run_id, Outcome(RunStatus.CANCELLED, reason))
+        # Its children go with it (a child still running is cancelled as well).
+        for call in fold(await self._store.read(run_id)).calls.values():
+            wait = call.wait
+            if wait is not None and wait.child is not None:
+                with contextlib.suppress(RunStateError, RunNotFoundError):
+                    await self.cancel(str(wait.child["run_id"]), reason=f"its parent: {reason}")
 
     async def inspect(self, run_id: str) -> RunView:
         """The run as its journal tells it, with the status this supervisor knows.
@@ -467,6 +480,45 @@ class Supervisor:
             send.close()
 
     # ------------------------------------------------------------------ internals
+
+    async def _start_child(self, parent: RunState, waiting: Waiting) -> None:
+        """Create the child run ``waiting`` asks for (once: a run that exists is left as it is)
+        and start it; its budgets are what it asked for within what the parent has left."""
+        spec = waiting.child
+        assert spec is not None
+        child_id = str(spec["run_id"])
+        system = spec.get("system")
+        started = RunStarted(
+            run_id=child_id,
+            manifest=build_manifest(
+                self._rt,
+                system=system if isinstance(system, str | list) else None,
+                app_version=self._app_version,
+            ),
+            messages=list(spec["messages"]),
+            budgets=child_budgets(parent, spec.get("budgets")),
+            parent=parent.run_id,
+            parent_call=waiting.call_id,
+        )
+        try:
+            journal = await self._store.create(child_id, [started])
+        except RunExistsError:
+            return  # created before: it runs here or elsewhere, or ended already
+        self._entry(child_id).parent = (parent.run_id, waiting.call_id)
+        self._set(child_id, Outcome(RunStatus.RUNNING))
+        self._spawn(child_id, journal, fresh=True)
+
+    async def _tell_parent(self, child_id: str, parent: tuple[str, str]) -> None:
+        """Record in the parent that its child ended (best effort: the parent also looks)."""
+        parent_id, call_id = parent
+        try:
+            ended = child_ended(call_id, fold(await self._store.read(child_id)))
+            if ended is not None:
+                await self._record(parent_id, ended)
+        except (RunStateError, RunNotFoundError) as exc:  # recorded already, or it went on
+            log.debug("run %s ended; its parent %s did not take it: %s", child_id, parent_id, exc)
+        except Exception as exc:  # the parent finds out by itself at its next drive
+            log.warning("run %s ended; telling its parent %s failed: %s", child_id, parent_id, exc)
 
     async def _check_model(self) -> None:
         """Say once, loudly, when the model cannot work at all (no credentials)."""
@@ -546,7 +598,9 @@ class Supervisor:
             raise RunNotFoundError(run_id)
         return self._entry(run_id)
 
-    async def _record(self, run_id: str, record: Decision | Resolved | Retried | Signal) -> None:
+    async def _record(
+        self, run_id: str, record: Decision | Resolved | Retried | Signal | ChildEnded
+    ) -> None:
         entry = await self._known(run_id)
         if await self._append_answer(run_id, entry, record):
             self._set(run_id, Outcome(RunStatus.RUNNING))
@@ -608,6 +662,8 @@ class Supervisor:
                         self._set(run_id, outcome)
                         if outcome.wake_at is not None:
                             self._timers.at(outcome.wake_at, run_id)
+                        if outcome.status.final and entry.parent is not None:
+                            await self._tell_parent(run_id, entry.parent)
                 finally:
                     entry.scope = None
                     entry.release_idle_lock()
@@ -673,7 +729,8 @@ class Supervisor:
         Returns how many runs it found in each status (``"resumed"`` for those it started).
         """
         counts: Counter[str] = Counter()
-        stats = list((await self._store.run_stats()).items())
+        listed = await self._store.run_stats()
+        stats = list(listed.items())
         # Workers sweeping one store at the same moment then start on different runs, instead
         # of all racing for the same ones in the same order.
         random.shuffle(stats)
@@ -702,7 +759,13 @@ class Supervisor:
                 self._entry(run_id).seen = stat
                 continue
             self._entry(run_id).seen = stat
-            found = what_to_do(state, self._rt, inbox=run_stat.inbox)
+            started = state.started
+            if started is not None and started.parent and started.parent_call:
+                parent = (started.parent, started.parent_call)
+                self._entry(run_id).parent = parent
+                if state.finished is not None:  # its parent may not know yet (a crash between)
+                    await self._tell_parent(run_id, parent)
+            found = what_to_do(state, self._rt, inbox=run_stat.inbox, listed=listed)
             if found is None:
                 continue
             outcome = found.outcome

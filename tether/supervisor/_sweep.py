@@ -9,6 +9,7 @@ let it take its next step alone), or to note where it rests.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Container
 from dataclasses import dataclass
 
 from ..journal._store import Store
@@ -35,12 +36,24 @@ class Found:
     resumes: bool = False
 
 
-def what_to_do(state: RunState, rt: Runtime, *, inbox: bool) -> Found | None:
+def what_to_do(
+    state: RunState, rt: Runtime, *, inbox: bool, listed: Container[str] = ()
+) -> Found | None:
     """The sweep's decision for a run whose journal folded to ``state`` (``None``: ignore it,
-    it has no ``run_started`` yet); ``inbox``: answers wait in its inbox."""
+    it has no ``run_started`` yet); ``inbox``: answers wait in its inbox; ``listed``: the runs
+    the sweep found (a run waiting for a child the sweep did not find is started, to create
+    the child, or to take its end)."""
     if state.started is None:
         return None
     outcome = run_status(state, rt.clock())
+    if outcome.status is RunStatus.WAITING and any(
+        c.wait is not None
+        and c.wait.child is not None
+        and str(c.wait.child["run_id"]) not in listed
+        and str(c.wait.child["run_id"]) not in state.children
+        for c in state.calls.values()
+    ):
+        return Found(Outcome(RunStatus.RUNNING), spawn=True)
     if outcome.status is RunStatus.RUNNING:
         problem = manifest_problem(rt, state.manifest)
         if problem is not None:

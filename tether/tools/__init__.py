@@ -16,6 +16,7 @@ from ._spec import ToolSpec as ToolSpec
 from ._waits import Wait as Wait
 from ._waits import sleep_for as sleep_for
 from ._waits import sleep_until as sleep_until
+from ._waits import start_child as start_child
 from ._waits import wait_for as wait_for
 
 __all__ = [
@@ -28,5 +29,6 @@ __all__ = [
     "Wait",
     "sleep_for",
     "sleep_until",
+    "start_child",
     "wait_for",
 ]

@@ -1,11 +1,12 @@
-"""What a tool returns to make its call wait: until a time, or for a named event.
+"""What a tool returns to make its call wait: until a time, for a named event, or for a child run.
 
-A tool that returns ``tether.sleep_until(...)``, ``tether.sleep_for(...)`` or
-``tether.wait_for(...)`` ends its attempt with a ``waiting`` record instead of a result. The
-run then parks (status ``waiting``) with no task, lock or descriptor, and the call gets its
-result when the time comes (the ``result`` given here) or when the event is signalled (the
-signal's payload), whichever process is serving the store then. The wait is journaled before
-anything else happens, so it survives every crash.
+A tool that returns ``tether.sleep_until(...)``, ``tether.sleep_for(...)``,
+``tether.wait_for(...)`` or ``tether.start_child(...)`` ends its attempt with a ``waiting``
+record instead of a result. The run then parks (status ``waiting``) with no task, lock or
+descriptor, and the call gets its result when the time comes (the ``result`` given here), when
+the event is signalled (the signal's payload) or when the child run ends (its final answer),
+whichever process is serving the store then. The wait is journaled before anything else
+happens (a child run is created after it, exactly once), so it survives every crash.
 """
 
 from __future__ import annotations
@@ -26,13 +27,22 @@ class Wait:
     """A call's wait, as a tool returns it (build it with ``sleep_until``, ``sleep_for`` or
     ``wait_for``)."""
 
-    __slots__ = ("event", "ok", "result", "until")
+    __slots__ = ("child", "event", "ok", "result", "until")
 
-    def __init__(self, *, until: float | None, event: str | None, result: Any, ok: bool) -> None:
+    def __init__(
+        self,
+        *,
+        until: float | None,
+        event: str | None,
+        result: Any,
+        ok: bool,
+        child: dict[str, Any] | None = None,
+    ) -> None:
         self.until = until
         self.event = event
         self.result = result
         self.ok = ok
+        self.child = child
 
     def __repr__(self) -> str:
         what = f"event {self.event!r}" if self.event is not None else "time"
@@ -45,10 +55,10 @@ class Wait:
             TypeError: the result cannot be encoded as JSON.
         """
         try:
-            result = msgspec.json.decode(msgspec.json.encode(self.result))
+            result, child = msgspec.json.decode(msgspec.json.encode([self.result, self.child]))
         except (TypeError, ValueError, OverflowError) as exc:
             raise TypeError(f"a wait's result must be JSON-able: {exc}") from exc
-        return Wait(until=self.until, event=self.event, result=result, ok=self.ok)
+        return Wait(until=self.until, event=self.event, result=result, ok=self.ok, child=child)
 
 
 def sleep_until(when: float | dt.datetime, *, result: Any = None) -> Wait:
@@ -105,6 +115,38 @@ def wait_for(
         result = f"no {event!r} event within {timeout:g} s"
     until = None if timeout is None else time.time() + timeout
     return Wait(until=until, event=event, result=result, ok=on_timeout == "result")
+
+
+def start_child(
+    prompt: str | list[dict[str, Any]],
+    *,
+    system: str | list[dict[str, Any]] | None = None,
+    budgets: Any = None,
+) -> Wait:
+    """Start another agent as a child run and make the call wait until it ends.
+
+    The child is a run of its own (its own journal and manifest, the same application's
+    model and tools), with a run id made from this run's id and the call's, so a crash never
+    starts it twice. Its final answer becomes the call's result (an error result if it
+    failed or was cancelled), and what it spends counts towards this run's budgets.
+
+    Args:
+        prompt: the child's first user message, or its messages.
+        system: its system prompt.
+        budgets: its ``tether.Budgets`` (limited, when it starts, to what this run has left).
+
+    Raises:
+        ValueError: an empty prompt.
+    """
+    if not prompt:
+        raise ValueError("a child run needs a prompt")
+    messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
+    spec = {
+        "messages": messages,
+        "system": system,
+        "budgets": None if budgets is None else msgspec.to_builtins(budgets),
+    }
+    return Wait(until=None, event=None, result=None, ok=True, child=spec)
 
 
 def _timestamp(when: float | dt.datetime) -> float:

@@ -1,0 +1,59 @@
+"""Child runs: a run a tool starts (``tether.start_child``), whose end its parent waits for.
+
+A child is a run of its own, created once, after the parent's wait for it is durable, with a
+run id made from the parent's and the call's (``PARENT.CALL``), so a crash never starts it
+twice: a creator that died before creating it leaves the parent's wait, and the parent's next
+drive creates it. When the child ends, a ``child_ended`` record in the parent carries its
+status, its answer and what it spent (counted into the parent's budgets); the call then gets
+the answer as its result.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from ..journal._records import Budgets, ChildEnded, Usage
+from ._state import RunState
+
+
+def child_ended(call_id: str, child: RunState) -> ChildEnded | None:
+    """The ``child_ended`` record for a child whose journal folded to ``child``, if it ended."""
+    if child.finished is None:
+        return None
+    return ChildEnded(
+        call_id=call_id,
+        child=child.run_id,
+        status=child.finished.status,
+        final_text=child.final_text,
+        reason=child.finished.reason,
+        usage=Usage(
+            input_tokens=child.input_tokens,
+            output_tokens=child.output_tokens,
+            cache_creation_input_tokens=child.cache_creation_tokens,
+            cache_read_input_tokens=child.cache_read_tokens,
+        ),
+        model_calls=child.model_calls + child.child_model_calls,
+        tool_calls=child.tool_calls + child.child_tool_calls,
+    )
+
+
+def child_budgets(parent: RunState, asked: dict[str, Any] | None) -> Budgets:
+    """The child's limits: what it asked for, within what its parent has left."""
+    budgets = msgspec.convert(asked, Budgets) if asked else Budgets()
+    mine = parent.budgets
+    changes: dict[str, Any] = {}
+    if mine.max_model_calls is not None:
+        left = max(0, mine.max_model_calls - parent.model_calls - parent.child_model_calls)
+        changes["max_model_calls"] = _least(budgets.max_model_calls, left)
+    if mine.max_tool_calls is not None:
+        left = max(0, mine.max_tool_calls - parent.tool_calls - parent.child_tool_calls)
+        changes["max_tool_calls"] = _least(budgets.max_tool_calls, left)
+    if mine.max_tokens is not None:
+        changes["max_tokens"] = _least(budgets.max_tokens, max(0, mine.max_tokens - parent.tokens))
+    return msgspec.structs.replace(budgets, **changes)
+
+
+def _least(asked: int | None, left: int) -> int:
+    return left if asked is None else min(asked, left)
