@@ -96,7 +96,7 @@ def world_wait(state: RunState, call: Call, now: float) -> tuple[str, float | No
         return None
     if wait.child is not None:
         child = str(wait.child.get("run_id"))
-        return (None if child in state.children else (f"waiting for child run {child}", None))
+        return None if child in state.children else (f"waiting for child run {child}", None)
     if wait.until is not None and now >= wait.until:
         return None
     if wait.event is None:
