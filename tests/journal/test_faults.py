@@ -176,14 +176,16 @@ async def test_disk_full_mid_append_poisons_and_recovers_acked(
         cause = info.value.__cause__
         assert isinstance(cause, OSError)
         assert cause.errno == errno.ENOSPC
+        assert "journal handle is broken: [Errno 28] No space left on device" in str(info.value)
         assert journal.broken
         assert journal.events == acked  # not acknowledged
         assert journal.size == size_before
 
         calls = faults.calls
         for _ in range(3):
-            with pytest.raises(JournalBrokenError):
+            with pytest.raises(JournalBrokenError) as later:
                 await journal.append(responses(10, 1))
+            assert later.value.reason == info.value.reason  # the root cause, every time
         await journal.aclose()  # no trim on a broken handle
         after = faults.calls
         for op in ("pwrite", "fdatasync", "fsync", "ftruncate"):

@@ -655,9 +655,8 @@ def execute(args: argparse.Namespace, command: Callable[[], Awaitable[int]]) -> 
     except (JournalCorruptError, JournalVersionError) as exc:
         return fail(f"{exc} (see `tether journal verify`)", 1)
     except JournalBrokenError as exc:
-        cause = f" ({exc.__cause__})" if exc.__cause__ is not None else ""
         return fail(
-            f"run {run_id!r}: writing failed{cause}; it may or may not have been recorded: "
+            f"run {run_id!r}: writing failed ({exc.reason}); it may or may not have been recorded: "
             f"look with `tether show {store_flags(args)} {run_id}`",
             3,
         )

@@ -30,6 +30,7 @@ from .._errors import (
     JournalBrokenError,
     JournalClosedError,
     JournalLockedError,
+    JournalRemovedError,
     RunExistsError,
     RunNotFoundError,
 )
@@ -108,6 +109,13 @@ def frame_events(events: list[Event], first_seq: int, path: str) -> tuple[list[A
     """
     stamped, payloads = stamp_events(events, first_seq, path)
     return stamped, build_group([(data, payload_crc(data)) for data in payloads])
+
+
+def broken_error(path: str, cause: BaseException) -> JournalBrokenError:
+    """The error an append raises once ``cause`` has poisoned the handle, naming ``cause``."""
+    if isinstance(cause, JournalRemovedError):
+        return JournalRemovedError(path)
+    return JournalBrokenError(path, cause)
 
 
 def journal_path(runs_dir: str, run_id: str) -> str:
@@ -349,7 +357,7 @@ class Journal:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            raise JournalBrokenError(self.path) from exc
+            raise broken_error(self.path, exc) from exc
         return stamped
 
     async def fence(self) -> None:
@@ -372,7 +380,7 @@ class Journal:
         if self._closed:
             raise JournalClosedError(self.path)
         if self._broken is not None:
-            raise JournalBrokenError(self.path) from self._broken
+            raise broken_error(self.path, self._broken) from self._broken
 
     async def aclose(self) -> None:
         """Trim preallocated space, release the lock and close the file. Idempotent.
