@@ -46,6 +46,12 @@ class FileOps:
     def ftruncate(self, fd: int, length: int) -> None:
         os.ftruncate(fd, length)
 
+    def fstat(self, fd: int) -> os.stat_result:
+        return os.fstat(fd)
+
+    def stat(self, path: str) -> os.stat_result:
+        return os.stat(path)
+
     def lock(self, fd: int) -> bool:
         """Take an exclusive, non-blocking ``flock``; ``False`` if another holder has it."""
         try:
@@ -53,6 +59,10 @@ class FileOps:
         except BlockingIOError:
             return False
         return True
+
+    def wait_lock(self, fd: int, *, shared: bool = False) -> None:
+        """Take a ``flock`` (exclusive, or ``shared``), waiting for other holders to let go."""
+        fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
 
     def fsync_dir(self, path: str) -> None:
         """Make the directory entries in ``path`` durable."""
@@ -91,6 +101,15 @@ class FileOps:
                 raise OSError(errno.EIO, "write made no progress")
             view = view[n:]
             offset += n
+
+    def same_file(self, fd: int, path: str) -> bool:
+        """Whether ``path`` still names the file open as ``fd`` (not removed, nor replaced)."""
+        held = self.fstat(fd)
+        try:
+            named = self.stat(path)
+        except FileNotFoundError:
+            return False
+        return (held.st_dev, held.st_ino) == (named.st_dev, named.st_ino)
 
     def read_all(self, fd: int) -> bytes:
         """The whole file, read from offset 0."""

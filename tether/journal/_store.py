@@ -390,17 +390,17 @@ class FileStore:
         if not await self.exists(run_id):
             raise RunNotFoundError(run_id)
         path = inbox_path(self.runs_dir, run_id)
-        await anyio.to_thread.run_sync(post_inbox, path, event, self._ops)
+        await anyio.to_thread.run_sync(post_inbox, path, run_id, event, self._ops)
 
     async def take_inbox(self, run_id: str) -> list[AnyEvent]:
         """The events waiting in the run's inbox, oldest first."""
         path = inbox_path(self.runs_dir, run_id)
-        return await anyio.to_thread.run_sync(take_inbox, path, self._ops)
+        return await anyio.to_thread.run_sync(take_inbox, path, run_id, self._ops)
 
     async def clear_inbox(self, run_id: str, count: int) -> None:
         """Drop the first ``count`` events of the run's inbox (they are in the journal now)."""
         path = inbox_path(self.runs_dir, run_id)
-        await anyio.to_thread.run_sync(clear_inbox, path, count, self._ops)
+        await anyio.to_thread.run_sync(clear_inbox, path, run_id, count, self._ops)
 
     async def exists(self, run_id: str) -> bool:
         """Whether run ``run_id`` exists."""

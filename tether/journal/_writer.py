@@ -37,6 +37,7 @@ from .._errors import (
 from ._commit import GroupCommitter, Settle
 from ._file import FileOps
 from ._format import HEADER_SIZE, build_group, encode_header, payload_crc
+from ._leftovers import keep_torn_tail
 from ._reader import Scan, scan
 from ._records import AnyEvent, Event
 from ._stamp import stamp_events
@@ -238,24 +239,6 @@ def open_file(runs_dir: str, run_id: str, ops: FileOps) -> tuple[JournalFile, Sc
         ops.close(fd)
         raise
     return JournalFile(path, fd, ops, result.end, result.end), result
-
-
-def keep_torn_tail(path: str, data: bytes, end: int, ops: FileOps) -> str | None:
-    """Save the non-zero bytes of a torn tail to ``<path>.torn-<offset>`` before truncation."""
-    tail = data[end:].rstrip(b"\x00")
-    if not tail:
-        return None
-    dest, n = f"{path}.torn-{end}", 1
-    while os.path.exists(dest):  # an earlier torn tail at the same offset: keep both
-        dest, n = f"{path}.torn-{end}.{n}", n + 1
-    fd = ops.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    try:
-        ops.write_all(fd, tail, 0)
-        ops.fsync(fd)
-    finally:
-        ops.close(fd)
-    ops.fsync_dir(os.path.dirname(path) or ".")
-    return dest
 
 
 @final

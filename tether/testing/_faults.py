@@ -55,10 +55,12 @@ class FaultyFileOps(FileOps):
             "pwrite",
             "pread",
             "size",
+            "stat",
             "fdatasync",
             "fsync",
             "ftruncate",
             "lock",
+            "wait_lock",
             "fsync_dir",
             "link",
             "unlink",
@@ -204,6 +206,14 @@ class FaultyFileOps(FileOps):
         self._enter("size")
         return super().size(fd)
 
+    def fstat(self, fd: int) -> os.stat_result:
+        self._enter("stat")
+        return super().fstat(fd)
+
+    def stat(self, path: str) -> os.stat_result:
+        self._enter("stat", path)
+        return super().stat(path)
+
     def fdatasync(self, fd: int) -> None:
         self._enter("fdatasync")
         super().fdatasync(fd)
@@ -219,6 +229,10 @@ class FaultyFileOps(FileOps):
     def lock(self, fd: int) -> bool:
         self._enter("lock")
         return super().lock(fd)
+
+    def wait_lock(self, fd: int, *, shared: bool = False) -> None:
+        self._enter("wait_lock")
+        super().wait_lock(fd, shared=shared)
 
     def fsync_dir(self, path: str) -> None:
         self._enter("fsync_dir", path)
