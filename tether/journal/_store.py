@@ -20,7 +20,7 @@ from typing import Any, Protocol, Self, final
 import anyio
 import msgspec
 
-from .._errors import RunNotFoundError
+from .._errors import JournalIOError, RunNotFoundError
 from ._blobs import BlobStore
 from ._commit import GroupCommitter
 from ._file import DEFAULT_FILE_OPS, FileOps
@@ -269,15 +269,22 @@ class FileStore:
         Raises:
             InvalidRunIdError: ``run_id`` is not a valid run id.
             RunExistsError: the run already exists.
+            JournalIOError: the journal (or a blob of its first events) could not be written,
+                a full disk say; the message carries the OS error. The run is absent or, when
+                only the directory's sync failed, present with exactly its first events.
         """
         self._check_entered()
         check_run_id(run_id)
-        prepared = [await self._prepare_event(ev) for ev in events]
-        stamped, group = frame_events(prepared, 0, journal_path(self.runs_dir, run_id))
-        first = group if stamped else b""
-        file = await self._committer.run(
-            lambda: create_file(self.runs_dir, run_id, self._ops, first, self._dir_fd)
-        )
+        path = journal_path(self.runs_dir, run_id)
+        try:
+            prepared = [await self._prepare_event(ev) for ev in events]
+            stamped, group = frame_events(prepared, 0, path)
+            first = group if stamped else b""
+            file = await self._committer.run(
+                lambda: create_file(self.runs_dir, run_id, self._ops, first, self._dir_fd)
+            )
+        except OSError as exc:
+            raise JournalIOError(path, "create the run", exc) from exc
         self._created += 1
         return self._wrap(run_id, file, stamped)
 

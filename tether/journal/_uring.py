@@ -9,7 +9,8 @@ The kernel's own workers do the blocking part.
 
 Kept as with the threads (``_commit``): per journal, one batch in flight at a time, so writes
 stay in ``seq`` order, and groups that arrive meanwhile ride the next batch; a failed write or
-sync poisons the journal, and every later group fails without touching the disk.
+sync cuts the file back to its last durable end and poisons the journal, and every later group
+fails without touching the disk.
 
 A short write breaks the link (the kernel cancels the sync): the rest is written and synced by
 a new pair. At most ``MAX_IN_FLIGHT`` pairs are out at once, few enough that the submission
@@ -131,6 +132,10 @@ class RingTarget(Protocol):
 
     def written(self, end: int, alloc_end: int) -> None:
         """Record that everything up to ``end`` is durable and space up to ``alloc_end``."""
+        ...
+
+    def cut_back(self) -> None:
+        """Cut the file back to the last durable end after a failure (best effort)."""
         ...
 
 
@@ -404,6 +409,9 @@ class Ring:
 
     def _finish(self, target: RingTarget, batch: _Batch, error: BaseException | None) -> None:
         if error is not None and target.failed is None:
+            # The journal's one batch in flight has ended, so nothing more of it can land:
+            # cut off whatever part reached the file (a blocking ftruncate, on this rare path).
+            target.cut_back()
             target.failed = error
         self._deliver(target, batch, error)
         if not target.pending:

@@ -12,6 +12,10 @@ Space after the data is preallocated with zeros in growing chunks, so that most 
 overwrite blocks the filesystem already has and ``fdatasync`` has no size change to journal.
 The reader treats an all-zero frame header as the end of data. Close trims the zeros again, so a
 parked run's journal is exactly as long as its data.
+
+A failed write or sync cuts the file back to the last acknowledged end before the handle is
+poisoned (``JournalFile.cut_back``), on the threads and on the ring alike: no group that was
+refused to its appender can be read back as valid when the journal is reopened.
 """
 
 from __future__ import annotations
@@ -84,9 +88,26 @@ class JournalFile:
 
     def write_batch(self, data: bytes) -> None:
         buf, offset, alloc_end = self.plan_write(data)
-        self.ops.write_all(self.fd, buf, offset)
-        self.ops.fdatasync(self.fd)
+        try:
+            self.ops.write_all(self.fd, buf, offset)
+            self.ops.fdatasync(self.fd)
+        except BaseException:
+            self.cut_back()
+            raise
         self.written(offset + len(data), alloc_end)
+
+    def cut_back(self) -> None:
+        """After a failed write or sync: cut the file back to the last acknowledged end.
+
+        A write that ran out of space can have put a whole group on disk while the zeros
+        planned after it (preallocation) did not fit; reopened, that group would read as valid
+        though it was never acknowledged, and its events would appear twice once the run
+        appends them again. Best effort: the truncation is not synced (a failed sync is never
+        retried), and an error here leaves the poisoned handle as it is.
+        """
+        with contextlib.suppress(OSError):
+            self.ops.ftruncate(self.fd, self.end)
+            self.alloc_end = self.end
 
     def close(self, *, trim: bool) -> None:
         """Trim the preallocated zeros when ``trim`` and healthy, then close.
