@@ -65,6 +65,10 @@ class CommitTarget(Protocol):
         """Cut the file back to the last durable end after a failure (best effort)."""
         ...
 
+    def check_named(self) -> None:
+        """Raise ``JournalRemovedError`` if the file was removed or replaced while held."""
+        ...
+
 
 Settle = Callable[[BaseException | None], None]
 """Told a group's outcome on the event loop: ``None`` when durable, else the error."""

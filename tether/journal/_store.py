@@ -32,7 +32,16 @@ from ._reader import scan_live
 from ._records import ENCODER, AnyEvent, BlobRef, Event, ToolResult
 from ._redact import Redactor, SecretRedactor
 from ._runid import check_run_id
-from ._writer import Journal, create_file, frame_events, journal_path, open_file, open_runs_dir
+from ._watch import RemovalWatch, open_watch
+from ._writer import (
+    Journal,
+    JournalFile,
+    create_file,
+    frame_events,
+    journal_path,
+    open_file,
+    open_runs_dir,
+)
 
 DEFAULT_BLOB_THRESHOLD = 64 * 1024
 _DEFAULT = object()
@@ -191,6 +200,7 @@ class FileStore:
         self._committer = GroupCommitter(threads=sync_threads, io_uring=ring)
         self._open: set[Journal] = set()
         self._dir_fd: int | None = None
+        self._watch: RemovalWatch | None = None
         self._created = 0
         self._entered = False
         self._closed = False
@@ -198,6 +208,7 @@ class FileStore:
     async def __aenter__(self) -> FileStore:
         await anyio.to_thread.run_sync(self._prepare_dirs)
         self._committer.start()
+        self._watch = open_watch(self.runs_dir)
         self._entered = True
         return self
 
@@ -220,6 +231,8 @@ class FileStore:
                         first_error = first_error or exc
             finally:
                 await self._committer.aclose()
+                if self._watch is not None:
+                    self._watch.close()
                 if self._dir_fd is not None:
                     self._ops.close(self._dir_fd)
                     self._dir_fd = None
@@ -433,11 +446,17 @@ class FileStore:
     async def _put_blob(self, data: bytes, summary: str) -> BlobRef:
         return await self.blobs.put(data, summary=summary)
 
-    def _wrap(self, run_id: str, file: Any, events: list[AnyEvent]) -> Journal:
+    def _wrap(self, run_id: str, file: JournalFile, events: list[AnyEvent]) -> Journal:
         journal: Journal
+        watch, name = self._watch, os.path.basename(file.path)
+        if watch is not None:
+            file.watched = True
+            watch.hold(name, file)
 
         async def _closed() -> None:
             self._open.discard(journal)
+            if watch is not None:
+                watch.release(name, file)
 
         journal = Journal(
             run_id=run_id,

@@ -38,6 +38,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Protocol, final
 
+from .._errors import JournalRemovedError
+
 _SYS_SETUP, _SYS_ENTER, _SYS_REGISTER = 425, 426, 427
 _OP_FSYNC, _OP_WRITE = 3, 23
 _IOSQE_IO_LINK = 1 << 2
@@ -136,6 +138,10 @@ class RingTarget(Protocol):
 
     def cut_back(self) -> None:
         """Cut the file back to the last durable end after a failure (best effort)."""
+        ...
+
+    def check_named(self) -> None:
+        """Raise ``JournalRemovedError`` if the file was removed or replaced while held."""
         ...
 
 
@@ -268,6 +274,11 @@ class Ring:
             self._waiting.append(target)
             return
         batch, target.pending = target.pending, []
+        if error is None:
+            try:
+                target.check_named()
+            except (JournalRemovedError, OSError) as exc:
+                error = target.failed = exc
         if error is not None:  # poisoned: fail without touching the disk
             self._finish(target, batch, error)
             return

@@ -6,7 +6,9 @@ Invariants kept here:
   ``fdatasync``'d (DESIGN invariant 2).
 - A write or sync error poisons the handle for good: ``JournalBrokenError`` from then on, never
   a retry (invariant 3). Reopening re-reads what is really on disk.
-- The handle holds an exclusive ``flock`` on the file from open to close (invariant 6, locally).
+- The handle holds an exclusive ``flock`` on the file from open to close (invariant 6, locally),
+  and checks before each batch that the path still names that file: a journal removed or
+  replaced while held breaks its handle (``JournalRemovedError``) instead of taking writes.
 
 Space after the data is preallocated with zeros in growing chunks, so that most appends
 overwrite blocks the filesystem already has and ``fdatasync`` has no size change to journal.
@@ -69,6 +71,8 @@ class JournalFile:
         self.scheduled = False
         self.failed: BaseException | None = None
         self.syncs = 0
+        self.watched = False  # a store's watch tells this file when its name goes (``_watch``)
+        self.suspect = False  # set by that watch: the name was removed or replaced
 
     def plan_write(self, data: bytes) -> tuple[bytes, int, int]:
         """What to write for ``data``: the bytes (with zeros ahead when the preallocated space
@@ -86,7 +90,22 @@ class JournalFile:
         self.alloc_end = alloc_end
         self.syncs += 1
 
+    def check_named(self) -> None:
+        """Before a batch is written: raise ``JournalRemovedError`` if the path no longer names
+        this file (removed, or replaced), so that nothing goes into a file nobody will read
+        while a new run of the same id may live in another.
+
+        Looks (an ``fstat`` and a ``stat``) only when the store's watch saw the name change,
+        or when there is no watch: see ``_watch`` for why not before every batch.
+        """
+        if self.watched and not self.suspect:
+            return
+        if not self.ops.same_file(self.fd, self.path):
+            raise JournalRemovedError(self.path)
+        self.suspect = False
+
     def write_batch(self, data: bytes) -> None:
+        self.check_named()
         buf, offset, alloc_end = self.plan_write(data)
         try:
             self.ops.write_all(self.fd, buf, offset)
@@ -241,13 +260,23 @@ def open_file(runs_dir: str, run_id: str, ops: FileOps) -> tuple[JournalFile, Sc
         JournalCorruptError, JournalVersionError: what verification found.
     """
     path = journal_path(runs_dir, run_id)
+    while True:
+        try:
+            fd = ops.open(path, os.O_RDWR)
+        except FileNotFoundError:
+            raise RunNotFoundError(run_id) from None
+        try:
+            if not ops.lock(fd):
+                raise JournalLockedError(path)
+        except BaseException:
+            ops.close(fd)
+            raise
+        if ops.same_file(fd, path):
+            break
+        # Removed or replaced between the open and the lock (``tether gc`` removes a journal
+        # under its lock): this lock guards a file nobody opens any more.
+        ops.close(fd)
     try:
-        fd = ops.open(path, os.O_RDWR)
-    except FileNotFoundError:
-        raise RunNotFoundError(run_id) from None
-    try:
-        if not ops.lock(fd):
-            raise JournalLockedError(path)
         data = ops.read_all(fd)
         result = scan(data, path, expect_run_id=run_id)
         result.raise_if_corrupt(path)
