@@ -24,6 +24,7 @@ import sys
 import anyio
 
 from tether.journal import Decision, FileOps, FileStore
+from tether.journal._file import FILE_MODE
 
 
 class KillingFileOps(FileOps):
@@ -44,7 +45,7 @@ class KillingFileOps(FileOps):
         self.calls += 1
         return self.calls == self.kill_at
 
-    def open(self, path: str, flags: int, mode: int = 0o600) -> int:
+    def open(self, path: str, flags: int, mode: int = FILE_MODE) -> int:
         if self._step():
             _die()
         fd = super().open(path, flags, mode)

@@ -397,7 +397,7 @@ async def test_cancelled_append_whose_sync_fails_poisons_the_handle(
 class NoTmpfileOps(FaultyFileOps):
     """A filesystem without ``O_TMPFILE``: the store creates runs under a temporary name."""
 
-    def open(self, path: str, flags: int, mode: int = 0o644) -> int:
+    def open(self, path: str, flags: int, mode: int = 0o600) -> int:
         if O_TMPFILE and flags & O_TMPFILE == O_TMPFILE:
             raise OSError(errno.EOPNOTSUPP, os.strerror(errno.EOPNOTSUPP), path)
         return super().open(path, flags, mode)

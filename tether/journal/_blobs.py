@@ -41,11 +41,9 @@ class BlobStore:
             os.utime(dest)  # reused: a collector's grace period counts from now
             return digest
         folder = os.path.dirname(dest)
-        if not os.path.isdir(folder):
-            os.makedirs(folder, exist_ok=True)
-            self._ops.fsync_dir(self.root)
+        self._ops.make_dirs(folder)
         tmp = f"{dest}.{os.getpid()}.{threading.get_ident()}.tmp"
-        fd = self._ops.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        fd = self._ops.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         try:
             self._ops.write_all(fd, data, 0)
             self._ops.fsync(fd)

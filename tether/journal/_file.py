@@ -3,6 +3,12 @@
 This is the fault seam. Tests (and ``tether.testing.FaultyFileOps``) subclass it to return short
 writes, raise ``ENOSPC`` or ``EIO`` on a chosen call, without patching ``os`` for the whole
 process. All methods are blocking and run on writer threads, never on the event loop.
+
+Everything a store creates is its owner's alone, whatever the process's umask: files
+``FILE_MODE`` (0600) and directories ``DIR_MODE`` (0700). Journals, blobs and inboxes hold
+customer data. The umask can only take bits away from the mode asked for (one of 0277 leaves
+the owner unable to write), and a file that already existed keeps its mode, so the mode is set
+again explicitly on every file opened for creation and every directory made.
 """
 
 from __future__ import annotations
@@ -12,12 +18,30 @@ import fcntl
 import os
 import sys
 
+FILE_MODE = 0o600
+DIR_MODE = 0o700
+_O_TMPFILE: int = getattr(os, "O_TMPFILE", 0)
+
 
 class FileOps:
     """Blocking file operations on raw descriptors; subclass to inject faults."""
 
-    def open(self, path: str, flags: int, mode: int = 0o644) -> int:
-        return os.open(path, flags | getattr(os, "O_CLOEXEC", 0), mode)
+    def open(self, path: str, flags: int, mode: int = FILE_MODE) -> int:
+        """Open ``path``; a file opened for creation (``O_CREAT``, ``O_TMPFILE``) gets
+        exactly ``mode``."""
+        fd = os.open(path, flags | getattr(os, "O_CLOEXEC", 0), mode)
+        if flags & os.O_CREAT or (_O_TMPFILE and flags & _O_TMPFILE == _O_TMPFILE):
+            try:
+                os.fchmod(fd, mode)
+            except BaseException:
+                os.close(fd)
+                raise
+        return fd
+
+    def mkdir(self, path: str, mode: int = DIR_MODE) -> None:
+        """Make the directory ``path`` with exactly ``mode``."""
+        os.mkdir(path, mode)
+        os.chmod(path, mode)
 
     def close(self, fd: int) -> None:
         os.close(fd)
@@ -101,6 +125,22 @@ class FileOps:
                 raise OSError(errno.EIO, "write made no progress")
             view = view[n:]
             offset += n
+
+    def make_dirs(self, path: str) -> None:
+        """Make ``path`` and any missing parent (each ``DIR_MODE``), each entry made durable in
+        its parent directory."""
+        if os.path.isdir(path):
+            return
+        parent = os.path.dirname(path)
+        if parent and parent != path:
+            self.make_dirs(parent)
+        try:
+            self.mkdir(path)
+        except FileExistsError:  # made by another process meanwhile
+            if not os.path.isdir(path):
+                raise
+            return
+        self.fsync_dir(parent or ".")
 
     def same_file(self, fd: int, path: str) -> bool:
         """Whether ``path`` still names the file open as ``fd`` (not removed, nor replaced)."""

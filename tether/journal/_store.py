@@ -257,9 +257,7 @@ class FileStore:
 
     def _prepare_dirs(self) -> None:
         for path in (self.root, self.runs_dir, self.blobs.root):
-            if not os.path.isdir(path):
-                os.makedirs(path, exist_ok=True)
-                self._ops.fsync_dir(os.path.dirname(path))
+            self._ops.make_dirs(path)
         for name in os.listdir(self.runs_dir):
             if name.startswith(".") and name.endswith(".tmp"):
                 _remove_stale_tmp(os.path.join(self.runs_dir, name), self._ops)

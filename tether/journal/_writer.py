@@ -181,7 +181,7 @@ def create_file(
         return _create_unnamed(runs_dir, run_id, ops, first, dir_fd)
     path = journal_path(runs_dir, run_id)
     tmp = os.path.join(runs_dir, f".{run_id}.{os.getpid()}.{threading.get_ident()}.tmp")
-    fd = ops.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+    fd = ops.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL)
     tmp_exists = True
     try:
         end, alloc_end = _write_first(fd, run_id, ops, first)
@@ -206,7 +206,7 @@ def _create_unnamed(
     runs_dir: str, run_id: str, ops: FileOps, first: bytes, dir_fd: int
 ) -> JournalFile:
     path = journal_path(runs_dir, run_id)
-    fd = ops.open(runs_dir, os.O_RDWR | O_TMPFILE, 0o644)
+    fd = ops.open(runs_dir, os.O_RDWR | O_TMPFILE)
     try:
         end, alloc_end = _write_first(fd, run_id, ops, first)
         try:
@@ -243,7 +243,7 @@ def open_runs_dir(runs_dir: str, ops: FileOps) -> int | None:
         return None
     dir_fd = ops.open(runs_dir, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        probe = ops.open(runs_dir, os.O_RDWR | O_TMPFILE, 0o644)
+        probe = ops.open(runs_dir, os.O_RDWR | O_TMPFILE)
     except OSError:
         ops.close(dir_fd)
         return None

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from ..journal import FileOps
+from ..journal._file import DIR_MODE, FILE_MODE
 
 
 @dataclass
@@ -51,6 +52,7 @@ class FaultyFileOps(FileOps):
     OPS: ClassVar[frozenset[str]] = frozenset(
         {
             "open",
+            "mkdir",
             "close",
             "pwrite",
             "pread",
@@ -185,9 +187,13 @@ class FaultyFileOps(FileOps):
 
     # The primitives: count, maybe fail, then do the real thing.
 
-    def open(self, path: str, flags: int, mode: int = 0o644) -> int:
+    def open(self, path: str, flags: int, mode: int = FILE_MODE) -> int:
         self._enter("open", path)
         return super().open(path, flags, mode)
+
+    def mkdir(self, path: str, mode: int = DIR_MODE) -> None:
+        self._enter("mkdir", path)
+        super().mkdir(path, mode)
 
     def close(self, fd: int) -> None:
         self._enter("close")
