@@ -11,7 +11,9 @@ when the owning process dies, so another process on the machine can take the run
 
 from __future__ import annotations
 
+import logging
 import os
+import stat
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
@@ -28,6 +30,7 @@ from ._inbox import clear as clear_inbox
 from ._inbox import inbox_path
 from ._inbox import post as post_inbox
 from ._inbox import take as take_inbox
+from ._listing import Listing, list_runs_dir
 from ._reader import scan_live
 from ._records import ENCODER, AnyEvent, BlobRef, Event, ToolResult
 from ._redact import Redactor, SecretRedactor
@@ -44,6 +47,7 @@ from ._writer import (
 )
 
 DEFAULT_BLOB_THRESHOLD = 64 * 1024
+log = logging.getLogger("tether.journal")
 _DEFAULT = object()
 
 
@@ -201,6 +205,7 @@ class FileStore:
         self._open: set[Journal] = set()
         self._dir_fd: int | None = None
         self._watch: RemovalWatch | None = None
+        self._reported: set[tuple[str, str]] = set()
         self._created = 0
         self._entered = False
         self._closed = False
@@ -323,6 +328,8 @@ class FileStore:
 
         Raises:
             RunNotFoundError, JournalCorruptError, JournalVersionError.
+            JournalIOError: the OS refused (no permission; not a regular file, a FIFO say,
+                which is never waited on).
         """
         path = self.path(run_id)
 
@@ -331,8 +338,12 @@ class FileStore:
                 fd = self._ops.open(path, os.O_RDONLY)
             except FileNotFoundError:
                 raise RunNotFoundError(run_id) from None
+            except OSError as exc:
+                raise JournalIOError(path, "read", exc) from exc
             try:
                 return self._ops.read_all(fd)
+            except OSError as exc:
+                raise JournalIOError(path, "read", exc) from exc
             finally:
                 self._ops.close(fd)
 
@@ -343,50 +354,45 @@ class FileStore:
         return result.events
 
     async def list_runs(self) -> list[str]:
-        """Ids of every run in the store, sorted."""
+        """Ids of every run in the store, sorted.
 
-        def _list() -> list[str]:
-            try:
-                names = os.listdir(self.runs_dir)
-            except FileNotFoundError:
-                return []
-            return sorted(
-                n.removesuffix(".journal")
-                for n in names
-                if n.endswith(".journal") and not n.startswith(".")
-            )
-
-        return await anyio.to_thread.run_sync(_list)
+        A run is a regular file ``runs/<run_id>.journal``; other entries under such a name are
+        left out (see ``odd_entries``) and logged once each.
+        """
+        return sorted((await anyio.to_thread.run_sync(self._look)).runs)
 
     async def run_stats(self) -> dict[str, RunStat]:
-        """Every run's ``(size, mtime_ns)`` as its version, and whether answers wait for it."""
-        return await anyio.to_thread.run_sync(self._run_stats)
+        """Every run's ``(size, mtime_ns)`` as its version, and whether answers wait for it.
 
-    def _run_stats(self) -> dict[str, RunStat]:
-        sizes: dict[str, tuple[int, int]] = {}
-        inboxes: set[str] = set()
-        try:
-            entries = list(os.scandir(self.runs_dir))
-        except FileNotFoundError:
-            return {}
-        for item in entries:
-            name = item.name
-            if name.startswith("."):
-                continue
-            if name.endswith(".inbox"):
-                inboxes.add(name.removesuffix(".inbox"))
-            if not name.endswith(".journal"):
-                continue
-            try:
-                st = item.stat()
-            except FileNotFoundError:
-                continue
-            sizes[name.removesuffix(".journal")] = (st.st_size, st.st_mtime_ns)
-        return {run_id: RunStat(v, run_id in inboxes) for run_id, v in sizes.items()}
+        The runs are those ``list_runs`` gives; odd entries are left out here too.
+        """
+        listing = await anyio.to_thread.run_sync(lambda: self._look(versions=True))
+        return {run_id: RunStat(v, run_id in listing.inboxes) for run_id, v in listing.runs.items()}
+
+    async def odd_entries(self) -> dict[str, str]:
+        """Entries of ``runs/`` named like a run's journal or inbox that are not regular files
+        (so no run is listed for them), each with what it is: ``{"x.journal": "a FIFO"}``."""
+        return (await anyio.to_thread.run_sync(self._look)).odd
+
+    def _look(self, *, versions: bool = False) -> Listing:
+        listing = list_runs_dir(self.runs_dir, versions=versions)
+        for name, kind in listing.odd.items():
+            if (name, kind) not in self._reported:  # once, not at every sweep
+                self._reported.add((name, kind))
+                log.warning(
+                    "%s is %s, not a regular file: skipped, no run is listed for it",
+                    os.path.join(self.runs_dir, name),
+                    kind,
+                )
+        return listing
 
     async def has_inbox(self, run_id: str) -> bool:
         """Whether answers wait in the run's inbox (a cheap ``stat``, done on the event loop)."""
-        return os.path.exists(inbox_path(self.runs_dir, run_id))  # noqa: ASYNC240 - one stat
+        try:
+            st = os.lstat(inbox_path(self.runs_dir, run_id))
+        except FileNotFoundError:
+            return False
+        return stat.S_ISREG(st.st_mode)
 
     async def changed(self) -> None:
         """Never returns: a file store learns of other processes' writes by sweeping."""
@@ -492,7 +498,7 @@ def _remove_stale_tmp(path: str, ops: FileOps) -> None:
         if time.time() - os.path.getmtime(path) < STALE_TMP_AGE:
             return
         fd = ops.open(path, os.O_RDWR)
-    except FileNotFoundError:
+    except OSError:  # gone already, or not a file this store made: leave it
         return
     try:
         if ops.lock(fd):
