@@ -173,6 +173,7 @@ async def test_failed_blob_write_appends_nothing(tmp_path: pathlib.Path) -> None
         faults.fail("fsync", errno.EIO)  # the blob's fsync, before anything is framed
         with pytest.raises(OSError, match="injected"):
             await journal.append([ToolResult(call_id="c1", ok=True, content=BIG_TEXT)])
+        assert list((tmp_path / "blobs").rglob("*.tmp")) == []  # its space is given back
         assert not journal.broken
         assert len(journal.events) == 1
         [record] = await journal.append([ToolResult(call_id="c1", ok=True, content=BIG_TEXT)])

@@ -4,12 +4,18 @@ A blob lives at ``<root>/blobs/<first two hex digits>/<sha256>``. It is written 
 file, fsync'd, renamed into place, and its directory fsync'd, all before the journal record that
 refers to it is appended, so a durable record never points at a blob that a crash could lose.
 Identical payloads share one file. Reads check the digest.
+
+A write that fails removes its temporary file, ``<digest>.<pid>.<thread>.tmp`` beside where the
+blob would be; one killed leaves it, and ``temp_files`` finds those for ``tether gc``, which
+removes them once older than its grace period.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import re
 import threading
 
 import anyio
@@ -19,6 +25,7 @@ from ._file import FileOps
 from ._records import BlobRef
 
 SUMMARY_CHARS = 200
+_TEMP = re.compile(r"[0-9a-f]{64}\.\d+\.\d+\.tmp")
 
 
 class BlobStore:
@@ -45,11 +52,16 @@ class BlobStore:
         tmp = f"{dest}.{os.getpid()}.{threading.get_ident()}.tmp"
         fd = self._ops.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         try:
-            self._ops.write_all(fd, data, 0)
-            self._ops.fsync(fd)
-        finally:
-            self._ops.close(fd)
-        self._ops.replace(tmp, dest)
+            try:
+                self._ops.write_all(fd, data, 0)
+                self._ops.fsync(fd)
+            finally:
+                self._ops.close(fd)
+            self._ops.replace(tmp, dest)
+        except BaseException:
+            with contextlib.suppress(OSError):  # give the space back (a full disk, say)
+                self._ops.unlink(tmp)
+            raise
         self._ops.fsync_dir(folder)
         return digest
 
@@ -79,13 +91,30 @@ class BlobStore:
             raise BlobError(digest, "content does not match its digest")
         return data
 
+    def temp_files(self) -> list[str]:
+        """Paths of the temporary files of blob writes that never finished, or are under way
+        (blocking)."""
+        return [
+            os.path.join(self.root, sub, name)
+            for sub in self._folders()
+            for name in sorted(os.listdir(os.path.join(self.root, sub)))
+            if _TEMP.fullmatch(name)
+        ]
+
+    def _folders(self) -> list[str]:
+        if not os.path.isdir(self.root):
+            return []
+        return [
+            sub
+            for sub in sorted(os.listdir(self.root))
+            if len(sub) == 2 and os.path.isdir(os.path.join(self.root, sub))
+        ]
+
     def digests(self) -> list[str]:
         """Every stored digest (blocking)."""
         found: list[str] = []
-        if not os.path.isdir(self.root):
-            return found
-        for sub in sorted(os.listdir(self.root)):
-            folder = os.path.join(self.root, sub)
-            if len(sub) == 2 and os.path.isdir(folder):
-                found.extend(n for n in sorted(os.listdir(folder)) if len(n) == 64)
+        for sub in self._folders():
+            found.extend(
+                n for n in sorted(os.listdir(os.path.join(self.root, sub))) if len(n) == 64
+            )
         return found
