@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import os
 import pathlib
 from collections.abc import AsyncIterator
 from typing import Any
@@ -130,6 +131,18 @@ async def test_missing_blob_is_refused(store: FileStore, tmp_path: pathlib.Path)
     ref = await _stored_ref(store)
     (tmp_path / "blobs" / ref.digest[:2] / ref.digest).unlink()
     with pytest.raises(BlobError, match="missing") as info:
+        await store.load_blob(ref)
+    assert info.value.digest == ref.digest
+
+
+async def test_a_blob_that_is_not_a_file_is_refused_without_waiting(
+    store: FileStore, tmp_path: pathlib.Path
+) -> None:
+    ref = await _stored_ref(store)
+    path = tmp_path / "blobs" / ref.digest[:2] / ref.digest
+    path.unlink()
+    os.mkfifo(path)  # an open for reading would wait for a writer for ever
+    with pytest.raises(BlobError, match="is a FIFO, not a regular file") as info:
         await store.load_blob(ref)
     assert info.value.digest == ref.digest
 

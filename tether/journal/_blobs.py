@@ -78,15 +78,19 @@ class BlobStore:
         """The bytes of blob ``digest``.
 
         Raises:
-            BlobError: missing, or its content does not match the digest.
+            BlobError: missing, unreadable (not a regular file, no permission), or its content
+                does not match the digest.
         """
         import aiofiles  # imported on first use: it costs every process that never reads a blob
 
         try:
-            async with aiofiles.open(self.path(digest), "rb") as f:
+            # Through the file layer: never blocks on a FIFO, and refuses anything not a file.
+            async with aiofiles.open(self.path(digest), "rb", opener=self._ops.open) as f:
                 data = await f.read()
         except FileNotFoundError:
             raise BlobError(digest, f"missing from {self.root}") from None
+        except OSError as exc:
+            raise BlobError(digest, f"cannot be read: {exc.strerror or exc}") from exc
         if hashlib.sha256(data).hexdigest() != digest:
             raise BlobError(digest, "content does not match its digest")
         return data
