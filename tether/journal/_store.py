@@ -1,8 +1,11 @@
 """Where runs live: the ``Store`` protocol and ``FileStore``, one journal file per run.
 
-Layout under the store's root::
+Layout under the store's root (files 0600, directories 0700: they hold customer data)::
 
-    runs/<run_id>.journal     one journal per run
+    runs/<run_id>.journal     one journal per run (a regular file: anything else is skipped)
+    runs/<run_id>.inbox       answers queued while another process holds the run (``_inbox``)
+    runs/<file>.torn-<n>      bytes cut off a journal or inbox, and ``.broken`` copies, kept
+                              for a person (``_leftovers``)
     blobs/<aa>/<sha256>       large payloads, content-addressed
 
 ``FileStore`` claims a run with an exclusive ``flock`` on its journal: the kernel frees the lock

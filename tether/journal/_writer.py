@@ -6,9 +6,9 @@ Invariants kept here:
   ``fdatasync``'d (DESIGN invariant 2).
 - A write or sync error poisons the handle for good: ``JournalBrokenError`` from then on, never
   a retry (invariant 3). Reopening re-reads what is really on disk.
-- The handle holds an exclusive ``flock`` on the file from open to close (invariant 6, locally),
-  and checks before each batch that the path still names that file: a journal removed or
-  replaced while held breaks its handle (``JournalRemovedError``) instead of taking writes.
+- The handle holds an exclusive ``flock`` on the file from open to close (invariant 6, locally).
+  A journal removed or replaced while held breaks its handle (``JournalRemovedError``) at its
+  next batch instead of taking writes (``check_named``; the store's ``_watch`` says when).
 
 Space after the data is preallocated with zeros in growing chunks, so that most appends
 overwrite blocks the filesystem already has and ``fdatasync`` has no size change to journal.
@@ -268,10 +268,11 @@ def open_file(runs_dir: str, run_id: str, ops: FileOps) -> tuple[JournalFile, Sc
         try:
             if not ops.lock(fd):
                 raise JournalLockedError(path)
+            named = ops.same_file(fd, path)
         except BaseException:
             ops.close(fd)
             raise
-        if ops.same_file(fd, path):
+        if named:
             break
         # Removed or replaced between the open and the lock (``tether gc`` removes a journal
         # under its lock): this lock guards a file nobody opens any more.
