@@ -6,6 +6,8 @@ import pathlib
 
 import pytest
 
+from ._disk import small_fs as small_fs  # a small filesystem that fills up (see _disk)
+
 
 @pytest.fixture
 def store_root(tmp_path: pathlib.Path) -> pathlib.Path:

@@ -14,7 +14,9 @@ from ._errors import JournalBrokenError as JournalBrokenError
 from ._errors import JournalClosedError as JournalClosedError
 from ._errors import JournalCorruptError as JournalCorruptError
 from ._errors import JournalError as JournalError
+from ._errors import JournalIOError as JournalIOError
 from ._errors import JournalLockedError as JournalLockedError
+from ._errors import JournalRemovedError as JournalRemovedError
 from ._errors import JournalVersionError as JournalVersionError
 from ._errors import LeaseLostError as LeaseLostError
 from ._errors import ModelError as ModelError
@@ -70,7 +72,9 @@ __all__ = [
     "JournalClosedError",
     "JournalCorruptError",
     "JournalError",
+    "JournalIOError",
     "JournalLockedError",
+    "JournalRemovedError",
     "JournalVersionError",
     "LeaseLostError",
     "Model",

@@ -14,11 +14,15 @@
     │   ├── ToolDefinitionError          a tool that cannot be registered (bad signature, policy)
     │   ├── UnknownToolError             a call names a tool (or version) the registry lacks
     │   └── ToolArgumentsError           a call's arguments do not match the tool's schema
-    └── JournalError                     anything about one journal file
+    ├── StoreSchemaError                 the database's schema is newer, or cannot be set up
+    └── JournalError                     anything about one journal file (or a run's inbox)
         ├── JournalCorruptError          damage followed by valid data (path, offset, seq, reason)
         ├── JournalVersionError          written by a newer format than this reader knows
         ├── JournalLockedError           another handle (task or process) holds the write lock
+        │   └── LeaseLostError           PostgreSQL: another worker took the run over
         ├── JournalBrokenError           a write or fsync failed: this handle accepts no more
+        │   └── JournalRemovedError      the file was removed or replaced while held
+        ├── JournalIOError               a file could not be created, read or written (the OS error)
         ├── JournalClosedError           the handle was closed
         └── RecordTooLargeError (ValueError)  one encoded event exceeds the frame limit
 
@@ -171,19 +175,76 @@ class StoreSchemaError(TetherError):
     """The database's tether schema is newer than this tether, or cannot be set up."""
 
 
+def _cause_text(exc: BaseException) -> str:
+    """An error in words for a message: ``[Errno 28] No space left on device`` for an
+    ``OSError`` (without its file name, which the message names already), else its type and
+    text."""
+    if isinstance(exc, OSError) and exc.errno is not None and exc.strerror:
+        return f"[Errno {exc.errno}] {exc.strerror}"
+    if isinstance(exc, JournalBrokenError):
+        return exc.reason
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
 class JournalBrokenError(JournalError):
     """A write or fsync failed; this handle refuses further appends (fsync is never retried).
 
     Reopen the journal to re-read what really reached the disk.
+
+    Attributes:
+        reason: the error behind it, in words (``[Errno 28] No space left on device``); also
+            in the message, so that a log line names the root cause.
+    """
+
+    def __init__(self, path: str, cause: BaseException | str | None = None) -> None:
+        if cause is None:
+            self.reason = "a write or fsync failed"
+        else:
+            self.reason = cause if isinstance(cause, str) else _cause_text(cause)
+        JournalError.__init__(
+            self, path, f"journal handle is broken: {self.reason}; reopen the journal to recover"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.path, self.reason))
+
+
+class JournalRemovedError(JournalBrokenError):
+    """The journal's file was removed (or another file put in its place) while a handle held it.
+
+    Nothing more is written through the handle: its writes would go to a file nobody can open
+    again, and a new run created under the same id meanwhile is another file.
     """
 
     def __init__(self, path: str) -> None:
+        self.reason = "journal was removed or replaced while held"
         JournalError.__init__(
-            self, path, "a write or fsync failed earlier; reopen the journal to recover"
+            self, path, f"{self.reason}; nothing more is written through this handle"
         )
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.path,))
+
+
+class JournalIOError(JournalError):
+    """A run's file could not be created, read or written: the OS refused (disk full, no
+    permission, not a regular file...). Nothing was acknowledged.
+
+    Attributes:
+        action: what was being done (``create the run``, ``read``, ``queue an answer``).
+        errno: the OS error number (``errno.ENOSPC``...), or ``None``.
+        strerror: the OS error's text (``No space left on device``).
+    """
+
+    def __init__(self, path: str, action: str, cause: OSError) -> None:
+        self.action = action
+        self.errno = cause.errno
+        self.strerror = cause.strerror or str(cause)
+        JournalError.__init__(self, path, f"cannot {action}: {_cause_text(cause)}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.path, self.action, OSError(self.errno, self.strerror)))
 
 
 class JournalClosedError(JournalError):

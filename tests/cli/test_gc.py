@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import pathlib
+import time
 
 import anyio
 import msgspec
 import pytest
 
-from tether.journal import FileStore
+from tether.journal import Decision, FileStore
 
 from ._stores import APPROVE, DONE, ESCALATED, FAILED, Env, cli, cli_async, finished_run
 
@@ -127,3 +129,61 @@ def test_gc_usage_errors(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
         with pytest.raises(SystemExit) as exc:
             cli(capsys, "gc", "--root", env.r, *bad)
         assert exc.value.code == 2
+
+
+async def test_gc_removes_exactly_the_files_of_the_run_it_collects(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``a.journal.torn-1`` is a valid run id: its inbox and its copies are not run ``a``'s."""
+    lookalike = "a.journal.torn-1"
+    await env.craft("a", finished_run("a", "done", 10))
+    await env.craft(lookalike, finished_run(lookalike, "done", 1))  # within its window
+    runs = env.root / "runs"
+    async with env.store() as store:
+        for run_id in ("a", lookalike):
+            await store.post(run_id, Decision(call_id="c1", approved=True, by="priya"))
+    mine = ["a.journal.torn-300", "a.journal.torn-300.1", "a.journal.broken", "a.inbox.torn-256"]
+    theirs = [f"{lookalike}.journal.torn-300", f"{lookalike}.journal.broken"]
+    for name in mine + theirs:
+        (runs / name).write_bytes(b"kept aside")
+
+    code, out, err = await cli_async(capsys, "gc", "--root", env.r)
+    assert (code, err) == (0, "")
+    assert f"removed run a (done 10d00h ago) and {', '.join(sorted([*mine, 'a.inbox']))}" in out
+    left = set(os.listdir(runs))
+    assert not {"a.journal", "a.inbox", *mine} & left
+    assert {f"{lookalike}.journal", f"{lookalike}.inbox", *theirs} <= left
+    async with env.store() as store:
+        assert [e.by for e in await store.take_inbox(lookalike) if isinstance(e, Decision)] == [
+            "priya"
+        ]
+
+
+def test_gc_removes_unfinished_blob_writes_once_stale(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What a blob write killed half-way leaves: its temporary file. Removed once an hour old,
+    never while it may be a write under way."""
+    folder = env.root / "blobs" / "ab"
+    folder.mkdir(exist_ok=True)
+    stale = folder / f"{'ab' + '0' * 62}.4242.139.tmp"
+    fresh = folder / f"{'ab' + '1' * 62}.4343.140.tmp"
+    stale.write_bytes(b"s" * 1000)
+    fresh.write_bytes(b"f" * 10)
+    two_hours_ago = time.time() - 7200
+    os.utime(stale, (two_hours_ago, two_hours_ago))
+
+    code, out, _ = cli(capsys, "gc", "--root", env.r, "--dry-run")
+    assert code == 0
+    assert (
+        f"would remove unfinished blob write blobs/ab/{stale.name} (1000 bytes, 2h00m old)" in out
+    )
+    assert fresh.name not in out
+    assert "and 1 unfinished blob write(s)" in out
+    assert stale.exists()
+
+    code, out, _ = cli(capsys, "gc", "--root", env.r)
+    assert code == 0
+    assert f"removed unfinished blob write blobs/ab/{stale.name}" in out
+    assert not stale.exists()
+    assert fresh.read_bytes() == b"f" * 10

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import pathlib
+import signal
+import subprocess
+import sys
+
 import anyio
 import pytest
 
@@ -125,6 +130,41 @@ async def test_an_answer_for_a_busy_run_waits_in_its_inbox(
         assert [type(e).__name__ for e in await store.take_inbox(APPROVE)] == ["Decision"]
     events = await env.events(APPROVE)
     assert not any(isinstance(e, Decision | RunFinished) for e in events)
+
+
+async def test_an_approval_queued_after_a_post_killed_mid_write_is_recorded(
+    env: Env,
+) -> None:
+    """A process queueing an answer dies halfway through writing it; the next answer, from a
+    real ``tether approve``, is queued after the torn bytes are cut away, and recorded."""
+    repo = pathlib.Path(__file__).resolve().parents[2]
+
+    def run(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", *argv], cwd=repo, capture_output=True, text=True, timeout=60
+        )
+
+    async with FileStore(env.root) as store:
+        async with await store.open(APPROVE):  # a worker is advancing the run
+            killed = await anyio.to_thread.run_sync(
+                run, "tests.journal._inbox_proc", "post", env.r, APPROVE
+            )
+            assert killed.returncode == -signal.SIGKILL, killed.stderr
+            assert (env.root / "runs" / f"{APPROVE}.inbox").stat().st_size > 0
+            approved = await anyio.to_thread.run_sync(
+                run, "tether.cli", "approve", "--root", env.r, APPROVE, REFUND_CALL, "--by", "priya"
+            )
+            assert approved.returncode == 0, approved.stderr
+            assert "queued: another process is advancing the run" in approved.stdout
+        queued = await store.take_inbox(APPROVE)
+        assert [(e.call_id, e.by) for e in queued if isinstance(e, Decision)] == [
+            (REFUND_CALL, "priya")
+        ]
+    view = await env.resume(APPROVE)
+    assert view.status is RunStatus.DONE
+    assert env.refunds == ["o-1"]
+    decisions = [e for e in await env.events(APPROVE) if isinstance(e, Decision)]
+    assert [(d.call_id, d.by) for d in decisions] == [(REFUND_CALL, "priya")]
 
 
 @pytest.mark.parametrize(

@@ -38,6 +38,7 @@ from tether.journal import (
 )
 
 from ..journal._journals import encode_group, stamp
+from ._journal_proc import open_when_free
 
 PROC = pathlib.Path(__file__).with_name("_journal_proc.py")
 RUN = "run-kill"
@@ -205,7 +206,7 @@ def test_sigkill_at_random_moments_loses_no_acknowledged_event(
 
     async def reopen() -> None:
         async with FileStore(root, redact=None) as store:
-            journal = await store.open(RUN)
+            journal = await open_when_free(store, RUN)  # the last child was killed just now
             assert journal.events == known
             await journal.append([ToolResult(call_id="last", ok=True)])
             await journal.aclose()

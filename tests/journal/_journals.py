@@ -48,16 +48,13 @@ T0 = 1_700_000_000.0
 
 @dataclass(frozen=True)
 class Frame:
-    """One frame of a sample: ``[start, payload_end)`` is checksummed, padding follows."""
+    """One frame of a sample: ``[start, payload_end)`` is checksummed, zero padding follows
+    up to ``end``."""
 
     start: int
     payload_end: int
     end: int
     group: int
-
-    def checked(self, offset: int) -> bool:
-        """Whether ``offset`` lies in this frame's header or payload (not in its padding)."""
-        return self.start <= offset < self.payload_end
 
 
 @dataclass(frozen=True)

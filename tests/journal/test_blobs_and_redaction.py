@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import os
 import pathlib
 from collections.abc import AsyncIterator
 from typing import Any
@@ -134,6 +135,18 @@ async def test_missing_blob_is_refused(store: FileStore, tmp_path: pathlib.Path)
     assert info.value.digest == ref.digest
 
 
+async def test_a_blob_that_is_not_a_file_is_refused_without_waiting(
+    store: FileStore, tmp_path: pathlib.Path
+) -> None:
+    ref = await _stored_ref(store)
+    path = tmp_path / "blobs" / ref.digest[:2] / ref.digest
+    path.unlink()
+    os.mkfifo(path)  # an open for reading would wait for a writer for ever
+    with pytest.raises(BlobError, match="is a FIFO, not a regular file") as info:
+        await store.load_blob(ref)
+    assert info.value.digest == ref.digest
+
+
 async def test_malformed_digest_is_refused(store: FileStore) -> None:
     with pytest.raises(BlobError, match="sha256"):
         await store.load_blob(BlobRef(digest="../../etc/passwd", size=1))
@@ -173,6 +186,7 @@ async def test_failed_blob_write_appends_nothing(tmp_path: pathlib.Path) -> None
         faults.fail("fsync", errno.EIO)  # the blob's fsync, before anything is framed
         with pytest.raises(OSError, match="injected"):
             await journal.append([ToolResult(call_id="c1", ok=True, content=BIG_TEXT)])
+        assert list((tmp_path / "blobs").rglob("*.tmp")) == []  # its space is given back
         assert not journal.broken
         assert len(journal.events) == 1
         [record] = await journal.append([ToolResult(call_id="c1", ok=True, content=BIG_TEXT)])

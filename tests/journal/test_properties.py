@@ -212,7 +212,7 @@ def test_scan_of_checksummed_frames_holding_anything(payloads: list[bytes], befo
 
 def test_scan_reports_a_deeply_nested_payload_as_damage() -> None:
     # A checksummed frame whose content nests 100 000 lists deep: msgspec's decoder gives up
-    # with RecursionError, which ``_read_group`` does not catch, so ``open``/``read`` of such a
+    # with RecursionError, which ``read_group`` does not catch, so ``open``/``read`` of such a
     # journal fail with an untyped error instead of JournalCorruptError.
     head = msgspec.msgpack.encode({"type": "tool_result", "seq": 0, "call_id": "c", "ok": True})
     payload = bytes([head[0] + 1]) + head[1:] + msgspec.msgpack.encode("content")

@@ -151,3 +151,33 @@ async def test_a_cut_append_still_waiting_on_the_server_is_settled_not_called_lo
     async with PostgresStore(pg_server.dsn, schema=pg_schema) as direct:
         events = await direct.read("run-1")
     assert [e.seq for e in events] == [0, 1, 2]
+
+
+async def test_an_internal_client_error_is_a_lost_connection_not_a_broken_run(
+    pg_dsn: str, pg_schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """asyncpg reports a connection whose protocol state went wrong under it (a statement cut
+    off mid-flight) as ``InternalClientError: cannot switch to state 12``. The append's outcome
+    is then unknown, as after any lost connection: the store learns it and sends again, and the
+    run goes on instead of breaking."""
+    async with PostgresStore(dsn=pg_dsn, schema=pg_schema, pool_size=2) as store:
+        journal = await store.create("run-1", [_started("run-1")])
+        send = store._send
+        failed: list[str] = []
+
+        async def desynced_once(backend: list[int], query: str, *args: Any) -> str:
+            if not failed:
+                failed.append(query)
+                raise asyncpg.exceptions.InternalClientError(
+                    "cannot switch to state 12; another operation (2) is in progress"
+                )
+            return await send(backend, query, *args)
+
+        monkeypatch.setattr(store, "_send", desynced_once)
+        (written,) = await journal.append([_text("after the desync")])
+        assert failed, "the first send raised"
+        assert written.seq == 1
+        assert not journal.broken
+        await journal.aclose()
+        events = await store.read("run-1")
+    assert [e.seq for e in events] == [0, 1]

@@ -19,7 +19,7 @@ import pytest
 
 import tether
 from tether.journal._format import HEADER_SIZE
-from tether.journal._reader import _read_group
+from tether.journal._reader import read_group
 from tether.supervisor import RunStatus, Supervisor
 
 from ._helpers import WAIT
@@ -34,7 +34,7 @@ def groups_of(path: pathlib.Path) -> list[list[str]]:
     pos, groups = HEADER_SIZE, []
     seq = 0
     while pos < len(data) and data[pos:].count(0) != len(data) - pos:
-        events, pos = _read_group(data, pos, seq)
+        events, pos = read_group(data, pos, seq)
         seq += len(events)
         groups.append([type(e).__name__ for e in events])
     return groups

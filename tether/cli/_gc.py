@@ -2,7 +2,14 @@
 
 A run is removed only when its journal says it finished (``run_finished``) longer ago than its
 window, and only while this command holds the journal's lock (a journal another process holds
-is left alone). Unfinished runs are never touched.
+is left alone). Unfinished runs are never touched. With the journal go exactly the run's other
+files, matched by their whole name (``_leftovers.belongs_to``): its inbox and the copies kept
+beside either (``.torn-<offset>``, ``.broken``, with ``.<n>`` when repeated). A prefix would
+not do: ``a.journal.torn-1`` is a valid run id, and its files are not run ``a``'s. The journal
+goes last, so that a gc interrupted half-way finds the run, and what is left of it, next time.
+
+Blob writes that never finished leave temporary files (``blobs/<aa>/<digest>.<pid>.<tid>.tmp``);
+those older than ``TEMP_GRACE`` (an hour: no write takes that long) are removed too.
 
 A blob is removed only when no remaining journal refers to it. A tool result's blob is written
 before the record that refers to it, and an identical payload reuses the stored file, so a
@@ -29,6 +36,7 @@ from typing import Any
 
 from .._errors import JournalError, JournalLockedError, RunNotFoundError
 from ..journal._file import DEFAULT_FILE_OPS
+from ..journal._leftovers import belongs_to
 from ..journal._records import AnyEvent, ToolResult
 from ..journal._store import FileStore, Store
 from ..postgres import PostgresStore, _admin
@@ -46,6 +54,8 @@ from ._view import (
 )
 
 DAY = 86400.0
+TEMP_GRACE = 3600.0
+"""Seconds a blob write's temporary file is left alone: older, its writer is surely gone."""
 SHORT_WINDOW = (RunStatus.DONE.value, RunStatus.CANCELLED.value)
 TRASH = ".gc"
 
@@ -57,9 +67,11 @@ def add_gc_command(commands: Any, add_store: Callable[[argparse.ArgumentParser],
         description="Remove the journals of finished runs older than their window, counted "
         "from run_finished: --keep-days for done and cancelled runs, --keep-failed-days for "
         "failed runs (and any other final status). Unfinished runs, and journals another "
-        "process holds, are never touched; a removed run's .torn-*/.broken leftovers go with "
-        "it. Then remove blobs under blobs/ that no remaining journal refers to (skipped while "
-        "another process holds a journal, or when a journal cannot be read). Prints what it "
+        "process holds, are never touched; a removed run's inbox and .torn-*/.broken copies go "
+        "with it (matched by exact name). Then remove blobs under blobs/ that no remaining "
+        "journal refers to (skipped while another process holds a journal, or when a journal "
+        "cannot be read), and temporary files of blob writes that never finished, once older "
+        "than an hour. Prints what it "
         "removed, or with --dry-run what it would remove. On a PostgreSQL store (--store URL) "
         "the same runs go, with their events and inbox, unless a worker holds a live lease on "
         "one; blobs in the blobs table go only while no worker holds any run. Exit 0; 1 if a "
@@ -142,9 +154,11 @@ async def _run(store: Store, args: argparse.Namespace) -> int:
 
     dropped = {s.run_id for s in plan.remove} if args.dry_run else set()
     blob_count, blob_bytes, blob_note = await _collect_blobs(store, args.dry_run, dropped)
+    temps = _collect_temp_files(store, args.dry_run, now) if isinstance(store, FileStore) else 0
+    also = f" and {temps} unfinished blob write(s)" if temps else ""
     print(
         f"{'dry run: ' if args.dry_run else ''}{would} {removed} run(s) and {blob_count} "
-        f"blob(s) ({blob_bytes} bytes); kept {plan.unfinished} unfinished, {plan.recent} "
+        f"blob(s) ({blob_bytes} bytes){also}; kept {plan.unfinished} unfinished, {plan.recent} "
         f"finished within their window, {len(plan.locked)} held, "
         f"{len(plan.unreadable)} unreadable"
     )
@@ -193,7 +207,8 @@ async def _remove(store: Store, run_id: str) -> list[str] | None:
 
 
 async def _remove_run(store: FileStore, run_id: str) -> list[str] | None:
-    """Remove a finished run's journal (and leftovers) under its lock; ``None`` if busy."""
+    """Remove a finished run's files under its journal's lock: the journal last; the others
+    removed with it, or ``None`` if the run is busy."""
     try:
         journal = await store.open(run_id)
     except JournalLockedError:
@@ -203,17 +218,38 @@ async def _remove_run(store: FileStore, run_id: str) -> list[str] | None:
     async with journal:
         if fold(journal.events).finished is None:  # pragma: no cover - cannot happen today
             return None
-        os.unlink(journal.path)
+        own = os.path.basename(journal.path)
         gone: list[str] = []
-        prefix = f"{run_id}.journal."
         for name in sorted(os.listdir(store.runs_dir)):
-            if name.startswith((prefix + "torn-", prefix + "broken")) and not name.endswith(
-                ".journal"
-            ):
+            if name != own and belongs_to(name, run_id):
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(os.path.join(store.runs_dir, name))
                     gone.append(name)
+        os.unlink(journal.path)
     return gone
+
+
+def _collect_temp_files(store: FileStore, dry_run: bool, now: float) -> int:
+    """Remove the temporary files of blob writes older than ``TEMP_GRACE``; how many."""
+    count = 0
+    for path in store.blobs.temp_files():
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:  # its write just finished
+            continue
+        age = now - st.st_mtime
+        if age < TEMP_GRACE:
+            continue  # may be a write under way
+        name = os.path.relpath(path, store.root)
+        what = f"unfinished blob write {name} ({st.st_size} bytes, {format_age(age)} old)"
+        if not dry_run:
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                continue
+        print(f"{'would remove' if dry_run else 'removed'} {what}")
+        count += 1
+    return count
 
 
 async def _references(

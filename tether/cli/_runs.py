@@ -59,7 +59,10 @@ def add_run_commands(commands: Any) -> None:
         "tool name, awaiting approval or resolution) or why it needs attention or failed. "
         + STATUS_HELP
         + STORE_HELP
-        + " Exit 0; 3 if the store cannot be read or reached.",
+        + " A run whose journal cannot be read (damaged, or refused by the OS), and an entry "
+        "of runs/ named like a journal that is not a regular file (a directory, a FIFO), is "
+        "listed as needs_attention with the reason, and the other runs as usual. Exit 0; 3 if "
+        "the store cannot be read or reached.",
     )
     add_store_options(runs)
     runs.add_argument("--json", action="store_true", help="print a JSON list of run objects")

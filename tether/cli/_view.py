@@ -34,6 +34,7 @@ from .._errors import (
     JournalBrokenError,
     JournalCorruptError,
     JournalError,
+    JournalIOError,
     JournalLockedError,
     JournalVersionError,
     RunNotFoundError,
@@ -654,10 +655,12 @@ async def load_summary(store: Store, run_id: str) -> tuple[list[AnyEvent], RunSu
 
 
 async def load_summaries(store: Store) -> list[RunSummary]:
-    """Every run of the store; a journal that cannot be read gives an unreadable summary.
+    """Every run of the store; a journal that cannot be read gives an unreadable summary, and so
+    does an entry of a directory store's ``runs/`` named like a journal that is not a regular
+    file (a directory, a FIFO...), so that nothing there hides the other runs.
 
     Raises:
-        OSError: the store's directory cannot be listed or a journal cannot be read.
+        OSError: the store's directory cannot be listed.
     """
     out: list[RunSummary] = []
     for run_id in await store.list_runs():
@@ -668,6 +671,13 @@ async def load_summaries(store: Store) -> list[RunSummary]:
         except (JournalError, InvalidRunIdError) as exc:
             summary = unreadable(run_id, str(exc))
         out.append(summary)
+    if isinstance(store, FileStore):
+        for name, kind in (await store.odd_entries()).items():
+            if name.endswith(".journal"):
+                path = os.path.join(store.runs_dir, name)
+                reason = f"{path} is {kind}, not a regular file"
+                out.append(unreadable(name.removesuffix(".journal"), reason))
+        out.sort(key=lambda s: s.run_id)
     return out
 
 
@@ -699,10 +709,11 @@ def execute(args: argparse.Namespace, command: Callable[[], Awaitable[int]]) -> 
         )
     except (JournalCorruptError, JournalVersionError) as exc:
         return fail(f"{exc} (see `tether journal verify`)", 1)
+    except JournalIOError as exc:  # the OS refused: a full disk, no permission, not a file
+        return fail(str(exc), 3)
     except JournalBrokenError as exc:
-        cause = f" ({exc.__cause__})" if exc.__cause__ is not None else ""
         return fail(
-            f"run {run_id!r}: writing failed{cause}; it may or may not have been recorded: "
+            f"run {run_id!r}: writing failed ({exc.reason}); it may or may not have been recorded: "
             f"look with `tether show {store_flags(args)} {run_id}`",
             3,
         )

@@ -4,12 +4,18 @@ A blob lives at ``<root>/blobs/<first two hex digits>/<sha256>``. It is written 
 file, fsync'd, renamed into place, and its directory fsync'd, all before the journal record that
 refers to it is appended, so a durable record never points at a blob that a crash could lose.
 Identical payloads share one file. Reads check the digest.
+
+A write that fails removes its temporary file, ``<digest>.<pid>.<thread>.tmp`` beside where the
+blob would be; one killed leaves it, and ``temp_files`` finds those for ``tether gc``, which
+removes them once older than its grace period.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import re
 import threading
 
 import anyio
@@ -19,6 +25,7 @@ from ._file import FileOps
 from ._records import BlobRef
 
 SUMMARY_CHARS = 200
+_TEMP = re.compile(r"[0-9a-f]{64}\.\d+\.\d+\.tmp")
 
 
 class BlobStore:
@@ -41,17 +48,20 @@ class BlobStore:
             os.utime(dest)  # reused: a collector's grace period counts from now
             return digest
         folder = os.path.dirname(dest)
-        if not os.path.isdir(folder):
-            os.makedirs(folder, exist_ok=True)
-            self._ops.fsync_dir(self.root)
+        self._ops.make_dirs(folder)
         tmp = f"{dest}.{os.getpid()}.{threading.get_ident()}.tmp"
-        fd = self._ops.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        fd = self._ops.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         try:
-            self._ops.write_all(fd, data, 0)
-            self._ops.fsync(fd)
-        finally:
-            self._ops.close(fd)
-        self._ops.replace(tmp, dest)
+            try:
+                self._ops.write_all(fd, data, 0)
+                self._ops.fsync(fd)
+            finally:
+                self._ops.close(fd)
+            self._ops.replace(tmp, dest)
+        except BaseException:
+            with contextlib.suppress(OSError):  # give the space back (a full disk, say)
+                self._ops.unlink(tmp)
+            raise
         self._ops.fsync_dir(folder)
         return digest
 
@@ -68,26 +78,47 @@ class BlobStore:
         """The bytes of blob ``digest``.
 
         Raises:
-            BlobError: missing, or its content does not match the digest.
+            BlobError: missing, unreadable (not a regular file, no permission), or its content
+                does not match the digest.
         """
         import aiofiles  # imported on first use: it costs every process that never reads a blob
 
         try:
-            async with aiofiles.open(self.path(digest), "rb") as f:
+            # Through the file layer: never blocks on a FIFO, and refuses anything not a file.
+            async with aiofiles.open(self.path(digest), "rb", opener=self._ops.open) as f:
                 data = await f.read()
         except FileNotFoundError:
             raise BlobError(digest, f"missing from {self.root}") from None
+        except OSError as exc:
+            raise BlobError(digest, f"cannot be read: {exc.strerror or exc}") from exc
         if hashlib.sha256(data).hexdigest() != digest:
             raise BlobError(digest, "content does not match its digest")
         return data
 
+    def temp_files(self) -> list[str]:
+        """Paths of the temporary files of blob writes that never finished, or are under way
+        (blocking)."""
+        return [
+            os.path.join(self.root, sub, name)
+            for sub in self._folders()
+            for name in sorted(os.listdir(os.path.join(self.root, sub)))
+            if _TEMP.fullmatch(name)
+        ]
+
+    def _folders(self) -> list[str]:
+        if not os.path.isdir(self.root):
+            return []
+        return [
+            sub
+            for sub in sorted(os.listdir(self.root))
+            if len(sub) == 2 and os.path.isdir(os.path.join(self.root, sub))
+        ]
+
     def digests(self) -> list[str]:
         """Every stored digest (blocking)."""
         found: list[str] = []
-        if not os.path.isdir(self.root):
-            return found
-        for sub in sorted(os.listdir(self.root)):
-            folder = os.path.join(self.root, sub)
-            if len(sub) == 2 and os.path.isdir(folder):
-                found.extend(n for n in sorted(os.listdir(folder)) if len(n) == 64)
+        for sub in self._folders():
+            found.extend(
+                n for n in sorted(os.listdir(os.path.join(self.root, sub))) if len(n) == 64
+            )
         return found

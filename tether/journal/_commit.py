@@ -17,8 +17,9 @@ Per journal, at most one thread works at a time (the ``scheduled`` flag), so wri
 are never concurrent and stay in ``seq`` order. Different journals sync in parallel, which lets
 the filesystem merge their flushes.
 
-A failed write or sync is remembered on the journal (``failed``) and every later group of that
-journal fails with the same error without touching the disk: fsync is never retried.
+A failed write or sync first cuts the file back to its last acknowledged end (``cut_back``),
+then is remembered on the journal (``failed``), and every later group of that journal fails
+with the same error without touching the disk: fsync is never retried.
 
 Where ``io_uring`` is available and wanted, appends bypass the threads: the event loop hands
 each journal's pending groups to the ring (``_uring``) under the same rules, and the threads
@@ -58,6 +59,14 @@ class CommitTarget(Protocol):
 
     def written(self, end: int, alloc_end: int) -> None:
         """Record that everything up to ``end`` is durable and space up to ``alloc_end``."""
+        ...
+
+    def cut_back(self) -> None:
+        """Cut the file back to the last durable end after a failure (best effort)."""
+        ...
+
+    def check_named(self) -> None:
+        """Raise ``JournalRemovedError`` if the file was removed or replaced while held."""
         ...
 
 

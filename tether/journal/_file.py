@@ -3,6 +3,19 @@
 This is the fault seam. Tests (and ``tether.testing.FaultyFileOps``) subclass it to return short
 writes, raise ``ENOSPC`` or ``EIO`` on a chosen call, without patching ``os`` for the whole
 process. All methods are blocking and run on writer threads, never on the event loop.
+
+A file that already exists is opened without blocking (``O_NONBLOCK``) and must then be a
+regular file: a FIFO named like a journal would otherwise block its opener for ever (a sweep,
+``tether runs``, a worker that no longer answers SIGTERM), and one swapped in after a listing
+is caught as well, since the check is made on what was opened. ``O_NONBLOCK`` is cleared
+again at once: ``io_uring`` fails a write to a non-blocking file with ``EAGAIN`` rather than
+waiting for it.
+
+Everything a store creates is its owner's alone, whatever the process's umask: files
+``FILE_MODE`` (0600) and directories ``DIR_MODE`` (0700). Journals, blobs and inboxes hold
+customer data. The umask can only take bits away from the mode asked for (one of 0277 leaves
+the owner unable to write), and a file that already existed keeps its mode, so the mode is set
+again explicitly on every file opened for creation and every directory made.
 """
 
 from __future__ import annotations
@@ -10,14 +23,72 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import stat
 import sys
+
+FILE_MODE = 0o600
+DIR_MODE = 0o700
+_O_TMPFILE: int = getattr(os, "O_TMPFILE", 0)
+_O_DIRECTORY: int = getattr(os, "O_DIRECTORY", 0)
+_SETFL = os.O_APPEND | getattr(os, "O_DIRECT", 0) | getattr(os, "O_NOATIME", 0)
+"""The status flags ``F_SETFL`` changes, but ``O_NONBLOCK``: what an open asked for is kept."""
+
+
+def kind_of(mode: int) -> str:
+    """What a file of ``st_mode`` ``mode`` is, in words (``a regular file``, ``a FIFO``...)."""
+    for test, kind in (
+        (stat.S_ISREG, "a regular file"),
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISLNK, "a symbolic link"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return kind
+    return "a device"
+
+
+def not_regular(path: str, mode: int) -> OSError:
+    """The error for opening ``path`` (of ``st_mode`` ``mode``) as if it were a file."""
+    code = errno.EISDIR if stat.S_ISDIR(mode) else errno.EINVAL
+    return OSError(code, f"is {kind_of(mode)}, not a regular file", path)
 
 
 class FileOps:
     """Blocking file operations on raw descriptors; subclass to inject faults."""
 
-    def open(self, path: str, flags: int, mode: int = 0o644) -> int:
-        return os.open(path, flags | getattr(os, "O_CLOEXEC", 0), mode)
+    def open(self, path: str, flags: int, mode: int = FILE_MODE) -> int:
+        """Open ``path``: a file that may exist already without blocking, and only if it is a
+        regular file; a file opened for creation (``O_CREAT``, ``O_TMPFILE``) gets exactly
+        ``mode``. A directory is opened as asked (``O_DIRECTORY``).
+
+        Raises:
+            OSError: as ``os.open``, or ``EINVAL``/``EISDIR`` if ``path`` is not a regular file.
+        """
+        flags |= getattr(os, "O_CLOEXEC", 0)
+        tmpfile = bool(_O_TMPFILE) and flags & _O_TMPFILE == _O_TMPFILE
+        if flags & _O_DIRECTORY and not tmpfile:
+            return os.open(path, flags, mode)
+        new = tmpfile or (flags & os.O_CREAT and flags & os.O_EXCL)  # a new file, surely regular
+        fd = os.open(path, flags if new else flags | os.O_NONBLOCK, mode)
+        try:
+            if not new:
+                st = os.fstat(fd)
+                if not stat.S_ISREG(st.st_mode):
+                    raise not_regular(path, st.st_mode)
+                if not flags & os.O_NONBLOCK:
+                    fcntl.fcntl(fd, fcntl.F_SETFL, flags & _SETFL)
+            if flags & os.O_CREAT or tmpfile:
+                os.fchmod(fd, mode)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def mkdir(self, path: str, mode: int = DIR_MODE) -> None:
+        """Make the directory ``path`` with exactly ``mode``."""
+        os.mkdir(path, mode)
+        os.chmod(path, mode)
 
     def close(self, fd: int) -> None:
         os.close(fd)
@@ -46,6 +117,12 @@ class FileOps:
     def ftruncate(self, fd: int, length: int) -> None:
         os.ftruncate(fd, length)
 
+    def fstat(self, fd: int) -> os.stat_result:
+        return os.fstat(fd)
+
+    def stat(self, path: str) -> os.stat_result:
+        return os.stat(path)
+
     def lock(self, fd: int) -> bool:
         """Take an exclusive, non-blocking ``flock``; ``False`` if another holder has it."""
         try:
@@ -53,6 +130,10 @@ class FileOps:
         except BlockingIOError:
             return False
         return True
+
+    def wait_lock(self, fd: int, *, shared: bool = False) -> None:
+        """Take a ``flock`` (exclusive, or ``shared``), waiting for other holders to let go."""
+        fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
 
     def fsync_dir(self, path: str) -> None:
         """Make the directory entries in ``path`` durable."""
@@ -91,6 +172,31 @@ class FileOps:
                 raise OSError(errno.EIO, "write made no progress")
             view = view[n:]
             offset += n
+
+    def make_dirs(self, path: str) -> None:
+        """Make ``path`` and any missing parent (each ``DIR_MODE``), each entry made durable in
+        its parent directory."""
+        if os.path.isdir(path):
+            return
+        parent = os.path.dirname(path)
+        if parent and parent != path:
+            self.make_dirs(parent)
+        try:
+            self.mkdir(path)
+        except FileExistsError:  # made by another process meanwhile
+            if not os.path.isdir(path):
+                raise
+            return
+        self.fsync_dir(parent or ".")
+
+    def same_file(self, fd: int, path: str) -> bool:
+        """Whether ``path`` still names the file open as ``fd`` (not removed, nor replaced)."""
+        held = self.fstat(fd)
+        try:
+            named = self.stat(path)
+        except FileNotFoundError:
+            return False
+        return (held.st_dev, held.st_ino) == (named.st_dev, named.st_ino)
 
     def read_all(self, fd: int) -> bytes:
         """The whole file, read from offset 0."""

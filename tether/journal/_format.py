@@ -35,6 +35,11 @@ Why these fields:
   write cannot leave half a header that happens to look valid.
 - A frame header of all zeros is never valid (``length`` is at least 1), which is how a reader
   recognises the preallocated, zero-filled space after the last group.
+- Padding lies outside the checksum, so a reader checks that it is zero (at most 7 bytes a
+  frame): every byte of a journal is then checked by something, and a flipped padding byte is
+  damage like any other instead of passing unseen.
+
+The same header (with its own magic) and frames lay out a run's inbox (``_inbox``).
 """
 
 from __future__ import annotations
@@ -59,6 +64,8 @@ _CRC = struct.Struct("<I")
 _FRAME = struct.Struct("<IIII")
 _FRAME_TAIL = struct.Struct("<III")
 _HEADER_CRC_AT = HEADER_SIZE - 4
+ZERO_PADDING = bytes(ALIGN)
+"""The most padding a frame has, as written: a reader compares a frame's padding with it."""
 
 
 def crc32(data: bytes | memoryview, start: int = 0) -> int:
@@ -76,13 +83,14 @@ def frame_size(payload_len: int) -> int:
     return FRAME_HEADER_SIZE + align(payload_len)
 
 
-def encode_header(run_id: str, version: int = FORMAT_VERSION) -> bytes:
-    """The 256-byte file header for ``run_id``."""
+def encode_header(run_id: str, version: int = FORMAT_VERSION, magic: bytes = MAGIC) -> bytes:
+    """The 256-byte file header for ``run_id`` (a journal's, or with another 8-byte ``magic``
+    and its ``version``, an inbox's)."""
     rid = run_id.encode("ascii")
     if len(rid) > MAX_RUN_ID_LEN:
         raise ValueError(f"run id longer than {MAX_RUN_ID_LEN} bytes")
     buf = bytearray(HEADER_SIZE)
-    _HEADER_FIXED.pack_into(buf, 0, MAGIC, version, 0, len(rid), 0)
+    _HEADER_FIXED.pack_into(buf, 0, magic, version, 0, len(rid), 0)
     buf[_HEADER_FIXED.size : _HEADER_FIXED.size + len(rid)] = rid
     _CRC.pack_into(buf, _HEADER_CRC_AT, crc32(memoryview(buf)[:_HEADER_CRC_AT]))
     return bytes(buf)
@@ -97,8 +105,11 @@ class HeaderError(Exception):
         self.version = version
 
 
-def decode_header(data: bytes | memoryview) -> tuple[int, str]:
-    """Return ``(version, run_id)`` from the start of a journal file.
+def decode_header(
+    data: bytes | memoryview, magic: bytes = MAGIC, newest: int = FORMAT_VERSION
+) -> tuple[int, str]:
+    """Return ``(version, run_id)`` from the start of a file whose header has ``magic`` and a
+    version up to ``newest`` (a journal's by default).
 
     Raises:
         HeaderError: wrong magic, short file, checksum mismatch, or a newer version
@@ -106,12 +117,13 @@ def decode_header(data: bytes | memoryview) -> tuple[int, str]:
     """
     if len(data) < HEADER_SIZE:
         raise HeaderError(f"file is {len(data)} bytes, shorter than the {HEADER_SIZE}-byte header")
-    magic, version, _flags, rid_len, _ = _HEADER_FIXED.unpack_from(data, 0)
-    if magic != MAGIC:
-        raise HeaderError("not a tether journal (bad magic)")
+    found, version, _flags, rid_len, _ = _HEADER_FIXED.unpack_from(data, 0)
+    if found != magic:
+        kind = "journal" if magic == MAGIC else "inbox"
+        raise HeaderError(f"not a tether {kind} (bad magic)")
     (stored,) = _CRC.unpack_from(data, _HEADER_CRC_AT)
     checksum_ok = stored == crc32(memoryview(data)[:_HEADER_CRC_AT])
-    if version > FORMAT_VERSION:
+    if version > newest:
         if checksum_ok:
             raise HeaderError(f"format version {version}", version=version)
         raise HeaderError(

@@ -2,81 +2,330 @@
 
 A person's decision, resolution or cancellation is normally appended to the run's journal under
 its lock. While a worker advances the run it holds that lock, so the answer goes to
-``runs/<run_id>.inbox`` instead: one JSON-encoded event per line, appended under the inbox's own
-``flock`` and fsync'd. The owner folds the inbox into the journal at its next pause (checking
-each answer against the run's state, so an answer delivered twice is ignored) and then removes
-it; a sweeping supervisor picks up a parked run whose inbox is not empty.
+``runs/<run_id>.inbox`` instead. The owner folds the inbox into the journal at its next pause
+(checking each answer against the run's state, so an answer delivered twice is ignored) and then
+clears it; a sweeping supervisor picks up a parked run whose inbox is not empty.
+
+File layout, the journal's own (``_format``), so that a queued answer is kept as safely as a
+recorded one::
+
+    header (256 bytes)   a journal header with magic b"TETHERI\\0" and INBOX_VERSION,
+                         naming the run
+    record*              one group of one frame per answer: crc, length, group_off (0),
+                         group_len, the event as MessagePack, zero padding to 8 bytes
+
+An answer is stored as it was posted (its ``seq`` is -1: the owner stamps it when it appends it
+to the journal), so the inbox holds whatever events the vocabulary has. Records are checked as a
+journal's groups are (``_reader.read_group``): fields, checksum and padding.
+
+What each operation promises:
+
+- ``post`` takes the inbox's exclusive ``flock`` and reads it. A torn tail (a post cut short by
+  a crash or a full disk) is first cut back to the end of the last whole record, durably
+  (its bytes kept in ``<inbox>.torn-<offset>``, the truncation fsync'd), so that a new record
+  never lands glued to a broken one. The record is acknowledged only once its bytes are
+  fsync'd, and for a new file the directory too. A write that fails is cut back again (best
+  effort, and the fsync is never retried) and raises ``JournalIOError``: nothing is
+  acknowledged, and what the inbox held before is still there.
+- ``take`` (under a shared lock) returns every record that can be read, oldest first. Damage
+  in the middle (a bad record with a good one after it) is logged, naming the file, offset and
+  reason, and reading goes on after it: one bad record never hides the answers behind it.
+- ``clear`` replaces the inbox atomically: the records that remain (all but the first
+  ``count``, so anything posted since stays) are written to a temporary file, fsync'd, renamed
+  over the inbox, and the directory fsync'd; with none left, the inbox is removed and the
+  directory fsync'd. A crash at any point leaves the old inbox or the new one, each whole, and
+  the owner's check against the run's state ignores answers it finds again. An inbox with
+  damage is first copied whole to ``<inbox>.broken`` (``.1``, ``.2``... if taken), and the
+  error logged, so that the unreadable bytes are kept for a person.
+
+Why a replace rather than an append-only "consumed" marker: an inbox is small and short-lived
+(cleared at the owner's next pause), rewriting it costs one small file, and the file then holds
+exactly the answers still due, so whether a run has answers waiting stays a plain existence
+check, and no reader has to trust a marker to know what it may skip.
+
+Every operation checks, once it holds the lock, that the path still names the file it locked:
+``clear`` replaces or removes the file under that lock, and a post that was waiting for the lock
+of the old file must not write into it (the answer would go with that file).
+
+An inbox of JSON lines, as tether wrote before this layout, is still read, and rewritten in this
+layout by the next post or clear.
 """
 
 from __future__ import annotations
 
-import fcntl
+import contextlib
+import logging
 import os
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 import msgspec
 
+from .._errors import JournalCorruptError, JournalIOError
 from ._file import FileOps
-from ._records import AnyEvent, Event
+from ._format import (
+    FRAME_HEADER_SIZE,
+    HEADER_SIZE,
+    FrameHeader,
+    build_group,
+    encode_header,
+    is_zero,
+    payload_crc,
+)
+from ._leftovers import free_name, keep_torn_tail, save_copy
+from ._reader import GroupProblem, later_valid_frame, read_group, read_header
+from ._records import AnyEvent, Event, encode_event
 
-_ENCODER = msgspec.json.Encoder()
-_DECODER: msgspec.json.Decoder[AnyEvent] = msgspec.json.Decoder(AnyEvent)
+INBOX_MAGIC = b"TETHERI\x00"
+INBOX_VERSION = 1
+
+log = logging.getLogger("tether.journal")
+
+_LEGACY_DECODER: msgspec.json.Decoder[AnyEvent] = msgspec.json.Decoder(AnyEvent)
 
 
 def inbox_path(runs_dir: str, run_id: str) -> str:
     return os.path.join(runs_dir, f"{run_id}.inbox")
 
 
-def post(path: str, event: Event, ops: FileOps) -> None:
-    """Append ``event`` to the inbox at ``path`` durably (blocking)."""
-    created = not os.path.exists(path)
-    fd = ops.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        ops.write_all(fd, _ENCODER.encode(event) + b"\n", ops.size(fd))
-        ops.fsync(fd)
-    finally:
-        ops.close(fd)
-    if created:
-        ops.fsync_dir(os.path.dirname(path))
+def inbox_header(run_id: str) -> bytes:
+    """The 256-byte header of ``run_id``'s inbox."""
+    return encode_header(run_id, INBOX_VERSION, INBOX_MAGIC)
 
 
-def take(path: str, ops: FileOps) -> list[AnyEvent]:
-    """The inbox's events, oldest first; a line cut short by a crash is skipped (blocking)."""
+def frame_record(event: Event) -> bytes:
+    """``event`` as one inbox record (a group of one frame)."""
+    payload = encode_event(event)
+    return build_group([(payload, payload_crc(payload))])
+
+
+@dataclass(frozen=True)
+class Record:
+    """One readable answer in an inbox: the event and the record's bytes as found."""
+
+    event: AnyEvent
+    raw: bytes
+
+
+@dataclass
+class InboxScan:
+    """What an inbox holds.
+
+    Attributes:
+        records: every record that can be read, oldest first.
+        end: where the next record goes: after the last whole record (0 when not even the
+            header is whole, which only a first post cut short leaves).
+        damage: ``(offset, reason)`` of each stretch that cannot be read, oldest first.
+        legacy: the file holds JSON lines (an older tether's inbox).
+    """
+
+    size: int
+    records: list[Record] = field(default_factory=list)
+    end: int = 0
+    damage: list[tuple[int, str]] = field(default_factory=list)
+    legacy: bool = False
+
+    @property
+    def events(self) -> list[AnyEvent]:
+        return [r.event for r in self.records]
+
+
+def scan_inbox(data: bytes, path: str, run_id: str) -> InboxScan:
+    """Read an inbox held in ``data``: every record that can be read, and where damage lies.
+
+    Never raises for damage: it is reported in ``damage``, and reading goes on at the next
+    valid record after it. A torn tail (an unfinished last record, or zeros) ends the records.
+
+    Raises:
+        JournalVersionError: the inbox was written by a newer tether.
+    """
+    if data[:1] == b"{":
+        return _scan_legacy(data)
+    result = InboxScan(size=len(data))
+    if len(data) < HEADER_SIZE:
+        return result  # a first post cut short: nothing in it was acknowledged
     try:
-        fd = ops.open(path, os.O_RDONLY)
-    except FileNotFoundError:
-        return []
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH)
-        data = ops.read_all(fd)
-    finally:
-        ops.close(fd)
-    events: list[AnyEvent] = []
+        read_header(data, path, run_id, magic=INBOX_MAGIC, newest=INBOX_VERSION)
+    except JournalCorruptError as exc:  # the records after it can still be read
+        result.damage.append((0, exc.reason))
+    pos, size = HEADER_SIZE, len(data)
+    while pos < size:
+        if is_zero(data, pos, min(pos + FRAME_HEADER_SIZE, size)) and is_zero(data, pos, size):
+            break  # zeros where a record was to go: a torn tail (cut by the next post)
+        try:
+            events, end = read_group(data, pos, None)
+        except GroupProblem as problem:
+            if problem.end is not None:  # whole and checksummed, but no event this tether reads
+                result.damage.append((pos, problem.reason))
+                pos = problem.end
+                continue
+            later = later_valid_frame(data, pos, problem.at)
+            if later is None:
+                break  # a torn tail: never acknowledged
+            after = later - FrameHeader(data, later).group_off
+            result.damage.append((pos, f"{problem.reason}; a valid record follows at {after}"))
+            pos = after
+            continue
+        if len(events) == 1:
+            result.records.append(Record(events[0], data[pos:end]))
+        else:
+            result.damage.append((pos, f"a record of {len(events)} events, not one"))
+        pos = end
+    result.end = pos
+    return result
+
+
+def _scan_legacy(data: bytes) -> InboxScan:
+    result = InboxScan(size=len(data), legacy=True, end=len(data))
+    pos = 0
     for line in data.split(b"\n")[:-1]:  # the part after the last newline is unfinished
         try:
-            events.append(_DECODER.decode(line))
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            continue
-    return events
-
-
-def clear(path: str, count: int, ops: FileOps) -> None:
-    """Remove the first ``count`` events taken from the inbox; keep any posted since (blocking)."""
-    try:
-        fd = ops.open(path, os.O_RDWR)
-    except FileNotFoundError:
-        return
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        lines = ops.read_all(fd).split(b"\n")
-        rest = b"".join(line + b"\n" for line in lines[count:-1])
-        if rest:
-            ops.ftruncate(fd, 0)
-            ops.write_all(fd, rest, 0)
-            ops.fsync(fd)
+            event = _LEGACY_DECODER.decode(line)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            result.damage.append((pos, f"undecodable line: {exc}"))
         else:
-            ops.unlink(path)
-    finally:
-        ops.close(fd)
-    if not rest:
+            result.records.append(Record(event, frame_record(event)))
+        pos += len(line) + 1
+    return result
+
+
+def post(path: str, run_id: str, event: Event, ops: FileOps) -> None:
+    """Append ``event`` to the inbox at ``path``; return once it is durable (blocking).
+
+    Raises:
+        JournalIOError: the inbox could not be written (a full disk, say); the answer was not
+            queued, and the inbox holds what it held before.
+        JournalVersionError: the inbox was written by a newer tether.
+    """
+    record = frame_record(event)
+    try:
+        with _locked(path, ops, exclusive=True, create=True) as fd:
+            assert fd is not None
+            data = ops.read_all(fd)
+            found = scan_inbox(data, path, run_id)
+            _report(path, found)
+            if found.legacy:
+                _replace(path, run_id, [*(r.raw for r in found.records), record], ops)
+                return
+            end = found.end
+            if end < len(data):  # a torn tail: cut back to the last whole record first, durably
+                keep_torn_tail(path, data, end, ops)
+                ops.ftruncate(fd, end)
+                ops.fsync(fd)
+            _append(fd, path, run_id, record, end, ops)
+    except OSError as exc:
+        raise JournalIOError(path, "queue an answer in the inbox", exc) from exc
+
+
+def _append(fd: int, path: str, run_id: str, record: bytes, end: int, ops: FileOps) -> None:
+    new = end == 0
+    data = inbox_header(run_id) + record if new else record
+    try:
+        ops.write_all(fd, data, end)
+        ops.fsync(fd)
+    except OSError:
+        # Leave no part of an unacknowledged record behind for a later post to trip over
+        # (best effort; the fsync is not retried: what a failed one leaves is unknown).
+        with contextlib.suppress(OSError):
+            if new:
+                ops.unlink(path)  # under the lock: a waiting poster sees it gone and retries
+            else:
+                ops.ftruncate(fd, end)
+        raise
+    if new:
         ops.fsync_dir(os.path.dirname(path))
+
+
+def take(path: str, run_id: str, ops: FileOps) -> list[AnyEvent]:
+    """The inbox's events, oldest first: every record that can be read (blocking).
+
+    Damage in the middle is logged and read past; a torn tail is left for the next post.
+
+    Raises:
+        JournalIOError: the inbox exists but cannot be read.
+        JournalVersionError: the inbox was written by a newer tether.
+    """
+    try:
+        with _locked(path, ops, exclusive=False, create=False) as fd:
+            if fd is None:
+                return []
+            data = ops.read_all(fd)
+    except OSError as exc:
+        raise JournalIOError(path, "read the inbox", exc) from exc
+    found = scan_inbox(data, path, run_id)
+    _report(path, found)
+    return found.events
+
+
+def clear(path: str, run_id: str, count: int, ops: FileOps) -> None:
+    """Remove the first ``count`` events taken from the inbox; keep any posted since (blocking).
+
+    Raises:
+        JournalIOError: the inbox could not be rewritten; it is as it was.
+        JournalVersionError: the inbox was written by a newer tether.
+    """
+    try:
+        with _locked(path, ops, exclusive=True, create=False) as fd:
+            if fd is None:
+                return
+            data = ops.read_all(fd)
+            found = scan_inbox(data, path, run_id)
+            if found.damage:
+                kept = free_name(f"{path}.broken")
+                save_copy(kept, data, ops)
+                _report(path, found, f"; the whole inbox is kept in {kept}")
+            rest = [r.raw for r in found.records[count:]]
+            if rest:
+                _replace(path, run_id, rest, ops)
+            else:
+                ops.unlink(path)  # under the lock: a waiting poster sees it gone and retries
+                ops.fsync_dir(os.path.dirname(path))
+    except OSError as exc:
+        raise JournalIOError(path, "clear the inbox", exc) from exc
+
+
+def _report(path: str, found: InboxScan, more: str = "") -> None:
+    for offset, reason in found.damage:
+        log.error("%s: damaged at offset %d, read past it: %s%s", path, offset, reason, more)
+
+
+@contextlib.contextmanager
+def _locked(path: str, ops: FileOps, *, exclusive: bool, create: bool) -> Iterator[int | None]:
+    """The inbox at ``path``, open and ``flock``'d, checked to still be the file the path
+    names once the lock is held; ``None`` if there is no inbox (and not ``create``)."""
+    flags = os.O_RDWR | (os.O_CREAT if create else 0) if exclusive else os.O_RDONLY
+    while True:
+        try:
+            fd = ops.open(path, flags)
+        except FileNotFoundError:
+            yield None
+            return
+        try:
+            ops.wait_lock(fd, shared=not exclusive)
+            if ops.same_file(fd, path):
+                yield fd
+                return
+        finally:
+            ops.close(fd)
+        # Replaced or removed while we waited: the lock we got guards nothing any more.
+
+
+def _replace(path: str, run_id: str, records: list[bytes], ops: FileOps) -> None:
+    """Make ``records`` the inbox's content atomically (called under the inbox's lock)."""
+    folder, name = os.path.split(path)
+    # A leading dot and ".tmp": a store's start removes it if a crash leaves it behind.
+    tmp = os.path.join(folder, f".{name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    fd = ops.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    try:
+        try:
+            ops.write_all(fd, inbox_header(run_id) + b"".join(records), 0)
+            ops.fsync(fd)
+        finally:
+            ops.close(fd)
+        ops.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            ops.unlink(tmp)
+        raise
+    ops.fsync_dir(folder)

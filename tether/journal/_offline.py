@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from .._errors import JournalLockedError
 from ._file import DEFAULT_FILE_OPS, FileOps
+from ._leftovers import free_name, save_copy
 from ._reader import Scan, scan, scan_live
 
 
@@ -69,16 +70,10 @@ def repair_file(path: str, *, apply: bool, ops: FileOps = DEFAULT_FILE_OPS) -> R
         reason = result.damage.reason if result.damage else None
         if not tail.strip(b"\x00"):
             tail = b""
-        moved_to = _free_name(f"{path}.broken") if tail else None
+        moved_to = free_name(f"{path}.broken") if tail else None
         if apply and removed:
             if moved_to is not None:
-                out = ops.open(moved_to, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-                try:
-                    ops.write_all(out, tail, 0)
-                    ops.fsync(out)
-                finally:
-                    ops.close(out)
-                ops.fsync_dir(os.path.dirname(os.path.abspath(path)))
+                save_copy(moved_to, tail, ops)
             ops.ftruncate(fd, result.end)
             ops.fsync(fd)
         return RepairReport(
@@ -92,11 +87,3 @@ def repair_file(path: str, *, apply: bool, ops: FileOps = DEFAULT_FILE_OPS) -> R
         )
     finally:
         ops.close(fd)
-
-
-def _free_name(base: str) -> str:
-    name, n = base, 1
-    while os.path.exists(name):
-        name = f"{base}.{n}"
-        n += 1
-    return name

@@ -9,6 +9,10 @@ The scanner tells three endings apart, like etcd's WAL decoder:
 - *corruption*: damage followed by a valid frame of a later group, or a checksummed frame that
   breaks the rules (undecodable payload, a gap or duplicate in ``seq``). Acknowledged data is at
   stake, so the scanner reports it and never guesses.
+
+Damage is anything a frame fails: its header fields, its checksum, or its zero padding, so that
+no byte of a journal can change unnoticed. ``read_group`` and ``later_valid_frame`` also serve
+the inbox (``_inbox``), which reads on past damage instead of stopping.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ from ._format import (
     FORMAT_VERSION,
     FRAME_HEADER_SIZE,
     HEADER_SIZE,
+    MAGIC,
+    ZERO_PADDING,
     FrameHeader,
     HeaderError,
     decode_header,
@@ -81,21 +87,42 @@ class Scan:
             raise JournalCorruptError(path, d.at, d.seq, d.reason)
 
 
-class _GroupProblem(Exception):
-    def __init__(self, at: int, reason: str, *, definite: bool = False) -> None:
+class GroupProblem(Exception):
+    """Why the group at some offset cannot be read.
+
+    Attributes:
+        at: offset of the first bad frame.
+        reason: what is wrong, in words.
+        definite: the frames are whole and checksummed but break the rules (an undecodable
+            event, a ``seq`` out of order): damage, never a torn write.
+        end: for a definite problem, where the group ends (its framing is sound).
+    """
+
+    def __init__(
+        self, at: int, reason: str, *, definite: bool = False, end: int | None = None
+    ) -> None:
         super().__init__(reason)
         self.at = at
         self.reason = reason
         self.definite = definite
+        self.end = end
 
 
-def read_header(data: bytes | memoryview, path: str, expect_run_id: str | None) -> tuple[int, str]:
-    """Decode and check the header; raise the typed error a person can act on."""
+def read_header(
+    data: bytes | memoryview,
+    path: str,
+    expect_run_id: str | None,
+    *,
+    magic: bytes = MAGIC,
+    newest: int = FORMAT_VERSION,
+) -> tuple[int, str]:
+    """Decode and check the header (a journal's, or with ``magic`` and ``newest`` an inbox's);
+    raise the typed error a person can act on."""
     try:
-        version, run_id = decode_header(data)
+        version, run_id = decode_header(data, magic, newest)
     except HeaderError as exc:
         if exc.version is not None:
-            raise JournalVersionError(path, exc.version, FORMAT_VERSION) from None
+            raise JournalVersionError(path, exc.version, newest) from None
         raise JournalCorruptError(path, 0, None, f"bad header: {exc.reason}") from None
     if expect_run_id is not None and run_id != expect_run_id:
         raise JournalCorruptError(
@@ -123,8 +150,8 @@ def scan(data: bytes, path: str, *, expect_run_id: str | None = None) -> Scan:
         if is_zero(data, pos, min(pos + FRAME_HEADER_SIZE, size)) and is_zero(data, pos, size):
             break  # preallocated space: the end of data
         try:
-            group, end = _read_group(data, pos, len(result.events))
-        except _GroupProblem as problem:
+            group, end = read_group(data, pos, len(result.events))
+        except GroupProblem as problem:
             result.damage = _classify(data, pos, len(result.events), problem)
             break
         result.events.extend(group)
@@ -164,61 +191,78 @@ def scan_live(
     return result
 
 
-def _read_group(data: bytes, pos: int, seq: int) -> tuple[list[AnyEvent], int]:
+def read_group(data: bytes, pos: int, seq: int | None) -> tuple[list[AnyEvent], int]:
+    """The events of the group starting at ``pos``, and where it ends.
+
+    Every frame's fields, checksum and padding are checked, and with ``seq`` its events must
+    carry contiguous sequence numbers from there (``None``: not checked, as in an inbox).
+
+    Raises:
+        GroupProblem: what is wrong with the group, and where.
+    """
     size = len(data)
     if size - pos < FRAME_HEADER_SIZE:
-        raise _GroupProblem(pos, "partial frame header at the end of the file")
+        raise GroupProblem(pos, "partial frame header at the end of the file")
     first = FrameHeader(data, pos)
     first_problem = first.problem(pos, size)
     if first_problem is not None:
-        raise _GroupProblem(pos, first_problem)
+        raise GroupProblem(pos, first_problem)
     if first.group_off != 0:
-        raise _GroupProblem(pos, "frame is not the start of a group")
+        raise GroupProblem(pos, "frame is not the start of a group")
     group_end = pos + first.group_len
     if group_end > size:
-        raise _GroupProblem(pos, "group runs past the end of the file")
+        raise GroupProblem(pos, "group runs past the end of the file")
     events: list[AnyEvent] = []
     off = pos
     while off < group_end:
         if group_end - off < FRAME_HEADER_SIZE:
-            raise _GroupProblem(off, "group ends inside a frame header")
+            raise GroupProblem(off, "group ends inside a frame header")
         hdr = FrameHeader(data, off)
         problem = hdr.problem(off, size)
         if problem is None and (hdr.group_off != off - pos or hdr.group_len != first.group_len):
             problem = "frame does not belong to the group it sits in"
         if problem is not None:
-            raise _GroupProblem(off, problem)
+            raise GroupProblem(off, problem)
         if not hdr.checksum_ok(data, off):
-            raise _GroupProblem(off, "checksum mismatch")
+            raise GroupProblem(off, "checksum mismatch")
         start = off + FRAME_HEADER_SIZE
+        stop = start + hdr.length
+        following = off + frame_size(hdr.length)
+        if stop != following and data[stop:following] != ZERO_PADDING[: following - stop]:
+            raise GroupProblem(off, "non-zero padding after the payload")
         try:
-            event = decode_event(memoryview(data)[start : start + hdr.length])
+            event = decode_event(memoryview(data)[start:stop])
         except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as exc:
-            raise _GroupProblem(off, f"undecodable event: {exc}", definite=True) from None
-        expected = seq + len(events)
-        if event.seq != expected:
+            raise GroupProblem(
+                off, f"undecodable event: {exc}", definite=True, end=group_end
+            ) from None
+        if seq is not None and event.seq != seq + len(events):
+            expected = seq + len(events)
             kind = "duplicate" if event.seq < expected else "gap"
-            raise _GroupProblem(
-                off, f"seq {event.seq} where {expected} was expected ({kind})", definite=True
+            raise GroupProblem(
+                off,
+                f"seq {event.seq} where {expected} was expected ({kind})",
+                definite=True,
+                end=group_end,
             )
         events.append(event)
-        off += frame_size(hdr.length)
+        off = following
     if off != group_end:
-        raise _GroupProblem(off, "frames overrun their group")
+        raise GroupProblem(off, "frames overrun their group")
     return events, group_end
 
 
-def _classify(data: bytes, pos: int, seq: int, problem: _GroupProblem) -> Damage:
+def _classify(data: bytes, pos: int, seq: int, problem: GroupProblem) -> Damage:
     if problem.definite:
         return Damage("corrupt", pos, problem.at, seq, problem.reason)
-    later = _later_valid_frame(data, pos, problem.at)
+    later = later_valid_frame(data, pos, problem.at)
     if later is None:
         return Damage("torn", pos, problem.at, seq, problem.reason)
     reason = f"{problem.reason}; a valid frame of a later group follows at offset {later}"
     return Damage("corrupt", pos, problem.at, seq, reason)
 
 
-def _later_valid_frame(data: bytes, group_start: int, bad: int) -> int | None:
+def later_valid_frame(data: bytes, group_start: int, bad: int) -> int | None:
     """Offset of the first valid frame after ``bad`` that starts a group after ``group_start``.
 
     Valid frames of the damaged group itself (a torn write persisted out of order) are skipped:

@@ -1,8 +1,11 @@
 """Where runs live: the ``Store`` protocol and ``FileStore``, one journal file per run.
 
-Layout under the store's root::
+Layout under the store's root (files 0600, directories 0700: they hold customer data)::
 
-    runs/<run_id>.journal     one journal per run
+    runs/<run_id>.journal     one journal per run (a regular file: anything else is skipped)
+    runs/<run_id>.inbox       answers queued while another process holds the run (``_inbox``)
+    runs/<file>.torn-<n>      bytes cut off a journal or inbox, and ``.broken`` copies, kept
+                              for a person (``_leftovers``)
     blobs/<aa>/<sha256>       large payloads, content-addressed
 
 ``FileStore`` claims a run with an exclusive ``flock`` on its journal: the kernel frees the lock
@@ -11,7 +14,9 @@ when the owning process dies, so another process on the machine can take the run
 
 from __future__ import annotations
 
+import logging
 import os
+import stat
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
@@ -20,7 +25,7 @@ from typing import Any, Protocol, Self, final
 import anyio
 import msgspec
 
-from .._errors import RunNotFoundError
+from .._errors import JournalIOError, RunNotFoundError
 from ._blobs import BlobStore
 from ._commit import GroupCommitter
 from ._file import DEFAULT_FILE_OPS, FileOps
@@ -28,13 +33,24 @@ from ._inbox import clear as clear_inbox
 from ._inbox import inbox_path
 from ._inbox import post as post_inbox
 from ._inbox import take as take_inbox
+from ._listing import Listing, list_runs_dir
 from ._reader import scan_live
 from ._records import ENCODER, AnyEvent, BlobRef, Event, ToolResult
 from ._redact import Redactor, SecretRedactor
 from ._runid import check_run_id
-from ._writer import Journal, create_file, frame_events, journal_path, open_file, open_runs_dir
+from ._watch import RemovalWatch, open_watch
+from ._writer import (
+    Journal,
+    JournalFile,
+    create_file,
+    frame_events,
+    journal_path,
+    open_file,
+    open_runs_dir,
+)
 
 DEFAULT_BLOB_THRESHOLD = 64 * 1024
+log = logging.getLogger("tether.journal")
 _DEFAULT = object()
 
 
@@ -191,6 +207,8 @@ class FileStore:
         self._committer = GroupCommitter(threads=sync_threads, io_uring=ring)
         self._open: set[Journal] = set()
         self._dir_fd: int | None = None
+        self._watch: RemovalWatch | None = None
+        self._reported: set[tuple[str, str]] = set()
         self._created = 0
         self._entered = False
         self._closed = False
@@ -198,6 +216,7 @@ class FileStore:
     async def __aenter__(self) -> FileStore:
         await anyio.to_thread.run_sync(self._prepare_dirs)
         self._committer.start()
+        self._watch = open_watch(self.runs_dir)
         self._entered = True
         return self
 
@@ -220,6 +239,8 @@ class FileStore:
                         first_error = first_error or exc
             finally:
                 await self._committer.aclose()
+                if self._watch is not None:
+                    self._watch.close()
                 if self._dir_fd is not None:
                     self._ops.close(self._dir_fd)
                     self._dir_fd = None
@@ -244,9 +265,7 @@ class FileStore:
 
     def _prepare_dirs(self) -> None:
         for path in (self.root, self.runs_dir, self.blobs.root):
-            if not os.path.isdir(path):
-                os.makedirs(path, exist_ok=True)
-                self._ops.fsync_dir(os.path.dirname(path))
+            self._ops.make_dirs(path)
         for name in os.listdir(self.runs_dir):
             if name.startswith(".") and name.endswith(".tmp"):
                 _remove_stale_tmp(os.path.join(self.runs_dir, name), self._ops)
@@ -269,15 +288,22 @@ class FileStore:
         Raises:
             InvalidRunIdError: ``run_id`` is not a valid run id.
             RunExistsError: the run already exists.
+            JournalIOError: the journal (or a blob of its first events) could not be written,
+                a full disk say; the message carries the OS error. The run is absent or, when
+                only the directory's sync failed, present with exactly its first events.
         """
         self._check_entered()
         check_run_id(run_id)
-        prepared = [await self._prepare_event(ev) for ev in events]
-        stamped, group = frame_events(prepared, 0, journal_path(self.runs_dir, run_id))
-        first = group if stamped else b""
-        file = await self._committer.run(
-            lambda: create_file(self.runs_dir, run_id, self._ops, first, self._dir_fd)
-        )
+        path = journal_path(self.runs_dir, run_id)
+        try:
+            prepared = [await self._prepare_event(ev) for ev in events]
+            stamped, group = frame_events(prepared, 0, path)
+            first = group if stamped else b""
+            file = await self._committer.run(
+                lambda: create_file(self.runs_dir, run_id, self._ops, first, self._dir_fd)
+            )
+        except OSError as exc:
+            raise JournalIOError(path, "create the run", exc) from exc
         self._created += 1
         return self._wrap(run_id, file, stamped)
 
@@ -305,6 +331,8 @@ class FileStore:
 
         Raises:
             RunNotFoundError, JournalCorruptError, JournalVersionError.
+            JournalIOError: the OS refused (no permission; not a regular file, a FIFO say,
+                which is never waited on).
         """
         path = self.path(run_id)
 
@@ -313,8 +341,12 @@ class FileStore:
                 fd = self._ops.open(path, os.O_RDONLY)
             except FileNotFoundError:
                 raise RunNotFoundError(run_id) from None
+            except OSError as exc:
+                raise JournalIOError(path, "read", exc) from exc
             try:
                 return self._ops.read_all(fd)
+            except OSError as exc:
+                raise JournalIOError(path, "read", exc) from exc
             finally:
                 self._ops.close(fd)
 
@@ -325,50 +357,45 @@ class FileStore:
         return result.events
 
     async def list_runs(self) -> list[str]:
-        """Ids of every run in the store, sorted."""
+        """Ids of every run in the store, sorted.
 
-        def _list() -> list[str]:
-            try:
-                names = os.listdir(self.runs_dir)
-            except FileNotFoundError:
-                return []
-            return sorted(
-                n.removesuffix(".journal")
-                for n in names
-                if n.endswith(".journal") and not n.startswith(".")
-            )
-
-        return await anyio.to_thread.run_sync(_list)
+        A run is a regular file ``runs/<run_id>.journal``; other entries under such a name are
+        left out (see ``odd_entries``) and logged once each.
+        """
+        return sorted((await anyio.to_thread.run_sync(self._look)).runs)
 
     async def run_stats(self) -> dict[str, RunStat]:
-        """Every run's ``(size, mtime_ns)`` as its version, and whether answers wait for it."""
-        return await anyio.to_thread.run_sync(self._run_stats)
+        """Every run's ``(size, mtime_ns)`` as its version, and whether answers wait for it.
 
-    def _run_stats(self) -> dict[str, RunStat]:
-        sizes: dict[str, tuple[int, int]] = {}
-        inboxes: set[str] = set()
-        try:
-            entries = list(os.scandir(self.runs_dir))
-        except FileNotFoundError:
-            return {}
-        for item in entries:
-            name = item.name
-            if name.startswith("."):
-                continue
-            if name.endswith(".inbox"):
-                inboxes.add(name.removesuffix(".inbox"))
-            if not name.endswith(".journal"):
-                continue
-            try:
-                st = item.stat()
-            except FileNotFoundError:
-                continue
-            sizes[name.removesuffix(".journal")] = (st.st_size, st.st_mtime_ns)
-        return {run_id: RunStat(v, run_id in inboxes) for run_id, v in sizes.items()}
+        The runs are those ``list_runs`` gives; odd entries are left out here too.
+        """
+        listing = await anyio.to_thread.run_sync(lambda: self._look(versions=True))
+        return {run_id: RunStat(v, run_id in listing.inboxes) for run_id, v in listing.runs.items()}
+
+    async def odd_entries(self) -> dict[str, str]:
+        """Entries of ``runs/`` named like a run's journal or inbox that are not regular files
+        (so no run is listed for them), each with what it is: ``{"x.journal": "a FIFO"}``."""
+        return (await anyio.to_thread.run_sync(self._look)).odd
+
+    def _look(self, *, versions: bool = False) -> Listing:
+        listing = list_runs_dir(self.runs_dir, versions=versions)
+        for name, kind in listing.odd.items():
+            if (name, kind) not in self._reported:  # once, not at every sweep
+                self._reported.add((name, kind))
+                log.warning(
+                    "%s is %s, not a regular file: skipped, no run is listed for it",
+                    os.path.join(self.runs_dir, name),
+                    kind,
+                )
+        return listing
 
     async def has_inbox(self, run_id: str) -> bool:
         """Whether answers wait in the run's inbox (a cheap ``stat``, done on the event loop)."""
-        return os.path.exists(inbox_path(self.runs_dir, run_id))  # noqa: ASYNC240 - one stat
+        try:
+            st = os.lstat(inbox_path(self.runs_dir, run_id))
+        except FileNotFoundError:
+            return False
+        return stat.S_ISREG(st.st_mode)
 
     async def changed(self) -> None:
         """Never returns: a file store learns of other processes' writes by sweeping."""
@@ -390,17 +417,17 @@ class FileStore:
         if not await self.exists(run_id):
             raise RunNotFoundError(run_id)
         path = inbox_path(self.runs_dir, run_id)
-        await anyio.to_thread.run_sync(post_inbox, path, event, self._ops)
+        await anyio.to_thread.run_sync(post_inbox, path, run_id, event, self._ops)
 
     async def take_inbox(self, run_id: str) -> list[AnyEvent]:
         """The events waiting in the run's inbox, oldest first."""
         path = inbox_path(self.runs_dir, run_id)
-        return await anyio.to_thread.run_sync(take_inbox, path, self._ops)
+        return await anyio.to_thread.run_sync(take_inbox, path, run_id, self._ops)
 
     async def clear_inbox(self, run_id: str, count: int) -> None:
         """Drop the first ``count`` events of the run's inbox (they are in the journal now)."""
         path = inbox_path(self.runs_dir, run_id)
-        await anyio.to_thread.run_sync(clear_inbox, path, count, self._ops)
+        await anyio.to_thread.run_sync(clear_inbox, path, run_id, count, self._ops)
 
     async def exists(self, run_id: str) -> bool:
         """Whether run ``run_id`` exists."""
@@ -426,11 +453,17 @@ class FileStore:
     async def _put_blob(self, data: bytes, summary: str) -> BlobRef:
         return await self.blobs.put(data, summary=summary)
 
-    def _wrap(self, run_id: str, file: Any, events: list[AnyEvent]) -> Journal:
+    def _wrap(self, run_id: str, file: JournalFile, events: list[AnyEvent]) -> Journal:
         journal: Journal
+        watch, name = self._watch, os.path.basename(file.path)
+        if watch is not None:
+            file.watched = True
+            watch.hold(name, file)
 
         async def _closed() -> None:
             self._open.discard(journal)
+            if watch is not None:
+                watch.release(name, file)
 
         journal = Journal(
             run_id=run_id,
@@ -468,7 +501,7 @@ def _remove_stale_tmp(path: str, ops: FileOps) -> None:
         if time.time() - os.path.getmtime(path) < STALE_TMP_AGE:
             return
         fd = ops.open(path, os.O_RDWR)
-    except FileNotFoundError:
+    except OSError:  # gone already, or not a file this store made: leave it
         return
     try:
         if ops.lock(fd):

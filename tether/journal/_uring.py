@@ -9,7 +9,8 @@ The kernel's own workers do the blocking part.
 
 Kept as with the threads (``_commit``): per journal, one batch in flight at a time, so writes
 stay in ``seq`` order, and groups that arrive meanwhile ride the next batch; a failed write or
-sync poisons the journal, and every later group fails without touching the disk.
+sync cuts the file back to its last durable end and poisons the journal, and every later group
+fails without touching the disk.
 
 A short write breaks the link (the kernel cancels the sync): the rest is written and synced by
 a new pair. At most ``MAX_IN_FLIGHT`` pairs are out at once, few enough that the submission
@@ -36,6 +37,8 @@ import sys
 from collections import deque
 from collections.abc import Callable
 from typing import Protocol, final
+
+from .._errors import JournalRemovedError
 
 _SYS_SETUP, _SYS_ENTER, _SYS_REGISTER = 425, 426, 427
 _OP_FSYNC, _OP_WRITE = 3, 23
@@ -131,6 +134,14 @@ class RingTarget(Protocol):
 
     def written(self, end: int, alloc_end: int) -> None:
         """Record that everything up to ``end`` is durable and space up to ``alloc_end``."""
+        ...
+
+    def cut_back(self) -> None:
+        """Cut the file back to the last durable end after a failure (best effort)."""
+        ...
+
+    def check_named(self) -> None:
+        """Raise ``JournalRemovedError`` if the file was removed or replaced while held."""
         ...
 
 
@@ -263,6 +274,11 @@ class Ring:
             self._waiting.append(target)
             return
         batch, target.pending = target.pending, []
+        if error is None:
+            try:
+                target.check_named()
+            except (JournalRemovedError, OSError) as exc:
+                error = target.failed = exc
         if error is not None:  # poisoned: fail without touching the disk
             self._finish(target, batch, error)
             return
@@ -404,6 +420,9 @@ class Ring:
 
     def _finish(self, target: RingTarget, batch: _Batch, error: BaseException | None) -> None:
         if error is not None and target.failed is None:
+            # The journal's one batch in flight has ended, so nothing more of it can land:
+            # cut off whatever part reached the file (a blocking ftruncate, on this rare path).
+            target.cut_back()
             target.failed = error
         self._deliver(target, batch, error)
         if not target.pending:

@@ -7,11 +7,17 @@ Invariants kept here:
 - A write or sync error poisons the handle for good: ``JournalBrokenError`` from then on, never
   a retry (invariant 3). Reopening re-reads what is really on disk.
 - The handle holds an exclusive ``flock`` on the file from open to close (invariant 6, locally).
+  A journal removed or replaced while held breaks its handle (``JournalRemovedError``) at its
+  next batch instead of taking writes (``check_named``; the store's ``_watch`` says when).
 
 Space after the data is preallocated with zeros in growing chunks, so that most appends
 overwrite blocks the filesystem already has and ``fdatasync`` has no size change to journal.
 The reader treats an all-zero frame header as the end of data. Close trims the zeros again, so a
 parked run's journal is exactly as long as its data.
+
+A failed write or sync cuts the file back to the last acknowledged end before the handle is
+poisoned (``JournalFile.cut_back``), on the threads and on the ring alike: no group that was
+refused to its appender can be read back as valid when the journal is reopened.
 """
 
 from __future__ import annotations
@@ -30,12 +36,14 @@ from .._errors import (
     JournalBrokenError,
     JournalClosedError,
     JournalLockedError,
+    JournalRemovedError,
     RunExistsError,
     RunNotFoundError,
 )
 from ._commit import GroupCommitter, Settle
 from ._file import FileOps
 from ._format import HEADER_SIZE, build_group, encode_header, payload_crc
+from ._leftovers import keep_torn_tail
 from ._reader import Scan, scan
 from ._records import AnyEvent, Event
 from ._stamp import stamp_events
@@ -63,6 +71,8 @@ class JournalFile:
         self.scheduled = False
         self.failed: BaseException | None = None
         self.syncs = 0
+        self.watched = False  # a store's watch tells this file when its name goes (``_watch``)
+        self.suspect = False  # set by that watch: the name was removed or replaced
 
     def plan_write(self, data: bytes) -> tuple[bytes, int, int]:
         """What to write for ``data``: the bytes (with zeros ahead when the preallocated space
@@ -80,11 +90,43 @@ class JournalFile:
         self.alloc_end = alloc_end
         self.syncs += 1
 
+    def check_named(self) -> None:
+        """Before a batch is written: raise ``JournalRemovedError`` if the path no longer names
+        this file (removed, or replaced), so that nothing goes into a file nobody will read
+        while a new run of the same id may live in another.
+
+        Looks (an ``fstat`` and a ``stat``) only when the store's watch saw the name change,
+        or when there is no watch: see ``_watch`` for why not before every batch.
+        """
+        if self.watched and not self.suspect:
+            return
+        if not self.ops.same_file(self.fd, self.path):
+            raise JournalRemovedError(self.path)
+        self.suspect = False
+
     def write_batch(self, data: bytes) -> None:
+        self.check_named()
         buf, offset, alloc_end = self.plan_write(data)
-        self.ops.write_all(self.fd, buf, offset)
-        self.ops.fdatasync(self.fd)
+        try:
+            self.ops.write_all(self.fd, buf, offset)
+            self.ops.fdatasync(self.fd)
+        except BaseException:
+            self.cut_back()
+            raise
         self.written(offset + len(data), alloc_end)
+
+    def cut_back(self) -> None:
+        """After a failed write or sync: cut the file back to the last acknowledged end.
+
+        A write that ran out of space can have put a whole group on disk while the zeros
+        planned after it (preallocation) did not fit; reopened, that group would read as valid
+        though it was never acknowledged, and its events would appear twice once the run
+        appends them again. Best effort: the truncation is not synced (a failed sync is never
+        retried), and an error here leaves the poisoned handle as it is.
+        """
+        with contextlib.suppress(OSError):
+            self.ops.ftruncate(self.fd, self.end)
+            self.alloc_end = self.end
 
     def close(self, *, trim: bool) -> None:
         """Trim the preallocated zeros when ``trim`` and healthy, then close.
@@ -110,6 +152,13 @@ def frame_events(events: list[Event], first_seq: int, path: str) -> tuple[list[A
     return stamped, build_group([(data, payload_crc(data)) for data in payloads])
 
 
+def broken_error(path: str, cause: BaseException) -> JournalBrokenError:
+    """The error an append raises once ``cause`` has poisoned the handle, naming ``cause``."""
+    if isinstance(cause, JournalRemovedError):
+        return JournalRemovedError(path)
+    return JournalBrokenError(path, cause)
+
+
 def journal_path(runs_dir: str, run_id: str) -> str:
     return os.path.join(runs_dir, f"{run_id}.journal")
 
@@ -132,7 +181,7 @@ def create_file(
         return _create_unnamed(runs_dir, run_id, ops, first, dir_fd)
     path = journal_path(runs_dir, run_id)
     tmp = os.path.join(runs_dir, f".{run_id}.{os.getpid()}.{threading.get_ident()}.tmp")
-    fd = ops.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+    fd = ops.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL)
     tmp_exists = True
     try:
         end, alloc_end = _write_first(fd, run_id, ops, first)
@@ -157,7 +206,7 @@ def _create_unnamed(
     runs_dir: str, run_id: str, ops: FileOps, first: bytes, dir_fd: int
 ) -> JournalFile:
     path = journal_path(runs_dir, run_id)
-    fd = ops.open(runs_dir, os.O_RDWR | O_TMPFILE, 0o644)
+    fd = ops.open(runs_dir, os.O_RDWR | O_TMPFILE)
     try:
         end, alloc_end = _write_first(fd, run_id, ops, first)
         try:
@@ -194,7 +243,7 @@ def open_runs_dir(runs_dir: str, ops: FileOps) -> int | None:
         return None
     dir_fd = ops.open(runs_dir, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        probe = ops.open(runs_dir, os.O_RDWR | O_TMPFILE, 0o644)
+        probe = ops.open(runs_dir, os.O_RDWR | O_TMPFILE)
     except OSError:
         ops.close(dir_fd)
         return None
@@ -211,13 +260,24 @@ def open_file(runs_dir: str, run_id: str, ops: FileOps) -> tuple[JournalFile, Sc
         JournalCorruptError, JournalVersionError: what verification found.
     """
     path = journal_path(runs_dir, run_id)
+    while True:
+        try:
+            fd = ops.open(path, os.O_RDWR)
+        except FileNotFoundError:
+            raise RunNotFoundError(run_id) from None
+        try:
+            if not ops.lock(fd):
+                raise JournalLockedError(path)
+            named = ops.same_file(fd, path)
+        except BaseException:
+            ops.close(fd)
+            raise
+        if named:
+            break
+        # Removed or replaced between the open and the lock (``tether gc`` removes a journal
+        # under its lock): this lock guards a file nobody opens any more.
+        ops.close(fd)
     try:
-        fd = ops.open(path, os.O_RDWR)
-    except FileNotFoundError:
-        raise RunNotFoundError(run_id) from None
-    try:
-        if not ops.lock(fd):
-            raise JournalLockedError(path)
         data = ops.read_all(fd)
         result = scan(data, path, expect_run_id=run_id)
         result.raise_if_corrupt(path)
@@ -230,24 +290,6 @@ def open_file(runs_dir: str, run_id: str, ops: FileOps) -> tuple[JournalFile, Sc
         ops.close(fd)
         raise
     return JournalFile(path, fd, ops, result.end, result.end), result
-
-
-def keep_torn_tail(path: str, data: bytes, end: int, ops: FileOps) -> str | None:
-    """Save the non-zero bytes of a torn tail to ``<path>.torn-<offset>`` before truncation."""
-    tail = data[end:].rstrip(b"\x00")
-    if not tail:
-        return None
-    dest, n = f"{path}.torn-{end}", 1
-    while os.path.exists(dest):  # an earlier torn tail at the same offset: keep both
-        dest, n = f"{path}.torn-{end}.{n}", n + 1
-    fd = ops.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    try:
-        ops.write_all(fd, tail, 0)
-        ops.fsync(fd)
-    finally:
-        ops.close(fd)
-    ops.fsync_dir(os.path.dirname(path) or ".")
-    return dest
 
 
 @final
@@ -349,7 +391,7 @@ class Journal:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            raise JournalBrokenError(self.path) from exc
+            raise broken_error(self.path, exc) from exc
         return stamped
 
     async def fence(self) -> None:
@@ -372,7 +414,7 @@ class Journal:
         if self._closed:
             raise JournalClosedError(self.path)
         if self._broken is not None:
-            raise JournalBrokenError(self.path) from self._broken
+            raise broken_error(self.path, self._broken) from self._broken
 
     async def aclose(self) -> None:
         """Trim preallocated space, release the lock and close the file. Idempotent.

@@ -131,7 +131,7 @@ class PgJournal:
         if self._lost is not None:
             raise LeaseLostError(self.path, self._lost)
         if self._broken is not None:
-            raise JournalBrokenError(self.path) from self._broken
+            raise JournalBrokenError(self.path, self._broken) from self._broken
 
     async def append(self, events: Iterable[Event]) -> list[AnyEvent]:
         """Append ``events`` as one atomic group; return them stamped with ``seq`` and ``at``.
@@ -169,13 +169,13 @@ class PgJournal:
             if self._lost is not None:
                 raise LeaseLostError(self.path, self._lost)
             if self._broken is not None:
-                raise JournalBrokenError(self.path) from self._broken
+                raise JournalBrokenError(self.path, self._broken) from self._broken
             first = stamped[0].seq
             try:
                 landed = await self._store.append_rows(self, first, payloads, finished)
             except Exception as exc:
                 self._broken = exc
-                raise JournalBrokenError(self.path) from exc
+                raise JournalBrokenError(self.path, exc) from exc
             if not landed:
                 detail = await self._store.why_rejected(self)
                 self.mark_lost(detail)

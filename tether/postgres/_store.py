@@ -68,6 +68,9 @@ def connection_errors() -> tuple[type[BaseException], ...]:
         asyncpg.PostgresConnectionError,
         asyncpg.exceptions.OperatorInterventionError,  # admin/crash shutdown, query cancelled
         asyncpg.exceptions.CannotConnectNowError,
+        # "cannot switch to state 12": the connection's protocol state went wrong under a
+        # statement (one cut off mid-flight), so its outcome is as unknown as after a drop.
+        asyncpg.exceptions.InternalClientError,
     )
 
 

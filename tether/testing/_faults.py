@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from ..journal import FileOps
+from ..journal._file import DIR_MODE, FILE_MODE
 
 
 @dataclass
@@ -51,14 +52,17 @@ class FaultyFileOps(FileOps):
     OPS: ClassVar[frozenset[str]] = frozenset(
         {
             "open",
+            "mkdir",
             "close",
             "pwrite",
             "pread",
             "size",
+            "stat",
             "fdatasync",
             "fsync",
             "ftruncate",
             "lock",
+            "wait_lock",
             "fsync_dir",
             "link",
             "unlink",
@@ -183,9 +187,13 @@ class FaultyFileOps(FileOps):
 
     # The primitives: count, maybe fail, then do the real thing.
 
-    def open(self, path: str, flags: int, mode: int = 0o644) -> int:
+    def open(self, path: str, flags: int, mode: int = FILE_MODE) -> int:
         self._enter("open", path)
         return super().open(path, flags, mode)
+
+    def mkdir(self, path: str, mode: int = DIR_MODE) -> None:
+        self._enter("mkdir", path)
+        super().mkdir(path, mode)
 
     def close(self, fd: int) -> None:
         self._enter("close")
@@ -204,6 +212,14 @@ class FaultyFileOps(FileOps):
         self._enter("size")
         return super().size(fd)
 
+    def fstat(self, fd: int) -> os.stat_result:
+        self._enter("stat")
+        return super().fstat(fd)
+
+    def stat(self, path: str) -> os.stat_result:
+        self._enter("stat", path)
+        return super().stat(path)
+
     def fdatasync(self, fd: int) -> None:
         self._enter("fdatasync")
         super().fdatasync(fd)
@@ -219,6 +235,10 @@ class FaultyFileOps(FileOps):
     def lock(self, fd: int) -> bool:
         self._enter("lock")
         return super().lock(fd)
+
+    def wait_lock(self, fd: int, *, shared: bool = False) -> None:
+        self._enter("wait_lock")
+        super().wait_lock(fd, shared=shared)
 
     def fsync_dir(self, path: str) -> None:
         self._enter("fsync_dir", path)

@@ -1,0 +1,70 @@
+"""What a store's ``runs/`` directory holds: its runs, their inboxes, and what is neither.
+
+A run is a *regular file* named ``<run_id>.journal``. Anything else under a run file's name (a
+directory, a FIFO, a symbolic link, a socket, a device) is no run: it is left out of every
+listing and reported by name instead, so that one odd entry never hides the other runs, and a
+FIFO is never opened (an open of one blocks until a writer comes). Names starting with a dot
+are a store's temporary files, never runs.
+
+One ``scandir`` gives names and types (no ``stat`` per entry on filesystems that report types);
+a run's size and time, which a sweep compares between two looks, cost one ``stat`` each.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from ._file import kind_of
+
+JOURNAL = ".journal"
+INBOX = ".inbox"
+
+
+@dataclass
+class Listing:
+    """One look at ``runs/``.
+
+    Attributes:
+        runs: the run ids, each with its journal's ``(size, mtime_ns)`` when asked for.
+        inboxes: the runs with an inbox file.
+        odd: names of entries that look like a run's files but are not regular files, and
+            what each is (``a FIFO``...).
+    """
+
+    runs: dict[str, tuple[int, int]] = field(default_factory=dict)
+    inboxes: set[str] = field(default_factory=set)
+    odd: dict[str, str] = field(default_factory=dict)
+
+
+def list_runs_dir(runs_dir: str, *, versions: bool = False) -> Listing:
+    """Look at ``runs_dir`` once (blocking); ``versions``: also each journal's size and time.
+
+    Raises:
+        OSError: the directory cannot be listed (one that does not exist is empty).
+    """
+    listing = Listing()
+    try:
+        entries = list(os.scandir(runs_dir))
+    except FileNotFoundError:
+        return listing
+    for entry in entries:
+        name = entry.name
+        if name.startswith(".") or not name.endswith((JOURNAL, INBOX)):
+            continue
+        try:
+            regular = entry.is_file(follow_symlinks=False)
+            if not regular:
+                listing.odd[name] = kind_of(entry.stat(follow_symlinks=False).st_mode)
+                continue
+            if name.endswith(INBOX):
+                listing.inboxes.add(name.removesuffix(INBOX))
+                continue
+            version = (0, 0)
+            if versions:
+                st = entry.stat(follow_symlinks=False)
+                version = (st.st_size, st.st_mtime_ns)
+        except FileNotFoundError:  # removed since the directory was read
+            continue
+        listing.runs[name.removesuffix(JOURNAL)] = version
+    return listing
