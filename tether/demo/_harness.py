@@ -54,7 +54,7 @@ from ..journal import (
 )
 from ..models import Model
 from ..supervisor import RunStatus, RunView, Supervisor, fold
-from ..testing._harness import count_lines as _count_lines
+from ..testing._drive import count_lines as _count_lines
 from ..tools import ToolRegistry
 
 POINTS: tuple[str, ...] = (
