@@ -10,7 +10,8 @@ a support tool would, and the next process carries on.
 
 Nothing is carried between processes in memory. Between two of them the harness reads the run
 (``CaseStore``) to notice records that were durable once and are gone, or that a killed process
-had acknowledged at its crash point and never made durable.
+had acknowledged at its crash point and never made durable. A ``Watcher`` may follow the case
+as it goes: ``tether demo`` prints its timeline that way.
 """
 
 from __future__ import annotations
@@ -25,13 +26,13 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ..journal import AnyEvent, Escalated, ModelResponse, ToolResult, ToolStarted
 from ..supervisor import RunStatus, fold
 from ._casestore import CaseStore, FileCase, postgres_case
 from ._child import CHILD_TIMEOUT_S, MODEL_CALLS_LOG, STATUS_MARK, STORE_ENV, case_dirs
-from ._scenario import Pending, ScenarioFactory, ledger_of
+from ._scenario import Decide, Pending, ScenarioFactory, ledger_of
 
 MAX_PROCESSES = 12
 """Processes one case may start before it counts as stuck."""
@@ -63,7 +64,8 @@ class ProcessResult:
     Attributes:
         status: what the child reported on its status line (``status``, ``reason``,
             ``pending``); ``None`` when it printed none (killed, failed).
-        points: the crash points it passed, in order.
+        points: the crash points it passed, in order (empty unless the case traces them).
+        model_calls: the model answers it got.
     """
 
     number: int
@@ -72,7 +74,9 @@ class ProcessResult:
     returncode: int
     points: list[str]
     status: dict[str, Any] | None
+    stdout: str
     stderr: str
+    model_calls: int = 0
 
     @property
     def killed(self) -> bool:
@@ -99,6 +103,22 @@ class CaseRun:
     lost: int
 
 
+class Watcher(Protocol):
+    """Follows a case as ``drive`` runs it (each method is called in this order)."""
+
+    def starting(self, number: int, step: str, kill: Kill | None, events: list[AnyEvent]) -> None:
+        """Process ``number`` is about to start; ``events`` is the run so far."""
+        ...
+
+    def ended(self, process: ProcessResult, events: list[AnyEvent]) -> None:
+        """A process ended, however it did; ``events`` is the run now."""
+        ...
+
+    def answered(self, records: list[AnyEvent], events: list[AnyEvent]) -> None:
+        """A person's answers were recorded, as ``records``; ``events`` is the run now."""
+        ...
+
+
 @dataclass(frozen=True)
 class Target:
     """What a case's children run, and how they are started.
@@ -108,33 +128,40 @@ class Target:
         factory: the same factory, in this process.
         paths: put on the children's ``PYTHONPATH``, so that they can import ``spec``.
         pycache: a bytecode cache the children share when the environment forbids writing one
-            next to the sources (``PYTHONDONTWRITEBYTECODE``).
+            next to the sources (``PYTHONDONTWRITEBYTECODE``); ``None`` leaves it as it is.
         store: a ``postgresql://`` URL; ``None``: a ``FileStore`` in each case.
         keep: keep the cases' PostgreSQL schemas.
+        flat: the scenario's root and the file store are the case directory itself.
+        timeline: the children print the journal events they write.
+        trace: the children list the crash points they pass (``ProcessResult.points``).
     """
 
     spec: str
     factory: ScenarioFactory
     paths: list[str]
-    pycache: str
+    pycache: str | None = None
     store: str | None = None
     keep: bool = False
+    flat: bool = False
+    timeline: bool = False
+    trace: bool = True
 
-    def env(self, kill: Kill | None, trace: Path) -> dict[str, str]:
+    def env(self, kill: Kill | None, trace: Path | None) -> dict[str, str]:
         """A child's environment: this one's, with the crash settings of this child only."""
         env = {
             k: v
             for k, v in os.environ.items()
             if not k.startswith("TETHER_CRASH_") and k != STORE_ENV
         }
-        if env.pop("PYTHONDONTWRITEBYTECODE", None) is not None:
+        if self.pycache is not None and env.pop("PYTHONDONTWRITEBYTECODE", None) is not None:
             # Dozens of children would each compile everything again; let them share a
             # bytecode cache in the crash test's own directory instead of the source tree.
             env.setdefault("PYTHONPYCACHEPREFIX", self.pycache)
         paths = [*self.paths, env.get("PYTHONPATH", "")]
         env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(p for p in paths if p))
         env["PYTHONIOENCODING"] = "utf-8"
-        env["TETHER_CRASH_TRACE"] = str(trace)
+        if trace is not None:
+            env["TETHER_CRASH_TRACE"] = str(trace)
         if kill is not None:
             env["TETHER_CRASH_AT"] = f"{kill.point}:{kill.n}"
         if self.store is not None:
@@ -146,13 +173,17 @@ class Target:
         args = [self.spec, "--root", str(case), "--step", step]
         if schema is not None:
             args += ["--schema", schema]
+        if self.flat:
+            args.append("--flat")
+        if self.timeline:
+            args.append("--timeline")
         return args
 
     @contextmanager
     def case_store(self, case: Path, schema: str | None) -> Iterator[CaseStore]:
         """How the harness reaches the run of the case in directory ``case``."""
         if self.store is None or schema is None:
-            yield FileCase(case_dirs(case)[1])
+            yield FileCase(case_dirs(case, flat=self.flat)[1])
             return
         (case / "schema.txt").write_text(schema + "\n", encoding="utf-8")
         with postgres_case(self.store, schema, keep=self.keep) as store:
@@ -179,8 +210,11 @@ def spawn(
     """Run process ``number`` of the case in directory ``case``, a ``start`` or ``resume``
     step, in a fresh child; it is killed as ``kill`` says. A child that does not end in time
     is reported with exit code -1."""
-    trace = case / f"trace-{number}.txt"
-    trace.unlink(missing_ok=True)
+    trace = case / f"trace-{number}.txt" if target.trace else None
+    if trace is not None:
+        trace.unlink(missing_ok=True)
+    log = case / MODEL_CALLS_LOG
+    before = count_lines(log)
     try:
         proc = subprocess.run(
             [sys.executable, "-m", "tether.testing", *target.child_args(case, step, schema)],
@@ -191,16 +225,19 @@ def spawn(
             check=False,
         )
     except subprocess.TimeoutExpired:
-        return ProcessResult(number, step, kill, -1, [], None, "timed out")
+        return ProcessResult(number, step, kill, -1, [], None, "", "timed out")
     stdout = proc.stdout.decode("utf-8", "replace")
     status = None
     for line in reversed(stdout.splitlines()):
         if line.startswith(STATUS_MARK):
             status = json.loads(line[len(STATUS_MARK) :])
             break
-    points = trace.read_text(encoding="utf-8").split() if trace.exists() else []
+    points = trace.read_text(encoding="utf-8").split() if trace and trace.exists() else []
     stderr = proc.stderr.decode("utf-8", "replace").strip()
-    return ProcessResult(number, step, kill, proc.returncode, points, status, stderr)
+    model_calls = count_lines(log) - before
+    return ProcessResult(
+        number, step, kill, proc.returncode, points, status, stdout, stderr, model_calls
+    )
 
 
 def drive(
@@ -208,14 +245,19 @@ def drive(
     case: Path,
     kills: Sequence[Kill],
     schema: str | None = None,
+    *,
+    decide: Decide | None = None,
+    watch: Watcher | None = None,
 ) -> CaseRun:
     """Run the scenario under ``case`` to a rest, killing processes as ``kills`` say.
 
     Args:
         target: what the children run.
-        case: the case's directory, new.
+        case: the case's directory, new or empty.
         kills: at most one per process.
         schema: the PostgreSQL schema of the case's run, if the target has a store.
+        decide: answers the run when it waits for a person; the scenario's own by default.
+        watch: told what happens, as it happens.
 
     Returns:
         Where the run ended. A process that ended otherwise than armed, a run that did not
@@ -225,10 +267,10 @@ def drive(
     Raises:
         CrashtestError: the case's PostgreSQL schema cannot be used.
     """
-    world, _ = case_dirs(case)
-    world.mkdir(parents=True)
+    world, _ = case_dirs(case, flat=target.flat)
+    world.mkdir(parents=True, exist_ok=True)
     with target.case_store(case, schema) as store:
-        return _drive_in(target, case, kills, schema, store)
+        return _drive_in(target, case, kills, schema, store, decide, watch)
 
 
 def _drive_in(
@@ -237,8 +279,11 @@ def _drive_in(
     kills: Sequence[Kill],
     schema: str | None,
     store: CaseStore,
+    decide: Decide | None,
+    watch: Watcher | None,
 ) -> CaseRun:
-    scenario = target.factory(case_dirs(case)[0])
+    scenario = target.factory(case_dirs(case, flat=target.flat)[0])
+    answer = decide or scenario.decide
     run_id = scenario.run_id
     armed = {k.process: k for k in kills}
     processes: list[ProcessResult] = []
@@ -251,8 +296,13 @@ def _drive_in(
         kill = armed.get(number)
         before = store.read(run_id)
         step = "start" if number == 1 else "resume"
+        if watch is not None:
+            watch.starting(number, step, kill, before)
         proc = spawn(target, case, number, step, kill, schema)
         processes.append(proc)
+        after = store.read(run_id)
+        if watch is not None:
+            watch.ended(proc, after)
         expected = -signal.SIGKILL if kill is not None else 0
         if proc.returncode != expected:
             how = "killed by SIGKILL" if kill is not None else "exit 0"
@@ -263,7 +313,6 @@ def _drive_in(
             )
             status = "error"
             break
-        after = store.read(run_id)
         snapshots.append(after)
         if kill is not None:
             record = _ACKNOWLEDGED.get(kill.point)
@@ -278,14 +327,16 @@ def _drive_in(
         assert proc.status is not None
         status, reason = proc.status["status"], proc.status["reason"]
         if status in (RunStatus.WAITING_FOR_APPROVAL.value, RunStatus.NEEDS_ATTENTION.value):
-            answers = [
-                scenario.decide(p) for p in pending_calls(run_id, after, proc.status["pending"])
-            ]
+            answers = [answer(p) for p in pending_calls(run_id, after, proc.status["pending"])]
             records = [a for a in answers if a is not None]
             if records:
                 store.record(run_id, records)
                 decisions += len(records)
-                snapshots.append(store.read(run_id))
+                recorded = store.read(run_id)
+                snapshots.append(recorded)
+                if watch is not None:
+                    last = after[-1].seq if after else -1
+                    watch.answered([e for e in recorded if e.seq > last], recorded)
                 continue
         break
     else:
