@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from tether.demo import KITEBASE, MAIL, POINTS, Crash, Decide, Outcome, Scenario, drive
+from tether.demo import KITEBASE, MAIL, POINTS, Crash, Decide, Demo, Outcome, drive
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -61,7 +61,7 @@ EXPECTED_POINTS: dict[str, list[dict[str, int]]] = {
     ],
 }
 
-SCENARIOS: dict[str, tuple[Scenario, Decide | None]] = {
+SCENARIOS: dict[str, tuple[Demo, Decide | None]] = {
     "kitebase": (KITEBASE, APPROVE),
     "mail": (MAIL, None),
 }

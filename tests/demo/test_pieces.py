@@ -7,9 +7,9 @@ import pathlib
 from typing import Any
 
 from tether.demo import _kitebase, _mail
-from tether.demo._harness import Timeline
 from tether.demo._services import HelpDesk, Outbox
 from tether.journal import AnyEvent, Decision, ModelResponse, ToolResult, ToolStarted
+from tether.testing._timeline import Timeline
 
 
 def test_help_desk_sends_once_per_key(tmp_path: pathlib.Path) -> None:

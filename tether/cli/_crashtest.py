@@ -95,7 +95,9 @@ def _progress(*, enabled: bool) -> Iterator[Callable[[int, int, str], None] | No
 
 
 def _crashtest(args: argparse.Namespace) -> int:
-    from ..testing._harness import CrashtestError, redact_url, run_crashtest
+    from ..testing._casestore import redact_url
+    from ..testing._crashtest import run_crashtest
+    from ..testing._scenario import CrashtestError
 
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())  # as `python -m` does, so examples.x:scenario imports

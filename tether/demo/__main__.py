@@ -1,14 +1,17 @@
-"""``python -m tether.demo SCENARIO start|resume --root ROOT``: one process of a demo run.
-
-The demos' orchestrators start these; see ``tether.demo._harness``.
+"""``python -m tether.demo NAME start|resume --root ROOT [--no-idempotency-key]``: one process of
+a demo run, the crash-test child (``python -m tether.testing``) on the demo's scenario, with the
+demo's root layout and timeline. ``tether demo`` starts the same child through the harness; see
+``tether.demo._demo``.
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
+from pathlib import Path
 
+from ..testing._child import child_main
 from . import SCENARIOS
-from ._harness import child_main
 
 
 def main(argv: list[str]) -> int:
@@ -16,7 +19,13 @@ def main(argv: list[str]) -> int:
         names = "|".join(SCENARIOS)
         print(f"usage: python -m tether.demo {{{names}}} start|resume --root ROOT", file=sys.stderr)
         return 2
-    return child_main(SCENARIOS[argv[0]], argv[1:])
+    parser = argparse.ArgumentParser(prog=f"python -m tether.demo {argv[0]}")
+    parser.add_argument("step", choices=("start", "resume"))
+    parser.add_argument("--root", required=True, type=Path)
+    parser.add_argument("--no-idempotency-key", action="store_true")
+    args = parser.parse_args(argv[1:])
+    target = SCENARIOS[argv[0]].target(idempotency=not args.no_idempotency_key)
+    return child_main(target.child_args(args.root, args.step))
 
 
 if __name__ == "__main__":

@@ -17,6 +17,9 @@ Studio. A reply reaches a customer, so priya, the support lead, approves it firs
 Northwind Studio gets one reply, and the model is called four times across three processes.
 Without the key the help desk cannot tell the second send from a new reply: two replies. If
 priya rejects the reply, nothing is sent and the model's last message says why.
+
+The agent is a crash-test scenario (``scenario``; ``tether crashtest examples.kitebase:scenario``
+kills it at every crash point): the demo is that scenario, killed once, with its timeline.
 """
 
 from __future__ import annotations
@@ -27,19 +30,13 @@ from typing import Any, TextIO
 
 import anyio
 
-from ..journal import Budgets
+from ..journal import Budgets, Decision
 from ..models import Model, ScriptedModel
+from ..testing._drive import Kill
+from ..testing._scenario import Pending, Scenario
 from ..tools import ToolContext, ToolRegistry
-from ._harness import (
-    Crash,
-    Decide,
-    DemoSummary,
-    Hooks,
-    Scenario,
-    hooked_model_function,
-    run_demo,
-)
-from ._services import HelpDesk
+from ._demo import Demo, DemoSummary, run_demo, say
+from ._services import HelpDesk, told
 
 RUN_ID = "run-kite-142"
 TICKET_ID = "KITE-142"
@@ -122,61 +119,74 @@ def _last_tool_result(messages: list[dict[str, Any]]) -> dict[str, Any]:
     return {}
 
 
-def build(hooks: Hooks, idempotency: bool) -> tuple[Model, ToolRegistry]:
-    """The model and the tools of one process."""
-    helpdesk = HelpDesk(hooks.root / HELPDESK_DB)
-    tools = ToolRegistry()
+def _scenario(root: Path, *, idempotency: bool) -> Scenario:
+    """The run, its tools over the help desk under ``root``, and priya approving the reply."""
+    helpdesk = HelpDesk(root / HELPDESK_DB)
 
-    @tools.tool(policy="rerun")
-    async def get_ticket(ticket_id: str) -> dict[str, Any]:
-        """Fetch a support ticket by its id."""
-        await hooks.show_progress()
-        if ticket_id != TICKET_ID:
-            raise LookupError(f"no ticket {ticket_id}")
-        return dict(TICKET)
+    def build() -> tuple[Model, ToolRegistry]:
+        tools = ToolRegistry()
 
-    @tools.tool(policy="rerun")
-    async def search_help(query: str) -> str:
-        """Search the help center; returns the best matching article section."""
-        await hooks.show_progress()
-        return HELP_ARTICLE
+        @tools.tool(policy="rerun")
+        async def get_ticket(ticket_id: str) -> dict[str, Any]:
+            """Fetch a support ticket by its id."""
+            if ticket_id != TICKET_ID:
+                raise LookupError(f"no ticket {ticket_id}")
+            return dict(TICKET)
 
-    @tools.tool(policy="idempotency_key", approval=True)
-    async def reply_to_customer(ticket_id: str, message: str, ctx: ToolContext) -> dict[str, Any]:
-        """Send a reply to the ticket's customer. A support lead approves it first."""
-        await hooks.show_progress()
-        key = ctx.idempotency_key if idempotency else None
-        sent = await anyio.to_thread.run_sync(
-            helpdesk.send_reply, ticket_id, CUSTOMER, message, key
-        )
-        if sent.duplicate:
-            hooks.say(
-                f"  help desk: key {key} seen before, returned reply #{sent.id}, sent nothing"
+        @tools.tool(policy="rerun")
+        async def search_help(query: str) -> str:
+            """Search the help center; returns the best matching article section."""
+            return HELP_ARTICLE
+
+        @tools.tool(policy="idempotency_key", approval=True)
+        async def reply_to_customer(
+            ticket_id: str, message: str, ctx: ToolContext
+        ) -> dict[str, Any]:
+            """Send a reply to the ticket's customer. A support lead approves it first."""
+            key = ctx.idempotency_key if idempotency else None
+            sent = await anyio.to_thread.run_sync(
+                helpdesk.send_reply, ticket_id, CUSTOMER, message, key
             )
-        else:
-            with_key = f"key {key}" if key else "no idempotency key"
-            hooks.say(f"  help desk: sent reply #{sent.id} to {CUSTOMER} ({with_key})")
-        return {"reply_id": sent.id, "status": "sent"}
+            say(told("help desk", "sent", "reply", CUSTOMER, sent, key))
+            return {"reply_id": sent.id, "status": "sent"}
 
-    model = ScriptedModel(hooked_model_function(hooks, script))
-    return model, tools
+        return ScriptedModel(script), tools
+
+    def ledger() -> dict[str, int]:
+        return {f"reply to {CUSTOMER} on {TICKET_ID}": helpdesk.count(TICKET_ID)}
+
+    def decide(pending: Pending) -> Decision | None:
+        return None if pending.escalated else pending.approve(by=APPROVER)
+
+    return Scenario(
+        run_id=RUN_ID,
+        prompt=PROMPT,
+        system=SYSTEM,
+        budgets=Budgets(max_model_calls=10),
+        build=build,
+        ledger=ledger,
+        decide=decide,
+    )
 
 
-def count_replies(root: Path) -> int:
-    """Replies Northwind Studio got on KITE-142, from the help desk's database."""
-    return HelpDesk(root / HELPDESK_DB).count(TICKET_ID)
+def scenario(root: Path) -> Scenario:
+    """Ticket KITE-142, with the reply approved by priya (``tether crashtest`` runs it as
+    ``examples.kitebase:scenario``)."""
+    return _scenario(root, idempotency=True)
 
 
-KITEBASE = Scenario(
+def scenario_without_key(root: Path) -> Scenario:
+    """The same, with the reply tool leaving its idempotency key out: a resumed send repeats."""
+    return _scenario(root, idempotency=False)
+
+
+KITEBASE = Demo(
     name="kitebase",
     run_id=RUN_ID,
-    prompt=PROMPT,
-    system=SYSTEM,
-    budgets=Budgets(max_model_calls=10),
+    scenario=scenario,
+    without_key=scenario_without_key,
     effect_name="replies",
     effect_label=f"Replies {CUSTOMER} got on {TICKET_ID}",
-    build=build,
-    count_effects=count_replies,
 )
 
 
@@ -200,7 +210,7 @@ def run_kitebase(
     Raises:
         DemoError: ``root`` is not empty, or a process failed.
     """
-    decide = Decide(
+    decide = Decision(
         call_id=REPLY_CALL,
         approved=not reject,
         by=APPROVER,
@@ -211,7 +221,7 @@ def run_kitebase(
         root,
         idempotency=idempotency,
         decide=decide,
-        crash=None if reject else Crash(process=2, point="tool_returned", n=1),
+        crash=None if reject else Kill(process=2, point="tool_returned", n=1),
         expected_effects=0 if reject else (1 if idempotency else 2),
         json_out=json_out,
         stream=stream,

@@ -6,6 +6,9 @@ result was saved (``TETHER_CRASH_AT=tool_returned:3``: the third tool to return 
 ``send_email``). Process 2 resumes: the email's call dangles, its policy is ``idempotency_key``,
 so it runs again with the same key and the mail service, which has seen the key, delivers
 nothing. One email, four model calls. Without the key, the mail service delivers it twice.
+
+The agent is a crash-test scenario (``scenario``; ``tether crashtest examples.mail:scenario``
+kills it at every crash point): the demo is that scenario, killed once, with its timeline.
 """
 
 from __future__ import annotations
@@ -18,16 +21,11 @@ import anyio
 
 from ..journal import Budgets
 from ..models import Model, ScriptedModel
+from ..testing._drive import Kill
+from ..testing._scenario import Scenario
 from ..tools import ToolContext, ToolRegistry
-from ._harness import (
-    Crash,
-    DemoSummary,
-    Hooks,
-    Scenario,
-    hooked_model_function,
-    run_demo,
-)
-from ._services import Outbox
+from ._demo import Demo, DemoSummary, run_demo, say
+from ._services import Outbox, told
 
 RUN_ID = "run-q3-report"
 RECIPIENT = "dana@example.com"
@@ -68,59 +66,65 @@ def _last_result(messages: list[dict[str, Any]]) -> str:
     return ""
 
 
-def build(hooks: Hooks, idempotency: bool) -> tuple[Model, ToolRegistry]:
-    """The model and the tools of one process."""
-    outbox = Outbox(hooks.root / OUTBOX)
-    tools = ToolRegistry()
+def _scenario(root: Path, *, idempotency: bool) -> Scenario:
+    """The run and its tools over the mail service under ``root``."""
+    outbox = Outbox(root / OUTBOX)
 
-    @tools.tool(policy="rerun")
-    async def search_notes(query: str) -> list[str]:
-        """Search the user's notes; returns the matching notes."""
-        await hooks.show_progress()
-        words = query.lower().split()
-        return [n for n in NOTES if all(w in n.lower() for w in words)]
+    def build() -> tuple[Model, ToolRegistry]:
+        tools = ToolRegistry()
 
-    @tools.tool(policy="rerun")
-    async def summarise(text: str) -> str:
-        """Summarise a text in a few lines."""
-        await hooks.show_progress()
-        points = [line.split(":", 1)[-1].strip() for line in text.splitlines() if line.strip()]
-        return "Q3 launch summary:\n" + "\n".join(f"- {p}" for p in points)
+        @tools.tool(policy="rerun")
+        async def search_notes(query: str) -> list[str]:
+            """Search the user's notes; returns the matching notes."""
+            words = query.lower().split()
+            return [n for n in NOTES if all(w in n.lower() for w in words)]
 
-    @tools.tool(policy="idempotency_key")
-    async def send_email(to: str, subject: str, body: str, ctx: ToolContext) -> dict[str, Any]:
-        """Send an email."""
-        await hooks.show_progress()
-        key = ctx.idempotency_key if idempotency else None
-        sent = await anyio.to_thread.run_sync(outbox.send, to, subject, body, key)
-        if sent.duplicate:
-            hooks.say(
-                f"  mail: key {key} seen before, returned email #{sent.id}, delivered nothing"
-            )
-        else:
-            with_key = f"key {key}" if key else "no idempotency key"
-            hooks.say(f"  mail: delivered email #{sent.id} to {to} ({with_key})")
-        return {"message_id": sent.id, "status": "sent"}
+        @tools.tool(policy="rerun")
+        async def summarise(text: str) -> str:
+            """Summarise a text in a few lines."""
+            points = [line.split(":", 1)[-1].strip() for line in text.splitlines() if line.strip()]
+            return "Q3 launch summary:\n" + "\n".join(f"- {p}" for p in points)
 
-    model = ScriptedModel(hooked_model_function(hooks, script))
-    return model, tools
+        @tools.tool(policy="idempotency_key")
+        async def send_email(to: str, subject: str, body: str, ctx: ToolContext) -> dict[str, Any]:
+            """Send an email."""
+            key = ctx.idempotency_key if idempotency else None
+            sent = await anyio.to_thread.run_sync(outbox.send, to, subject, body, key)
+            say(told("mail", "delivered", "email", to, sent, key))
+            return {"message_id": sent.id, "status": "sent"}
+
+        return ScriptedModel(script), tools
+
+    def ledger() -> dict[str, int]:
+        return {f"email to {RECIPIENT}": len(outbox.emails())}
+
+    return Scenario(
+        run_id=RUN_ID,
+        prompt=PROMPT,
+        system=SYSTEM,
+        budgets=Budgets(max_model_calls=10),
+        build=build,
+        ledger=ledger,
+    )
 
 
-def count_emails(root: Path) -> int:
-    """Emails the mail service delivered."""
-    return len(Outbox(root / OUTBOX).emails())
+def scenario(root: Path) -> Scenario:
+    """The Q3 report email (``tether crashtest`` runs it as ``examples.mail:scenario``)."""
+    return _scenario(root, idempotency=True)
 
 
-MAIL = Scenario(
+def scenario_without_key(root: Path) -> Scenario:
+    """The same, with ``send_email`` leaving its idempotency key out: a resumed send repeats."""
+    return _scenario(root, idempotency=False)
+
+
+MAIL = Demo(
     name="mail",
     run_id=RUN_ID,
-    prompt=PROMPT,
-    system=SYSTEM,
-    budgets=Budgets(max_model_calls=10),
+    scenario=scenario,
+    without_key=scenario_without_key,
     effect_name="emails",
     effect_label=f"Emails {RECIPIENT} got",
-    build=build,
-    count_effects=count_emails,
 )
 
 
@@ -145,7 +149,7 @@ def run_mail(
         MAIL,
         root,
         idempotency=idempotency,
-        crash=Crash(process=1, point="tool_returned", n=3),
+        crash=Kill(process=1, point="tool_returned", n=3),
         expected_effects=1 if idempotency else 2,
         json_out=json_out,
         stream=stream,

@@ -3,7 +3,8 @@
 Both live in their own files under the demo's root and are opened fresh by every call, so a
 process that is killed keeps nothing of them in memory, exactly like a real remote service.
 Both deduplicate by idempotency key the way Stripe's API and many others do: a request whose key
-was seen before gets the original result back and changes nothing.
+was seen before gets the original result back and changes nothing. ``told`` is how a demo's
+tool says what the service did, in the demo's timeline.
 """
 
 from __future__ import annotations
@@ -34,6 +35,15 @@ class Delivery:
 
     id: int
     duplicate: bool
+
+
+def told(service: str, verb: str, thing: str, to: str, sent: Delivery, key: str | None) -> str:
+    """What ``service`` says on a demo's timeline about one send (``verb``: "sent", ``thing``:
+    "reply"), which returned ``sent`` for idempotency key ``key``."""
+    if sent.duplicate:
+        return f"  {service}: key {key} seen before, returned {thing} #{sent.id}, {verb} nothing"
+    with_key = f"key {key}" if key else "no idempotency key"
+    return f"  {service}: {verb} {thing} #{sent.id} to {to} ({with_key})"
 
 
 class HelpDesk:

@@ -17,43 +17,42 @@ environment arms it.
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 from ._faults import FaultyFileOps as FaultyFileOps
 
 if TYPE_CHECKING:
-    from ._harness import Baseline as Baseline
-    from ._harness import CaseResult as CaseResult
-    from ._harness import CrashtestError as CrashtestError
-    from ._harness import Kill as Kill
-    from ._harness import Pending as Pending
-    from ._harness import Report as Report
-    from ._harness import Scenario as Scenario
-    from ._harness import approve_all as approve_all
-    from ._harness import assert_crash_safe as assert_crash_safe
-    from ._harness import run_crashtest as run_crashtest
+    from ._crashtest import assert_crash_safe as assert_crash_safe
+    from ._crashtest import run_crashtest as run_crashtest
+    from ._drive import Kill as Kill
+    from ._report import Baseline as Baseline
+    from ._report import CaseResult as CaseResult
+    from ._report import Report as Report
+    from ._scenario import CrashtestError as CrashtestError
+    from ._scenario import Pending as Pending
+    from ._scenario import Scenario as Scenario
+    from ._scenario import approve_all as approve_all
 
-_HARNESS = frozenset(
-    {
-        "Baseline",
-        "CaseResult",
-        "CrashtestError",
-        "Kill",
-        "Pending",
-        "Report",
-        "Scenario",
-        "approve_all",
-        "assert_crash_safe",
-        "run_crashtest",
-    }
-)
+_HARNESS = {
+    "Baseline": "_report",
+    "CaseResult": "_report",
+    "CrashtestError": "_scenario",
+    "Kill": "_drive",
+    "Pending": "_scenario",
+    "Report": "_report",
+    "Scenario": "_scenario",
+    "approve_all": "_scenario",
+    "assert_crash_safe": "_crashtest",
+    "run_crashtest": "_crashtest",
+}
+"""The crash-test names, and the module each is defined in: loaded on first use."""
 
 
 def __getattr__(name: str) -> Any:
-    if name in _HARNESS:
-        from . import _harness
-
-        value = getattr(_harness, name)
+    module = _HARNESS.get(name)
+    if module is not None:
+        value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
         globals()[name] = value
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

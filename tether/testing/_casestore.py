@@ -1,0 +1,128 @@
+"""Where a case's run lives, as the harness sees it between two of the case's processes.
+
+The harness reads the run after each process (to find lost records and what the run waits for)
+and records a person's answers, the way a support tool would: under the run's lock, while no
+process drives it. A case's run is in a ``FileStore`` in the case's directory, or in a
+PostgreSQL schema of its own (``crash_<random>_<case number>``), reached through a ``Store``
+kept open on a thread of its own, so that cases never see each other's runs. A schema is
+dropped when its case is over unless it is to be kept.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+from urllib.parse import urlsplit
+
+import anyio
+from anyio.from_thread import start_blocking_portal
+
+from .._errors import RunNotFoundError
+from .._store_url import store_for
+from ..journal import AnyEvent, Decision, FileStore, Resolved, Store, verify_file
+from ._scenario import CrashtestError
+
+
+class CaseStore(Protocol):
+    """Where a case's run lives, as the harness sees it between two processes."""
+
+    def read(self, run_id: str) -> list[AnyEvent]:
+        """The run's durable events (none before it exists)."""
+        ...
+
+    def record(self, run_id: str, records: list[Decision | Resolved]) -> None:
+        """Append a person's records to the run, holding it as a worker would."""
+        ...
+
+
+@dataclass(frozen=True)
+class FileCase:
+    """The case's ``FileStore``, rooted at ``root``."""
+
+    root: Path
+
+    def read(self, run_id: str) -> list[AnyEvent]:
+        # Without a lock: no process runs the run meanwhile.
+        path = FileStore(self.root).path(run_id)
+        if not os.path.exists(path):
+            return []
+        return list(verify_file(path).events)
+
+    def record(self, run_id: str, records: list[Decision | Resolved]) -> None:
+        async def append() -> None:
+            async with FileStore(self.root) as fs:
+                await _append(fs, run_id, records)
+
+        anyio.run(append)
+
+
+async def _append(store: Store, run_id: str, records: list[Decision | Resolved]) -> None:
+    journal = await store.open(run_id)
+    async with journal:
+        await journal.append(records)
+
+
+class _PostgresCase:
+    """The case's PostgreSQL schema, through a ``Store`` kept open on a thread of its own."""
+
+    def __init__(self, store: Store, call: Callable[..., Any]) -> None:
+        self._store = store
+        self._call = call
+
+    def read(self, run_id: str) -> list[AnyEvent]:
+        try:
+            events: list[AnyEvent] = self._call(self._store.read, run_id)
+        except RunNotFoundError:
+            return []
+        return events
+
+    def record(self, run_id: str, records: list[Decision | Resolved]) -> None:
+        self._call(_append, self._store, run_id, records)
+
+
+@contextmanager
+def postgres_case(url: str, schema: str, *, keep: bool) -> Iterator[CaseStore]:
+    """Open schema ``schema`` of the database at ``url`` (created if missing); drop it on the
+    way out unless ``keep``.
+
+    Raises:
+        CrashtestError: the database cannot be used (not reachable, refused, no right to
+            create the schema); the message names it without its password.
+    """
+    with ExitStack() as stack:
+        portal = stack.enter_context(start_blocking_portal())
+        store = store_for(url, schema=schema)
+        try:
+            stack.enter_context(portal.wrap_async_context_manager(store))
+        except Exception as exc:  # not reachable, refused, no right to create the schema
+            raise CrashtestError(
+                f"cannot use the store {redact_url(url)}: {type(exc).__name__}: {exc}"
+            ) from exc
+        if not keep:
+            stack.callback(portal.call, _drop_schema, store)
+        yield _PostgresCase(store, portal.call)
+
+
+async def _drop_schema(store: Store) -> None:
+    from ..postgres import PostgresStore
+
+    assert isinstance(store, PostgresStore)
+    await store.pool.execute(f"DROP SCHEMA IF EXISTS {store.sql.schema} CASCADE")
+
+
+def redact_url(url: str) -> str:
+    """``url`` without its password (or anything past the host when it cannot be parsed)."""
+    if "://" not in url:
+        return url
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        return url.partition("://")[0] + "://..."
+    user = f"{parts.username}@" if parts.username else ""
+    return f"{parts.scheme}://{user}{host}{port}{parts.path}"

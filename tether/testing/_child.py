@@ -1,0 +1,194 @@
+"""One process of a crash-test case: the only code that runs in a child.
+
+``python -m tether.testing MODULE:NAME --root DIR --step start|resume [--store URL]
+[--schema NAME] [--flat] [--timeline]``
+
+``start`` creates the run and drives it; ``resume`` lets a ``Supervisor`` resume unfinished
+runs on entry, as a worker restarted after a crash does. Either waits until the run rests and
+prints its status as the last line (``tether-crashtest-status: {...}``). The crash-point killer
+is armed from the environment (``TETHER_CRASH_AT``, ``TETHER_CRASH_TRACE``) by the runtime's
+failpoints themselves, so a child holds nothing that a killed process would not.
+
+Under the case's directory ``DIR``: ``world/`` is the scenario's root and ``store/`` the run's
+``FileStore`` (with ``--flat`` both are ``DIR`` itself, the layout of ``tether demo``'s root);
+``model_calls.log`` gets one line per model answer, written before the answer is returned, so
+that a killed process's calls count too. With ``--store`` (by default the
+``TETHER_CRASHTEST_STORE`` variable, which keeps a password off the command line) the run lives
+in that PostgreSQL database, in schema ``NAME``. With ``--timeline`` the child prints the
+journal events it writes (see ``Narrator``) and the run's status when it rests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from .._errors import JournalLockedError, RunNotFoundError
+from .._failpoints import Hook, set_hook
+from .._store_url import is_postgres, store_for
+from ..journal import FileStore, Store
+from ..models import Model, ModelReply, SystemPrompt
+from ..supervisor import RunStatus, Supervisor
+from ._crashpoints import killer_from_environment
+from ._scenario import Scenario, load_target
+from ._timeline import Narrator
+
+CHILD_TIMEOUT_S = 60.0
+"""How long one child process may take to bring the run to a rest."""
+
+PG_LEASE_TTL = 0.5
+"""Seconds a child's lease on a PostgreSQL run lasts: how long a resuming child waits after a
+kill before it may take the run over."""
+
+STORE_ENV = "TETHER_CRASHTEST_STORE"
+"""The variable that gives children the PostgreSQL URL of the cases' runs."""
+
+STATUS_MARK = "tether-crashtest-status: "
+"""What starts the line a child reports its run's status on (its last line)."""
+
+MODEL_CALLS_LOG = "model_calls.log"
+"""The file in a case's directory that gets one line per model answer."""
+
+
+def case_dirs(case: Path, *, flat: bool) -> tuple[Path, Path]:
+    """The scenario's root and the ``FileStore``'s root in the case directory ``case``."""
+    if flat:
+        return case, case
+    return case / "world", case / "store"
+
+
+class _CountingModel:
+    """Wraps a scenario's model: one line per answer appended to a log, before it is returned
+    (so the answer is counted even if the process is killed right after)."""
+
+    def __init__(self, inner: Model, log: Path) -> None:
+        self._inner = inner
+        self._log = log
+
+    @property
+    def name(self) -> str:
+        return self._inner.name
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return self._inner.params
+
+    async def __call__(
+        self,
+        *,
+        system: SystemPrompt,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+    ) -> ModelReply:
+        reply = await self._inner(system=system, messages=messages, tools=tools)
+        fd = os.open(self._log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            os.write(fd, f"{os.getpid()}\n".encode())
+        finally:
+            os.close(fd)
+        return reply
+
+
+def child_main(argv: Sequence[str]) -> int:
+    """Run one process of a case, as the module docstring says.
+
+    Returns:
+        0 when the run rests, 1 otherwise (argparse exits 2 on bad usage).
+    """
+    parser = argparse.ArgumentParser(prog="python -m tether.testing")
+    parser.add_argument("target", metavar="MODULE:SCENARIO")
+    parser.add_argument("--root", required=True, type=Path)
+    parser.add_argument("--step", required=True, choices=("start", "resume"))
+    parser.add_argument("--store", metavar="URL", default=os.environ.get(STORE_ENV) or None)
+    parser.add_argument("--schema", metavar="NAME", default="tether")
+    parser.add_argument("--flat", action="store_true")
+    parser.add_argument("--timeline", action="store_true")
+    args = parser.parse_args(list(argv))
+    if args.store is not None and not is_postgres(args.store):
+        parser.error(f"--store: expected a postgresql:// URL, got {args.store!r}")
+    if args.store is not None and args.timeline:
+        parser.error("--timeline reads the run's journal file: it needs a file store")
+    factory = load_target(args.target)
+    root: Path = args.root
+    world, files = case_dirs(root, flat=args.flat)
+    world.mkdir(parents=True, exist_ok=True)
+    scenario = factory(world)
+    narrator = None
+    store: Store
+    if args.store is None:
+        store = file_store = FileStore(files)
+        if args.timeline:
+            narrator = Narrator(file_store.path(scenario.run_id), _say)
+            set_hook(_narrating(killer_from_environment(), narrator))
+    else:
+        store = store_for(args.store, schema=args.schema, lease_ttl=PG_LEASE_TTL)
+    status = anyio.run(_child, scenario, root, store, args.step, narrator)
+    if narrator is not None:
+        reason = f" ({status['reason']})" if status["reason"] else ""
+        _say(f"status: {status['status']}{reason}")
+    print(STATUS_MARK + json.dumps(status), flush=True)
+    return 0 if status["status"] != RunStatus.RUNNING.value else 1
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)
+
+
+def _narrating(killer: Hook | None, narrator: Narrator) -> Hook:
+    """The failpoint hook of a ``--timeline`` child: the killer first (a kill at this point
+    leaves what was saved just before it unshown, for the parent to mark), then the narrator."""
+
+    def hook(point: str) -> None:
+        if killer is not None:
+            killer(point)
+        narrator(point)
+
+    return hook
+
+
+async def _claimable(store: Store, run_id: str) -> None:
+    """Wait until run ``run_id`` can be claimed (or does not exist).
+
+    A killed process leaves its lease on a PostgreSQL run live until it runs out; a
+    ``Supervisor`` entered before that would see the run as another worker's and not resume it.
+    """
+    with anyio.fail_after(CHILD_TIMEOUT_S):
+        while True:
+            try:
+                journal = await store.open(run_id)
+            except JournalLockedError:
+                await anyio.sleep(0.05)
+                continue
+            except RunNotFoundError:
+                return
+            await journal.aclose()
+            return
+
+
+async def _child(
+    scenario: Scenario, root: Path, store: Store, step: str, narrator: Narrator | None
+) -> dict[str, Any]:
+    model, tools = scenario.build()
+    counting = _CountingModel(model, root / MODEL_CALLS_LOG)
+    run_id = scenario.run_id
+    async with store:
+        if step == "resume" and not isinstance(store, FileStore):
+            await _claimable(store, run_id)
+        if step == "resume" and narrator is not None:
+            narrator.loaded(await store.read(run_id))
+        async with Supervisor(store, model=counting, tools=tools) as sup:
+            if step == "start":
+                await sup.start(
+                    run_id, scenario.prompt, system=scenario.system, budgets=scenario.budgets
+                )
+            status = await sup.wait(run_id, timeout=CHILD_TIMEOUT_S)
+            view = await sup.inspect(run_id)
+    if narrator is not None:
+        narrator.show()  # what was written after the last failpoint, up to the run's rest
+    return {"status": status.value, "reason": view.reason, "pending": list(view.pending)}

@@ -1,0 +1,206 @@
+"""Crash testing for your own agent: kill it at every crash point, resume it, compare.
+
+``run_crashtest`` first runs the scenario (``_scenario.py``) once without a kill, in fresh child
+processes (``_child.py``, started by ``_drive.py``), and records the baseline: the final status
+and answer, the side-effect ledger, the model calls, and the crash points each process passes
+(``TETHER_CRASH_TRACE``). Then, for every one of those passes, it runs the scenario again from
+an empty directory with ``TETHER_CRASH_AT=POINT:N`` armed in that process, which dies there with
+a real ``SIGKILL``; fresh processes resume the run until it rests. With ``double``, a sample of
+cases is killed a second time, in the resuming process. Each case is compared with the baseline
+(``_judge.py``), and the results make the ``Report`` (``_report.py``).
+
+Every case has a directory of its own (laid out as ``_child.py`` says, plus ``trace-N.txt``,
+the crash points process ``N`` passed). With ``store="postgresql://..."`` the runs live in that
+database instead, every case (and the baseline) in a PostgreSQL schema of its own
+(``crash_<random>_<case number>``, named in the case's ``schema.txt``), so cases never see each
+other's runs (``_casestore.py``). Children get ``--schema NAME`` and the URL in
+``TETHER_CRASHTEST_STORE`` (not on their command line, where a password would show). A killed
+child's lease on the run stays live until it runs out, so children use a short one
+(``PG_LEASE_TTL``) and a resuming child waits until it can claim the run. The schemas are
+dropped when their case is over, unless ``root`` is given: then they are kept with the cases'
+directories.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import secrets
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from .._failpoints import POINTS
+from .._store_url import is_postgres
+from ._casestore import redact_url
+from ._drive import CaseRun, Kill, Target, drive
+from ._judge import judge
+from ._report import Baseline, CaseResult, Report
+from ._scenario import CrashtestError, ScenarioFactory, check_scenario, resolve_target
+
+
+def _kills_of(points_per_process: list[list[str]]) -> list[Kill]:
+    """One kill per pass of a crash point, in the order the run passes them."""
+    kills = []
+    for number, points in enumerate(points_per_process, start=1):
+        seen: Counter[str] = Counter()
+        for point in points:
+            seen[point] += 1
+            kills.append(Kill(number, point, seen[point]))
+    return kills
+
+
+def _second_kill(first: Kill, run: CaseRun) -> Kill | None:
+    """A kill at a point the process resuming after ``first`` passes, half-way through."""
+    if len(run.processes) <= first.process:
+        return None
+    after = run.processes[first.process]  # the process right after the killed one
+    if not after.points:
+        return None
+    index = len(after.points) // 2
+    point = after.points[index]
+    return Kill(first.process + 1, point, after.points[: index + 1].count(point))
+
+
+def _sample(items: list[tuple[Kill, Kill]], size: int) -> list[tuple[Kill, Kill]]:
+    if size >= len(items):
+        return list(items)
+    step = len(items) / size
+    return [items[int(i * step)] for i in range(size)]
+
+
+def run_crashtest(
+    target: str | ScenarioFactory,
+    *,
+    double: bool | int = False,
+    workers: int = 2,
+    points: Iterable[str] | None = None,
+    root: str | os.PathLike[str] | None = None,
+    progress: Callable[[str], None] | None = None,
+    store: str | None = None,
+    on_case: Callable[[int, int, str], None] | None = None,
+) -> Report:
+    """Crash-test a scenario: kill it at every crash point it passes, resume, compare.
+
+    Args:
+        target: ``"MODULE:NAME"`` or the factory itself (defined at module level in an
+            importable module): ``factory(root: Path) -> Scenario``.
+        double: also kill the resuming process, half-way through, for a sample of the cases:
+            ``True`` for 6 of them, or the sample size.
+        workers: cases run at the same time (each in its own directory).
+        points: kill only at these crash points (``POINTS`` names); every point by default.
+        root: where the cases' directories go (kept afterwards, with their PostgreSQL schemas);
+            a temporary directory that is removed afterwards by default.
+        progress: called with a line for each case that finished.
+        on_case: called with ``(done, total, label)`` when the baseline has finished
+            (``done`` 0) and each time a case finishes, ``label`` naming its kill points: what
+            a progress display needs.
+        store: a ``postgresql://`` URL: run every case in that database instead of a
+            ``FileStore`` in its directory, each in a schema of its own, ``crash_<random>_<n>``
+            (``n`` is 0 for the baseline; the case's ``schema.txt`` names it). The schemas are
+            dropped as each case ends, unless ``root`` is given. Needs ``asyncpg``.
+
+    Raises:
+        CrashtestError: a bad target or store, or the uninterrupted baseline run failed.
+    """
+    started = time.monotonic()
+    unknown = sorted(set(points or ()) - set(POINTS))
+    if unknown:
+        raise CrashtestError(f"unknown crash points {unknown}; known: {', '.join(POINTS)}")
+    if store is not None:
+        if not is_postgres(store):
+            raise CrashtestError(f"store: expected a postgresql:// URL, got {redact_url(store)!r}")
+        if importlib.util.find_spec("asyncpg") is None:
+            raise CrashtestError("a PostgreSQL store needs asyncpg: pip install 'tether[postgres]'")
+    spec, factory, paths = resolve_target(target)
+    if root is not None and Path(root).exists() and any(Path(root).iterdir()):
+        raise CrashtestError(f"--root {root} is not empty: give a new or empty directory")
+    check_scenario(spec, factory)
+    say = progress or (lambda _line: None)
+    tag = secrets.token_hex(4)
+
+    def schema(number: int) -> str | None:
+        return None if store is None else f"crash_{tag}_{number}"
+
+    with tempfile.TemporaryDirectory(prefix="tether-crashtest-") as tmp:
+        tgt = Target(
+            spec, factory, paths, str(Path(tmp) / "pycache"), store=store, keep=root is not None
+        )
+        base_dir = Path(root) if root is not None else Path(tmp)
+        base_dir.mkdir(parents=True, exist_ok=True)
+        base = drive(tgt, base_dir / "baseline", [], schema(0))
+        if base.status == "error" or base.lost:
+            raise CrashtestError(f"the baseline run failed: {'; '.join(base.problems)}")
+        say(f"baseline: {base.status}, {base.model_calls} model calls, {dict(base.ledger)}")
+        kills = _kills_of([p.points for p in base.processes])
+        if points is not None:
+            wanted = set(points)
+            kills = [k for k in kills if k.point in wanted]
+        size = 6 if double is True else int(double)
+        total = len(kills)  # the double kills are added once they are chosen
+        finished = 0
+        lock = threading.Lock()
+        if on_case is not None:
+            on_case(0, total, "baseline")
+
+        def one(number: int, kills: tuple[Kill, ...]) -> tuple[CaseResult, CaseRun]:
+            nonlocal finished
+            name = "-".join(f"p{k.process}-{k.point}-{k.n}" for k in kills)
+            got = drive(tgt, base_dir / name, kills, schema(number))
+            result = judge(kills, base, got)
+            say(f"{result.label}: {result.outcome}")
+            with lock:
+                finished += 1
+                if on_case is not None:
+                    on_case(finished, total, result.label)
+            return result, got
+
+        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+            numbers = range(1, len(kills) + 1)
+            singles = list(pool.map(one, numbers, [(k,) for k in kills]))
+            cases = [r for r, _ in singles]
+            if size > 0:
+                runs = {k: run for k, (_, run) in zip(kills, singles, strict=True)}
+                pairs = [(k, _second_kill(k, runs[k])) for k in kills]
+                doubles = _sample([(k, s) for k, s in pairs if s is not None], size)
+                total += len(doubles)
+                numbers = range(len(kills) + 1, len(kills) + 1 + len(doubles))
+                cases += [r for r, _ in pool.map(one, numbers, doubles)]
+    baseline = Baseline(
+        status=base.status,
+        final_text=base.final_text,
+        ledger=dict(base.ledger),
+        model_calls=base.model_calls,
+        processes=len(base.processes),
+        decisions=base.decisions,
+        points=[p.points for p in base.processes],
+    )
+    where = redact_url(store) if store is not None else None
+    return Report(spec, baseline, cases, time.monotonic() - started, store=where)
+
+
+def assert_crash_safe(
+    target: str | ScenarioFactory,
+    *,
+    double: bool | int = False,
+    workers: int = 2,
+    points: Iterable[str] | None = None,
+    min_points: int = 1,
+    root: str | os.PathLike[str] | None = None,
+    store: str | None = None,
+) -> Report:
+    """``run_crashtest``, then raise ``AssertionError`` with the report if any case failed or
+    fewer than ``min_points`` crash points were exercised. Returns the report.
+
+    ``store`` (a ``postgresql://`` URL) runs the cases in that database, as ``run_crashtest``
+    says."""
+    report = run_crashtest(
+        target, double=double, workers=workers, points=points, root=root, store=store
+    )
+    if not report.ok or report.points < min_points:
+        raise AssertionError(report.text())
+    return report

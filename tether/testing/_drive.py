@@ -1,0 +1,392 @@
+"""Running one case: a scenario's run as a series of fresh child processes, some killed.
+
+``drive`` starts the run in process 1 and resumes it in each later one (``_child.py`` is what
+they run), until it rests. A process armed with a ``Kill`` gets ``TETHER_CRASH_AT=POINT:N`` in
+its environment and must die there with a real ``SIGKILL``; every other one must exit 0. A
+killed process is always followed by a fresh one, even when the journal already says the run
+finished: resuming a finished run must do nothing at all. When the run rests waiting for a
+person, the scenario's ``decide`` answers, the answers are recorded in the run's journal the way
+a support tool would, and the next process carries on.
+
+Nothing is carried between processes in memory. Between two of them the harness reads the run
+(``CaseStore``) to notice records that were durable once and are gone, or that a killed process
+had acknowledged at its crash point and never made durable. A ``Watcher`` may follow the case
+as it goes: ``tether demo`` prints its timeline that way.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from ..journal import AnyEvent, Escalated, ModelResponse, ToolResult, ToolStarted
+from ..supervisor import RunStatus, fold
+from ._casestore import CaseStore, FileCase, postgres_case
+from ._child import CHILD_TIMEOUT_S, MODEL_CALLS_LOG, STATUS_MARK, STORE_ENV, case_dirs
+from ._scenario import Decide, Pending, ScenarioFactory, ledger_of
+
+MAX_PROCESSES = 12
+"""Processes one case may start before it counts as stuck."""
+
+_ACKNOWLEDGED: dict[str, type[AnyEvent]] = {
+    "model_saved": ModelResponse,
+    "tool_started": ToolStarted,
+    "result_saved": ToolResult,
+}
+"""The record a process has made durable when it passes each of these crash points."""
+
+
+@dataclass(frozen=True)
+class Kill:
+    """Kill process number ``process`` of a case the ``n``-th time it passes ``point``."""
+
+    process: int
+    point: str
+    n: int = 1
+
+    def __str__(self) -> str:
+        return f"p{self.process} {self.point}:{self.n}"
+
+
+@dataclass
+class ProcessResult:
+    """One child process of a case: how it was started, how it ended, what it did.
+
+    Attributes:
+        status: what the child reported on its status line (``status``, ``reason``,
+            ``pending``); ``None`` when it printed none (killed, failed).
+        points: the crash points it passed, in order (empty unless the case traces them).
+        model_calls: the model answers it got.
+    """
+
+    number: int
+    step: str
+    kill: Kill | None
+    returncode: int
+    points: list[str]
+    status: dict[str, Any] | None
+    stdout: str
+    stderr: str
+    model_calls: int = 0
+
+    @property
+    def killed(self) -> bool:
+        """Whether it died of ``SIGKILL``."""
+        return self.returncode == -signal.SIGKILL
+
+
+@dataclass
+class CaseRun:
+    """Where a case (or the baseline) left the run."""
+
+    processes: list[ProcessResult]
+    status: str  # the run's last status, or "error" when a process failed
+    reason: str
+    final_text: str | None
+    ledger: Counter[str]
+    model_calls: int
+    recorded_model_calls: int
+    events: int
+    escalations: int
+    parked: bool
+    decisions: int
+    problems: list[str]  # errors and lost records found while driving
+    lost: int
+
+
+class Watcher(Protocol):
+    """Follows a case as ``drive`` runs it (each method is called in this order)."""
+
+    def starting(self, number: int, step: str, kill: Kill | None, events: list[AnyEvent]) -> None:
+        """Process ``number`` is about to start; ``events`` is the run so far."""
+        ...
+
+    def ended(self, process: ProcessResult, events: list[AnyEvent]) -> None:
+        """A process ended, however it did; ``events`` is the run now."""
+        ...
+
+    def answered(self, records: list[AnyEvent], events: list[AnyEvent]) -> None:
+        """A person's answers were recorded, as ``records``; ``events`` is the run now."""
+        ...
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a case's children run, and how they are started.
+
+    Attributes:
+        spec: the scenario factory as ``MODULE:NAME``, for the children to import.
+        factory: the same factory, in this process.
+        paths: put on the children's ``PYTHONPATH``, so that they can import ``spec``.
+        pycache: a bytecode cache the children share when the environment forbids writing one
+            next to the sources (``PYTHONDONTWRITEBYTECODE``); ``None`` leaves it as it is.
+        store: a ``postgresql://`` URL; ``None``: a ``FileStore`` in each case.
+        keep: keep the cases' PostgreSQL schemas.
+        flat: the scenario's root and the file store are the case directory itself.
+        timeline: the children print the journal events they write.
+        trace: the children list the crash points they pass (``ProcessResult.points``).
+    """
+
+    spec: str
+    factory: ScenarioFactory
+    paths: list[str]
+    pycache: str | None = None
+    store: str | None = None
+    keep: bool = False
+    flat: bool = False
+    timeline: bool = False
+    trace: bool = True
+
+    def env(self, kill: Kill | None, trace: Path | None) -> dict[str, str]:
+        """A child's environment: this one's, with the crash settings of this child only."""
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith("TETHER_CRASH_") and k != STORE_ENV
+        }
+        if self.pycache is not None and env.pop("PYTHONDONTWRITEBYTECODE", None) is not None:
+            # Dozens of children would each compile everything again; let them share a
+            # bytecode cache in the crash test's own directory instead of the source tree.
+            env.setdefault("PYTHONPYCACHEPREFIX", self.pycache)
+        paths = [*self.paths, env.get("PYTHONPATH", "")]
+        env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(p for p in paths if p))
+        env["PYTHONIOENCODING"] = "utf-8"
+        if trace is not None:
+            env["TETHER_CRASH_TRACE"] = str(trace)
+        if kill is not None:
+            env["TETHER_CRASH_AT"] = f"{kill.point}:{kill.n}"
+        if self.store is not None:
+            env[STORE_ENV] = self.store
+        return env
+
+    def child_args(self, case: Path, step: str, schema: str | None = None) -> list[str]:
+        """The arguments of ``python -m tether.testing`` for a child of the case in ``case``."""
+        args = [self.spec, "--root", str(case), "--step", step]
+        if schema is not None:
+            args += ["--schema", schema]
+        if self.flat:
+            args.append("--flat")
+        if self.timeline:
+            args.append("--timeline")
+        return args
+
+    @contextmanager
+    def case_store(self, case: Path, schema: str | None) -> Iterator[CaseStore]:
+        """How the harness reaches the run of the case in directory ``case``."""
+        if self.store is None or schema is None:
+            yield FileCase(case_dirs(case, flat=self.flat)[1])
+            return
+        (case / "schema.txt").write_text(schema + "\n", encoding="utf-8")
+        with postgres_case(self.store, schema, keep=self.keep) as store:
+            yield store
+
+
+def count_lines(path: Path) -> int:
+    """Lines in a log file (0 if it does not exist yet)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return sum(1 for _ in f)
+    except FileNotFoundError:
+        return 0
+
+
+def spawn(
+    target: Target,
+    case: Path,
+    number: int,
+    step: str,
+    kill: Kill | None = None,
+    schema: str | None = None,
+) -> ProcessResult:
+    """Run process ``number`` of the case in directory ``case``, a ``start`` or ``resume``
+    step, in a fresh child; it is killed as ``kill`` says. A child that does not end in time
+    is reported with exit code -1."""
+    trace = case / f"trace-{number}.txt" if target.trace else None
+    if trace is not None:
+        trace.unlink(missing_ok=True)
+    log = case / MODEL_CALLS_LOG
+    before = count_lines(log)
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "tether.testing", *target.child_args(case, step, schema)],
+            env=target.env(kill, trace),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=CHILD_TIMEOUT_S + 30,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return ProcessResult(number, step, kill, -1, [], None, "", "timed out")
+    stdout = proc.stdout.decode("utf-8", "replace")
+    status = None
+    for line in reversed(stdout.splitlines()):
+        if line.startswith(STATUS_MARK):
+            status = json.loads(line[len(STATUS_MARK) :])
+            break
+    points = trace.read_text(encoding="utf-8").split() if trace and trace.exists() else []
+    stderr = proc.stderr.decode("utf-8", "replace").strip()
+    model_calls = count_lines(log) - before
+    return ProcessResult(
+        number, step, kill, proc.returncode, points, status, stdout, stderr, model_calls
+    )
+
+
+def drive(
+    target: Target,
+    case: Path,
+    kills: Sequence[Kill],
+    schema: str | None = None,
+    *,
+    decide: Decide | None = None,
+    watch: Watcher | None = None,
+) -> CaseRun:
+    """Run the scenario under ``case`` to a rest, killing processes as ``kills`` say.
+
+    Args:
+        target: what the children run.
+        case: the case's directory, new or empty.
+        kills: at most one per process.
+        schema: the PostgreSQL schema of the case's run, if the target has a store.
+        decide: answers the run when it waits for a person; the scenario's own by default.
+        watch: told what happens, as it happens.
+
+    Returns:
+        Where the run ended. A process that ended otherwise than armed, a run that did not
+        come to a rest in ``MAX_PROCESSES`` processes, and lost records are reported in its
+        ``problems`` (and the first two as the status ``"error"``), not raised.
+
+    Raises:
+        CrashtestError: the case's PostgreSQL schema cannot be used.
+    """
+    world, _ = case_dirs(case, flat=target.flat)
+    world.mkdir(parents=True, exist_ok=True)
+    with target.case_store(case, schema) as store:
+        return _drive_in(target, case, kills, schema, store, decide, watch)
+
+
+def _drive_in(
+    target: Target,
+    case: Path,
+    kills: Sequence[Kill],
+    schema: str | None,
+    store: CaseStore,
+    decide: Decide | None,
+    watch: Watcher | None,
+) -> CaseRun:
+    scenario = target.factory(case_dirs(case, flat=target.flat)[0])
+    answer = decide or scenario.decide
+    run_id = scenario.run_id
+    armed = {k.process: k for k in kills}
+    processes: list[ProcessResult] = []
+    problems: list[str] = []
+    snapshots: list[list[AnyEvent]] = []
+    decisions = 0
+    lost = 0
+    status, reason = "", ""
+    for number in range(1, MAX_PROCESSES + 1):
+        kill = armed.get(number)
+        before = store.read(run_id)
+        step = "start" if number == 1 else "resume"
+        if watch is not None:
+            watch.starting(number, step, kill, before)
+        proc = spawn(target, case, number, step, kill, schema)
+        processes.append(proc)
+        after = store.read(run_id)
+        if watch is not None:
+            watch.ended(proc, after)
+        expected = -signal.SIGKILL if kill is not None else 0
+        if proc.returncode != expected:
+            how = "killed by SIGKILL" if kill is not None else "exit 0"
+            tail = proc.stderr.splitlines()[-1:] or ["no output"]
+            problems.append(
+                f"process {number} ({step}) ended with {proc.returncode}, expected {how}: "
+                + tail[0]
+            )
+            status = "error"
+            break
+        snapshots.append(after)
+        if kill is not None:
+            record = _ACKNOWLEDGED.get(kill.point)
+            new = [e for e in after if e.seq > (before[-1].seq if before else -1)]
+            if record is not None and sum(isinstance(e, record) for e in new) < kill.n:
+                lost += 1
+                problems.append(
+                    f"lost: the {record.__name__} record process {number} saved before "
+                    f"{kill.point}:{kill.n} is not in the journal"
+                )
+            continue  # a killed process is always followed by a fresh one
+        assert proc.status is not None
+        status, reason = proc.status["status"], proc.status["reason"]
+        if status in (RunStatus.WAITING_FOR_APPROVAL.value, RunStatus.NEEDS_ATTENTION.value):
+            answers = [answer(p) for p in pending_calls(run_id, after, proc.status["pending"])]
+            records = [a for a in answers if a is not None]
+            if records:
+                store.record(run_id, records)
+                decisions += len(records)
+                recorded = store.read(run_id)
+                snapshots.append(recorded)
+                if watch is not None:
+                    last = after[-1].seq if after else -1
+                    watch.answered([e for e in recorded if e.seq > last], recorded)
+                continue
+        break
+    else:
+        problems.append(f"the run did not come to a rest in {MAX_PROCESSES} processes")
+        status = "error"
+    events = store.read(run_id)
+    by_seq = {e.seq: e for e in events}
+    for snapshot in snapshots:
+        changed = [e.seq for e in snapshot if by_seq.get(e.seq) != e]
+        if changed:
+            lost += len(changed)
+            problems.append(f"lost: records {changed} were durable once and are gone or changed")
+    state = fold(events)
+    parked = status == RunStatus.NEEDS_ATTENTION.value and any(
+        c.escalated for c in state.calls.values()
+    )
+    return CaseRun(
+        processes=processes,
+        status=status,
+        reason=reason,
+        final_text=state.final_text,
+        ledger=ledger_of(scenario),
+        model_calls=count_lines(case / MODEL_CALLS_LOG),
+        recorded_model_calls=state.model_calls,
+        events=len(events),
+        escalations=sum(isinstance(e, Escalated) for e in events),
+        parked=parked,
+        decisions=decisions,
+        problems=problems,
+        lost=lost,
+    )
+
+
+def pending_calls(run_id: str, events: list[AnyEvent], ids: Sequence[str]) -> list[Pending]:
+    """The calls among ``ids`` the run waits on a person for, as ``decide`` sees them."""
+    calls = fold(events).calls
+    found = []
+    for call_id in ids:
+        call = calls.get(call_id)
+        if call is None or call.done:
+            continue
+        reason = call.escalation.reason if call.escalation is not None else ""
+        found.append(
+            Pending(
+                run_id=run_id,
+                call_id=call.id,
+                name=call.name,
+                input=call.input,
+                escalated=call.escalated,
+                reason=reason,
+            )
+        )
+    return found

@@ -1,0 +1,225 @@
+"""A crash-test scenario: one agent run, and how to read back what it did to the world.
+
+A scenario is made by a factory ``scenario(root: Path) -> Scenario`` that a ``MODULE:NAME``
+string points at, so that every child process can rebuild it from scratch; everything the
+scenario keeps (its fake services, its side-effect ledger) lives in files under ``root``.
+
+This module holds the scenario's side of the contract: ``Scenario`` itself, ``Pending`` (what a
+scenario's ``decide`` sees when the run waits for a person), loading a factory from
+``MODULE:NAME``, and checking a factory once before any case runs, so that a broken scenario
+is reported as such and not as an unsafe agent.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import tempfile
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeAlias
+
+from ..journal import Budgets, Decision, Resolved
+from ..models import Model, SystemPrompt
+from ..tools import ToolRegistry
+
+
+class CrashtestError(Exception):
+    """The crash test could not run: a bad target, or a baseline run that failed."""
+
+
+@dataclass(frozen=True)
+class Pending:
+    """A tool call the run waits on a person for, as a scenario's ``decide`` function sees it.
+
+    Attributes:
+        run_id, call_id, name, input: the call.
+        escalated: ``True`` when the call was escalated (its outcome is unknown after a crash,
+            the run is ``needs_attention``); ``False`` when it waits for approval.
+        reason: why it was escalated (empty for an approval).
+    """
+
+    run_id: str
+    call_id: str
+    name: str
+    input: Any
+    escalated: bool
+    reason: str = ""
+
+    def approve(self, by: str = "crashtest", note: str = "") -> Decision:
+        """Approve the call."""
+        return Decision(call_id=self.call_id, approved=True, by=by, note=note)
+
+    def reject(self, note: str = "", by: str = "crashtest") -> Decision:
+        """Reject the call; the model gets ``note`` as an error result."""
+        return Decision(call_id=self.call_id, approved=False, by=by, note=note)
+
+    def succeeded(self, result: Any, by: str = "crashtest", note: str = "") -> Resolved:
+        """Resolve an escalated call: it happened, and ``result`` is its result."""
+        return Resolved(call_id=self.call_id, outcome="succeeded", result=result, by=by, note=note)
+
+    def retry(self, by: str = "crashtest", note: str = "") -> Resolved:
+        """Resolve an escalated call: it did not happen, run it again."""
+        return Resolved(call_id=self.call_id, outcome="retry", by=by, note=note)
+
+    def failed(self, note: str, by: str = "crashtest") -> Resolved:
+        """Resolve an escalated call: it failed; the model gets ``note`` as an error result."""
+        return Resolved(call_id=self.call_id, outcome="failed", by=by, note=note)
+
+
+Decide: TypeAlias = Callable[[Pending], Decision | Resolved | None]
+"""Answers a pending call with a ``Decision`` or ``Resolved`` record, or ``None`` to leave it."""
+
+
+def approve_all(pending: Pending) -> Decision | None:
+    """The default ``decide``: approve every call waiting for approval, resolve no escalation."""
+    return None if pending.escalated else pending.approve()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Scenario:
+    """One agent run to crash-test, made by a factory ``scenario(root: Path) -> Scenario``.
+
+    The factory is called in every child process and in the test's own process, each time with
+    the same ``root``: it must be cheap and must not touch the world (build services lazily or
+    let them open their files on each call).
+
+    Attributes:
+        build: makes the model and the tools for one process. Everything they keep must live
+            under ``root``: a killed process keeps nothing in memory.
+        prompt: the user's message, or a list of messages.
+        ledger: the side effects that really happened, read back from the files under
+            ``root``: a ``Counter``/mapping of effect to count, or an iterable of effects (one
+            item per occurrence). Reads and other repeatable calls belong outside it.
+        run_id, system, budgets: what the run starts with.
+        decide: answers the run when it waits for a person (see ``Pending``); by default
+            every approval is granted and escalations are left as they are.
+    """
+
+    build: Callable[[], tuple[Model, ToolRegistry]]
+    prompt: str | Sequence[dict[str, Any]]
+    ledger: Callable[[], Mapping[str, int] | Iterable[str]]
+    run_id: str = "crashtest"
+    system: SystemPrompt = None
+    budgets: Budgets | None = None
+    decide: Decide = approve_all
+
+
+ScenarioFactory: TypeAlias = Callable[[Path], Scenario]
+
+
+def ledger_of(scenario: Scenario) -> Counter[str]:
+    """The scenario's side effects as a ``Counter`` of effect to count, read from its files."""
+    found = scenario.ledger()
+    if isinstance(found, Mapping):
+        return Counter({str(k): int(v) for k, v in found.items() if int(v)})
+    return Counter(str(item) for item in found)
+
+
+def load_target(target: str) -> ScenarioFactory:
+    """The factory ``MODULE:NAME`` names (``NAME`` may be dotted).
+
+    Raises:
+        CrashtestError: the string is malformed, or the module or name cannot be found.
+    """
+    module_name, sep, qualname = target.partition(":")
+    if not sep or not module_name or not qualname:
+        raise CrashtestError(f"expected MODULE:SCENARIO, got {target!r}")
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise CrashtestError(f"cannot import {module_name!r}: {exc}") from exc
+    for part in qualname.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise CrashtestError(f"{module_name!r} has no {qualname!r}") from None
+    if not callable(obj):
+        raise CrashtestError(f"{target} is not a scenario factory (a callable taking a root)")
+    factory: ScenarioFactory = obj
+    return factory
+
+
+def resolve_target(target: str | ScenarioFactory) -> tuple[str, ScenarioFactory, list[str]]:
+    """The target as ``MODULE:NAME``, its factory, and the directories a child needs on its
+    path to import it.
+
+    Raises:
+        CrashtestError: a string ``load_target`` refuses, or a factory a child cannot import
+            (defined in ``__main__`` or inside a function).
+    """
+    if isinstance(target, str):
+        spec, factory = target, load_target(target)
+    else:
+        module = getattr(target, "__module__", None)
+        qualname = getattr(target, "__qualname__", "")
+        if not module or module == "__main__" or "<" in qualname:
+            raise CrashtestError(
+                f"{target!r} cannot be imported by a child process: define the factory at "
+                "module level in an importable module, or pass 'MODULE:NAME'"
+            )
+        spec, factory = f"{module}:{qualname}", target
+    module_name = spec.partition(":")[0]
+    paths: list[str] = []
+    mod = sys.modules.get(module_name)
+    file = getattr(mod, "__file__", None)
+    if file:
+        base = Path(file).resolve().parent
+        if Path(file).name == "__init__.py":
+            base = base.parent
+        for _ in range(module_name.count(".")):
+            base = base.parent
+        paths.append(str(base))
+    paths.append(os.getcwd())
+    paths.append(str(Path(__file__).resolve().parents[2]))  # where tether itself is
+    return spec, factory, paths
+
+
+def check_scenario(spec: str, factory: ScenarioFactory) -> None:
+    """Make the scenario once, in a scratch directory, so that a broken one is reported as
+    such (exit 2 on the command line), not as an unsafe agent.
+
+    Raises:
+        CrashtestError: the factory raises or returns something else than a ``Scenario``,
+            ``build`` or ``ledger`` is not callable, ``build()`` raises or does not return
+            ``(model, tools)``, or ``ledger()`` raises.
+    """
+    with tempfile.TemporaryDirectory(prefix="tether-crashtest-check-") as scratch:
+        try:
+            scenario = factory(Path(scratch))
+        except Exception as exc:
+            raise CrashtestError(
+                f"the scenario factory {spec} raised {type(exc).__name__}: {exc}"
+            ) from exc
+        if not isinstance(scenario, Scenario):
+            raise CrashtestError(
+                f"the scenario factory {spec} returned {type(scenario).__name__}, not a "
+                "tether.testing.Scenario"
+            )
+        for name in ("build", "ledger"):
+            if not callable(getattr(scenario, name)):
+                kind = type(getattr(scenario, name)).__name__
+                raise CrashtestError(
+                    f"Scenario.{name} must be a function (called in each process), not a {kind}"
+                )
+        try:
+            built = scenario.build()
+        except Exception as exc:
+            raise CrashtestError(
+                f"the scenario's build() raised {type(exc).__name__}: {exc}"
+            ) from exc
+        if not (
+            isinstance(built, tuple) and len(built) == 2 and isinstance(built[1], ToolRegistry)
+        ):
+            raise CrashtestError(
+                "the scenario's build() must return (model, tools), a model and a ToolRegistry"
+            )
+        try:
+            ledger_of(scenario)
+        except Exception as exc:
+            raise CrashtestError(
+                f"the scenario's ledger() raised {type(exc).__name__}: {exc}"
+            ) from exc
