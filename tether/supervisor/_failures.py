@@ -9,7 +9,15 @@ crash-loop limit.
 
 from __future__ import annotations
 
-from .._errors import JournalBrokenError, JournalClosedError
+import errno
+
+from .._errors import JournalBrokenError, JournalClosedError, JournalIOError
+
+UNUSABLE: frozenset[int] = frozenset(
+    {errno.EACCES, errno.EPERM, errno.EISDIR, errno.ENOTDIR, errno.EINVAL, errno.ELOOP}
+)
+"""OS errors that waiting does not cure: the file is not one the store can use (no permission,
+not a regular file). A run whose journal fails so waits for a person, not for the store."""
 
 
 def leaves(exc: BaseException) -> list[BaseException]:
@@ -23,12 +31,30 @@ def leaves(exc: BaseException) -> list[BaseException]:
 
 
 def is_store_failure(exc: BaseException) -> bool:
-    """Whether ``exc`` (every leaf of it, for a group) is a failure of the store, not the run."""
+    """Whether ``exc`` (every leaf of it, for a group) is a failure of the store that waiting
+    may cure (a full disk, an I/O error, a broken handle, a lost connection), not the run's."""
     return all(_store_leaf(leaf) for leaf in leaves(exc))
 
 
+def unusable(exc: BaseException) -> bool:
+    """Whether ``exc`` says a run's file cannot be used at all (``UNUSABLE``)."""
+    return any(_errno(leaf) in UNUSABLE for leaf in leaves(exc))
+
+
+def _errno(exc: BaseException) -> int | None:
+    if isinstance(exc, JournalIOError):
+        return exc.errno
+    if isinstance(exc, OSError):
+        return exc.errno
+    return None
+
+
 def _store_leaf(exc: BaseException) -> bool:
-    if isinstance(exc, (JournalBrokenError, JournalClosedError, OSError, TimeoutError)):
+    if _errno(exc) in UNUSABLE:
+        return False
+    if isinstance(exc, (JournalBrokenError, JournalClosedError, JournalIOError, OSError)):
+        return True
+    if isinstance(exc, TimeoutError):
         return True
     if type(exc).__module__.partition(".")[0] == "asyncpg":
         from ..postgres._store import connection_errors

@@ -17,6 +17,7 @@ from .._errors import (
     JournalBrokenError,
     JournalClosedError,
     JournalError,
+    JournalIOError,
     JournalLockedError,
     LeaseLostError,
     RunNotFoundError,
@@ -24,7 +25,7 @@ from .._errors import (
 from .._failpoints import failpoint
 from ..journal._store import RunJournal, Store
 from ._backoff import Backoff, sleep_unless
-from ._failures import explain, is_store_failure
+from ._failures import explain, is_store_failure, unusable
 from ._loop import drive
 from ._runtime import Interruption, Runtime
 from ._state import RunStatus
@@ -82,9 +83,9 @@ async def drive_until_rest(
             if isinstance(exc, RunNotFoundError):
                 log.error("run %s disappeared from the store", run_id)
                 return None
-            if isinstance(exc, JournalError) and not _recoverable(exc):
-                log.error("run %s cannot be opened: %s", run_id, exc)
-                return Outcome(RunStatus.NEEDS_ATTENTION, str(exc))
+            if unusable(exc) or (isinstance(exc, JournalError) and not _recoverable(exc)):
+                log.error("run %s cannot be opened: %s", run_id, explain(exc))
+                return Outcome(RunStatus.NEEDS_ATTENTION, explain(exc))
             journal, fresh, alone = None, False, False
             why = explain(exc)
             if is_store_failure(exc):
@@ -127,5 +128,6 @@ def _lease_lost(exc: BaseException) -> LeaseLostError | None:
 
 
 def _recoverable(exc: JournalError) -> bool:
-    """A broken or closed handle heals by reopening; corruption and newer formats do not."""
-    return isinstance(exc, (JournalBrokenError, JournalClosedError))
+    """A broken or closed handle, and a file the OS refused for now (a full disk), heal by
+    trying again; corruption and newer formats do not."""
+    return isinstance(exc, (JournalBrokenError, JournalClosedError, JournalIOError))

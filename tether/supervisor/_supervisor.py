@@ -52,7 +52,7 @@ from ._children import child_budgets, child_ended
 from ._entry import Entry as _Entry
 from ._entry import RunView as RunView
 from ._entry import StatusChange as StatusChange
-from ._failures import explain
+from ._failures import explain, is_store_failure
 from ._manifest import build_manifest
 from ._restart import OWNED_ELSEWHERE, drive_until_rest
 from ._runtime import Runtime
@@ -753,6 +753,9 @@ class Supervisor:
                 events = await self._store.read(run_id)
                 state = fold(events)
             except (TetherError, ValueError, OSError) as exc:
+                if is_store_failure(exc):  # out of descriptors, memory, an I/O error: later
+                    log.warning("run %s cannot be read now (%s); next sweep", run_id, explain(exc))
+                    continue
                 log.error("run %s cannot be read: %s", run_id, explain(exc))
                 counts["unreadable"] += 1
                 self._set(run_id, Outcome(RunStatus.NEEDS_ATTENTION, str(exc)), quiet=True)
