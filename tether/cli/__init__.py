@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 from .._failpoints import ENVIRONMENT
 from .._version import __version__
+from ._bench import add_bench_command
 from ._crashtest import add_crashtest_command
 from ._demo import add_demo_commands
 from ._journal import add_journal_commands
@@ -40,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_crashtest_command(commands)
     add_run_commands(commands)
     add_worker_commands(commands)
+    add_bench_command(commands)
     return parser
 
 
