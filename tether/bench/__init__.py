@@ -9,7 +9,8 @@ A ratio, not a rate, is what carries from one machine to another: every case of 
 ran on the same disk within the same minutes.
 
 ``machine_info``, ``mount_of`` and ``scratch_dir`` are what every benchmark of the project
-records and writes in, so they live here once.
+records and writes in, and ``SQLITE_EVENTS_SCHEMA`` with ``connect_sqlite_events`` the SQLite
+design every one of them compares with, so they live here once.
 """
 
 from __future__ import annotations
@@ -29,9 +30,12 @@ from ._report import Result as Result
 from ._run import Settings as Settings
 from ._run import plan as plan
 from ._run import run as run
+from ._systems import SQLITE_EVENTS_SCHEMA as SQLITE_EVENTS_SCHEMA
+from ._systems import connect_sqlite_events as connect_sqlite_events
 
 __all__ = [
     "MEMORY_FILESYSTEMS",
+    "SQLITE_EVENTS_SCHEMA",
     "Case",
     "NoSuchCaseError",
     "Ratio",
@@ -40,6 +44,7 @@ __all__ = [
     "Settings",
     "build_cases",
     "build_ratios",
+    "connect_sqlite_events",
     "machine_info",
     "mount_of",
     "plan",

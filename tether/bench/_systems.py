@@ -188,14 +188,15 @@ async def measure_handoff(case: Case, root: Path, window: Window) -> Sample:
 
 # --- SQLite, the design tether's journal replaced ------------------------------------------------
 
-SQLITE_SCHEMA = (
+SQLITE_EVENTS_SCHEMA = (
     "CREATE TABLE IF NOT EXISTS events ("
     "run_id TEXT, seq INTEGER, kind TEXT, payload BLOB, PRIMARY KEY (run_id, seq))"
 )
-"""One table for every run's events, one row per event."""
+"""The SQLite design tether's journal replaced: one table for every run's events, one row
+per event (``run_id``, ``seq``, ``kind``, ``payload``)."""
 
 
-def sqlite_connect(path: str | os.PathLike[str]) -> sqlite3.Connection:
+def connect_sqlite_events(path: str | os.PathLike[str]) -> sqlite3.Connection:
     """A connection to the events database in WAL mode with ``synchronous=FULL`` (every commit
     synced), autocommit, usable from any thread, waiting up to 30 s for the write lock."""
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30.0)
@@ -222,9 +223,9 @@ class _SqliteWriter:
 def measure_sqlite(case: Case, root: Path, window: Window) -> Sample:
     """One row per record in one WAL database, one connection and thread per writer."""
     path = root / "events.db"
-    with closing(sqlite_connect(path)) as setup:
-        setup.execute(SQLITE_SCHEMA)
-    conns = [sqlite_connect(path) for _ in range(case.writers)]
+    with closing(connect_sqlite_events(path)) as setup:
+        setup.execute(SQLITE_EVENTS_SCHEMA)
+    conns = [connect_sqlite_events(path) for _ in range(case.writers)]
     payload = b"x" * case.record_size
     try:
         steps = [_SqliteWriter(c, f"run-{i}", payload) for i, c in enumerate(conns)]
