@@ -34,8 +34,9 @@ skipped. The plot needs matplotlib, also optional.
 
 Reported per case: wall time, steps/s, fsyncs/s (tether: ``FileStore.syncs``), peak RSS, the
 RSS above the case's starting point per run in flight when the most runs were in flight, and
-the most descriptors open at once; the ``parked`` cases' RSS, descriptors and Python heap per
-run waiting for a person.
+the most descriptors open at once; per point with a model latency, the latency ceiling and
+each system's share of it (``_scale_report``); the ``parked`` cases' RSS, descriptors and
+Python heap per run waiting for a person.
 """
 
 from __future__ import annotations
@@ -51,7 +52,16 @@ from pathlib import Path
 from _agent import MODEL_CALLS, STEPS, TOOL_CALLS
 from _harness import RESULTS, alternate, median_try, parser, say, workspace, write_results
 from _scale_plan import Case, build_cases, rounds_of, run_case, spawn_case
-from _scale_report import format_parked, format_ratios, format_results, plot, ratios, targets
+from _scale_report import (
+    ceilings,
+    format_ceilings,
+    format_parked,
+    format_ratios,
+    format_results,
+    plot,
+    ratios,
+    targets,
+)
 from _scale_result import CaseResult
 from _scale_tether import PARK_BATCH
 from peers import INSTALL
@@ -62,7 +72,7 @@ PACKAGES = ("langgraph", "langgraph-checkpoint-sqlite", "aiosqlite", "dbos")
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = parser(__doc__, out="supervisor_scale.json", dir_help="where to write (default: near repo)")
-    p.add_argument("--quick", action="store_true", help="100 and 1,000 runs only")
+    p.add_argument("--quick", action="store_true", help="10, 100 and 1,000 runs only")
     p.add_argument("--png", type=Path, default=RESULTS / "supervisor_scale.png", help="plot file")
     p.add_argument(
         "--baseline-max", type=int, default=1000, help="largest N for the baselines (slow)"
@@ -106,11 +116,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                     say(f"  {case.key:<26} {res.skipped or f'{res.steps_per_s:.0f} steps/s'}")
             results += [_median(tries[case]) for case in group.cases]
         elapsed = time.perf_counter() - started
-    rats = ratios(results)
-    tgts = targets(results, rats)
+    rats, ceils = ratios(results), ceilings(results)
+    tgts = targets(results, rats, ceils)
     print(format_results(results))
     print()
     print(format_parked(results))
+    print()
+    print(format_ceilings(ceils))
     print()
     print(format_ratios(rats, tgts))
     print(f"\n{elapsed:.0f} s; filesystem {info['filesystem']} on {info['device']}")
@@ -123,6 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "steps_per_run": STEPS,
             "model_calls_per_run": MODEL_CALLS,
             "tool_calls_per_run": TOOL_CALLS,
+            "latency_ceiling": "runs / latency x steps_per_run / model_calls_per_run",
             "sqlite_threads": SQLITE_THREADS,
             "park_batch": PARK_BATCH,
             "repeat": args.repeat,
@@ -130,6 +143,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         },
         "results": [r.to_json() for r in results],
         "ratios": rats,
+        "ceilings": ceils,
         "targets": [asdict(t) for t in tgts],
     }
     write_results(args.out, report)
