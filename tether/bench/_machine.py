@@ -66,6 +66,8 @@ def machine_info(root: str | os.PathLike[str]) -> dict[str, Any]:
 def scratch_dir(parent: str | os.PathLike[str], prefix: str) -> Iterator[Path]:
     """A new directory inside ``parent`` (which must exist), removed with all it holds on exit.
 
+    The path yielded is absolute, whatever ``parent`` was.
+
     Raises:
         NotADirectoryError: ``parent`` is not a directory.
         OSError: the directory cannot be created there (``parent`` missing, not writable).
@@ -73,7 +75,7 @@ def scratch_dir(parent: str | os.PathLike[str], prefix: str) -> Iterator[Path]:
     base = Path(parent)
     if base.exists() and not base.is_dir():
         raise NotADirectoryError(f"{base} is not a directory")
-    path = Path(tempfile.mkdtemp(prefix=prefix, dir=base))
+    path = Path(tempfile.mkdtemp(prefix=prefix, dir=base)).absolute()  # the report names it
     try:
         yield path
     finally:
