@@ -2,7 +2,8 @@
 
 Exit codes: 0 success, 1 the operation found a problem (corruption, a refused change),
 2 bad usage (argparse's own), 3 a file could not be read or the store (a directory, or a
-PostgreSQL database given with ``--store URL``) could not be reached. Output cut short by its
+PostgreSQL database given with ``--store URL``) could not be reached, or the directory
+``tether bench`` is to measure cannot be written. Output cut short by its
 reader (``tether show ... | head -1``) is not an error: the command stops quietly with 0.
 """
 
