@@ -1,63 +1,32 @@
-"""Where a benchmark runs and what it was measured on (saved beside every result file)."""
+"""What a benchmark here ran on: ``tether.bench``'s machine block, plus limits and versions."""
 
 from __future__ import annotations
 
-import datetime as dt
-import os
-import platform
-import shutil
-import sqlite3
-import sys
-import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
+import importlib.metadata
+import resource
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from tether.bench import machine_info as _tether_machine_info
+from tether.bench import mount_of as mount_of
+
+__all__ = ["machine_info", "mount_of", "package_version"]
 
 
-def mount_of(path: Path) -> tuple[str, str, str]:
-    """``(device, mount point, filesystem type)`` of the mount holding ``path``."""
-    real = os.path.realpath(path)
-    best = ("?", "/", "?")
-    with open("/proc/mounts", encoding="utf-8") as f:
-        for line in f:
-            dev, mnt, fstype, *_ = line.split()
-            inside = real == mnt or real.startswith(mnt.rstrip("/") + "/")
-            if inside and len(mnt) >= len(best[1]):
-                best = (dev, mnt, fstype)
-    return best
-
-
-def machine_info(root: Path) -> dict[str, Any]:
-    """The machine, interpreter and filesystem of a benchmark run in ``root``."""
-    dev, mnt, fstype = mount_of(root)
-    return {
-        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "cpu_count": os.cpu_count(),
-        "platform": platform.platform(),
-        "python": sys.version.split()[0],
-        "implementation": platform.python_implementation(),
-        "bench_dir": str(root),
-        "device": dev,
-        "mount_point": mnt,
-        "filesystem": fstype,
-        "sqlite": sqlite3.sqlite_version,
-    }
-
-
-@contextmanager
-def scratch_dir(base: Path | None, prefix: str) -> Iterator[Path]:
-    """A scratch directory on a real disk, removed afterwards.
-
-    The default is next to the checkout rather than the system temp dir, which may be a tmpfs
-    where ``fdatasync`` costs nothing.
-    """
-    parent = base if base is not None else REPO_ROOT.parent
-    parent.mkdir(parents=True, exist_ok=True)
-    path = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+def package_version(name: str) -> str | None:
+    """The installed version of distribution ``name``, or ``None`` when it is not installed."""
     try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def machine_info(root: Path, *, packages: Iterable[str] = ()) -> dict[str, Any]:
+    """The machine, interpreter and filesystem of a run in ``root`` (``tether.bench``'s keys),
+    the descriptor limit and, under ``packages``, the version of each package named."""
+    return {
+        **_tether_machine_info(root),
+        "fd_limit": resource.getrlimit(resource.RLIMIT_NOFILE)[0],
+        "packages": {name: package_version(name) for name in ("tether", *packages)},
+    }

@@ -12,8 +12,6 @@ time of 50 consecutive steps; the whole run is repeated and the median ratio rep
 
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
 import sys
 import tempfile
@@ -22,30 +20,14 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from _harness import parser, write_results
 from _machine import machine_info
+from _nosync import NoSyncOps
 
 import tether
 from tether.models import ModelReply, SystemPrompt
-from tether.testing import FaultyFileOps
 
-DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "long_run.json"
 WINDOW = 50
-
-
-class NoSyncOps(FaultyFileOps):
-    """Syncs that do nothing: CPU cost only."""
-
-    def fdatasync(self, fd: int) -> None:
-        return None
-
-    def fsync(self, fd: int) -> None:
-        return None
-
-    def fsync_dir(self, path: str) -> None:
-        return None
-
-    def fsync_dir_fd(self, fd: int, path: str) -> None:
-        return None
 
 
 class ConstantModel:
@@ -90,11 +72,10 @@ async def one_run(root: Path, steps: int) -> list[float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--steps", type=int, default=5000)
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    args = parser.parse_args(argv)
+    p = parser(__doc__, out="long_run.json")
+    p.add_argument("--steps", type=int, default=5000, help="steps of the run")
+    p.add_argument("--repeat", type=int, default=3, help="runs, the median ratio reported")
+    args = p.parse_args(argv)
     early_at, late_at = 100, args.steps - WINDOW
     ratios, early_ms, late_ms = [], [], []
     for _ in range(args.repeat):
@@ -112,7 +93,6 @@ def main(argv: list[str] | None = None) -> int:
         f"{statistics.median(late_ms):.3f} ms, ratio {ratio:.2f} (target <= 1.2: {verdict}); "
         f"ratios of the {args.repeat} runs: {', '.join(f'{r:.2f}' for r in ratios)}"
     )
-    args.out.parent.mkdir(parents=True, exist_ok=True)
     report = {
         "machine": machine_info(Path(tempfile.gettempdir())),
         "steps": args.steps,
@@ -123,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         "ratios": ratios,
         "ratio": ratio,
     }
-    args.out.write_text(json.dumps(report, indent=2))
+    write_results(args.out, report)
     return 0
 
 

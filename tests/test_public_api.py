@@ -8,10 +8,11 @@ import types
 import pytest
 
 import tether
+import tether.bench
 import tether.journal
 import tether.testing
 
-MODULES = [tether, tether.journal, tether.testing]
+MODULES = [tether, tether.bench, tether.journal, tether.testing]
 
 
 def isort_key(name: str) -> tuple[int, str]:

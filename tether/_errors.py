@@ -8,6 +8,7 @@
     ├── RunNotFoundError (LookupError)   opening or reading a run that does not exist
     ├── BlobError                        a blob is missing, or its bytes do not match its digest
     ├── RunStateError (ValueError)       an action the run's current state does not allow
+    ├── NoSuchCaseError (ValueError)     a benchmark case pattern that matches no case
     ├── ModelError                       a model call failed (``transient`` says if retrying helps)
     │   └── ModelResponseError           the model's answer is malformed (what and where)
     ├── ToolError                        a problem with a tool's definition or a call to it
@@ -35,6 +36,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from .journal._records import Usage
 
 
@@ -360,3 +363,18 @@ class RunStateError(TetherError, ValueError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.run_id, self.reason))
+
+
+class NoSuchCaseError(TetherError, ValueError):
+    """A pattern naming benchmark cases (``tether bench --cases``) matches none of them.
+
+    ``pattern`` is the pattern, ``keys`` every case there is to choose from.
+    """
+
+    def __init__(self, pattern: str, keys: Sequence[str]) -> None:
+        self.pattern = pattern
+        self.keys = list(keys)
+        super().__init__(f"no case matches {pattern!r}; the cases are: {', '.join(self.keys)}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.pattern, self.keys))

@@ -2,7 +2,8 @@
 
 Exit codes: 0 success, 1 the operation found a problem (corruption, a refused change),
 2 bad usage (argparse's own), 3 a file could not be read or the store (a directory, or a
-PostgreSQL database given with ``--store URL``) could not be reached. Output cut short by its
+PostgreSQL database given with ``--store URL``) could not be reached, or the directory
+``tether bench`` is to measure cannot be written. Output cut short by its
 reader (``tether show ... | head -1``) is not an error: the command stops quietly with 0.
 """
 
@@ -15,6 +16,7 @@ from collections.abc import Sequence
 
 from .._failpoints import ENVIRONMENT
 from .._version import __version__
+from ._bench import add_bench_command
 from ._crashtest import add_crashtest_command
 from ._demo import add_demo_commands
 from ._journal import add_journal_commands
@@ -40,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_crashtest_command(commands)
     add_run_commands(commands)
     add_worker_commands(commands)
+    add_bench_command(commands)
     return parser
 
 

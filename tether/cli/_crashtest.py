@@ -6,9 +6,9 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from typing import Any
+
+from ._progress import CaseProgress
 
 
 def add_crashtest_command(commands: Any) -> None:
@@ -63,37 +63,6 @@ def add_crashtest_command(commands: Any) -> None:
     cmd.set_defaults(handler=_crashtest)
 
 
-@contextmanager
-def _progress(*, enabled: bool) -> Iterator[Callable[[int, int, str], None] | None]:
-    """What to show while the cases run: a live bar on a terminal (cases done of all, the last
-    one, time so far), one plain line per case otherwise, nothing for ``--json``."""
-    if not enabled:
-        yield None
-        return
-    if not sys.stdout.isatty():
-
-        def line(done: int, total: int, label: str) -> None:
-            print(f"  [{done}/{total}] {label}", flush=True)
-
-        yield line
-        return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        transient=True,
-    ) as bar:
-        task = bar.add_task("baseline", total=None)
-
-        def update(done: int, total: int, label: str) -> None:
-            bar.update(task, completed=done, total=total, description=f"cases ({label})")
-
-        yield update
-
-
 def _crashtest(args: argparse.Namespace) -> int:
     from ..testing._casestore import redact_url
     from ..testing._crashtest import run_crashtest
@@ -108,7 +77,7 @@ def _crashtest(args: argparse.Namespace) -> int:
             flush=True,
         )
     try:
-        with _progress(enabled=not args.json) as on_case:
+        with CaseProgress(sys.stdout, first="baseline", enabled=not args.json) as progress:
             report = run_crashtest(
                 args.target,
                 double=args.double,
@@ -116,7 +85,7 @@ def _crashtest(args: argparse.Namespace) -> int:
                 points=args.points.split(",") if args.points else None,
                 root=args.root,
                 store=args.store,
-                on_case=on_case,
+                on_case=progress.finished,
             )
     except CrashtestError as exc:
         print(f"tether: crashtest: {exc}", file=sys.stderr)
