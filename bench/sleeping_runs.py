@@ -23,27 +23,11 @@ from typing import Any
 
 import anyio
 from _machine import machine_info
+from _nosync import NoSyncOps
 
 import tether
-from tether.testing import FaultyFileOps
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "sleeping_runs.json"
-
-
-class NoSyncOps(FaultyFileOps):
-    """Syncs that do nothing: what is measured is parking, not the disk."""
-
-    def fdatasync(self, fd: int) -> None:
-        return None
-
-    def fsync(self, fd: int) -> None:
-        return None
-
-    def fsync_dir(self, path: str) -> None:
-        return None
-
-    def fsync_dir_fd(self, fd: int, path: str) -> None:
-        return None
 
 
 def _rss_kib() -> int:
