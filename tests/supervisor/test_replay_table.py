@@ -1,0 +1,186 @@
+"""The replay decision, from a table: what ``next_step`` does with each kind of open call.
+
+Each row builds the journal of one call (its tool's contract, and what happened to it) and
+names the step the decision must give; the loop only carries steps out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
+import pytest
+
+import tether
+from tether.journal import (
+    AnyEvent,
+    Decision,
+    Escalated,
+    Event,
+    ModelResponse,
+    Resolved,
+    RunStarted,
+    Signal,
+    ToolFailed,
+    ToolStarted,
+    Waiting,
+)
+from tether.supervisor._replay import (
+    Escalate,
+    Record,
+    Rest,
+    RetryAt,
+    Run,
+    Step,
+    Verify,
+    WaitForPerson,
+    next_step,
+)
+from tether.supervisor._state import fold
+
+from ._helpers import manifest_for
+
+CALL = "toolu_1"
+NOW = 1_000.0
+
+
+async def _verify(order: str) -> str | None:
+    return None
+
+
+def registry() -> tether.ToolRegistry:
+    tools = tether.ToolRegistry()
+
+    async def act(order: str) -> str:
+        """Act on an order."""
+        return "ok"
+
+    tools.register(act, name="rerun_tool", policy="rerun")
+    tools.register(act, name="key_tool", policy="idempotency_key")
+    tools.register(act, name="verify_tool", policy="verify", verify=_verify)
+    tools.register(act, name="escalate_tool")
+    tools.register(act, name="gated", policy="rerun", approval=True, approval_timeout=60)
+    tools.register(
+        act,
+        name="gated_escalates",
+        approval=True,
+        approval_timeout=60,
+        on_approval_timeout="escalate",
+    )
+    tools.register(act, name="flaky", policy="escalate", retries=2, retry_on=ConnectionError)
+    tools.register(act, name="slow_rerun", policy="rerun", timeout=5, retries=1)
+    tools.register(act, name="slow_escalate", timeout=5, retries=1)
+    tools.register(act, name="slow_verify", policy="verify", verify=_verify, timeout=5)
+    return tools
+
+
+TOOLS = registry()
+MODEL = tether.ScriptedModel(["x"])
+
+
+def step_for(tool: str, events: Sequence[Event], *, args: Any = None) -> Step:
+    """The decision for call ``CALL`` of ``tool``, after ``events`` (at ``NOW``)."""
+    started = RunStarted(run_id="r", manifest=manifest_for(MODEL, TOOLS), messages=[])
+    block = {"type": "tool_use", "id": CALL, "name": tool, "input": args or {"order": "o-1"}}
+    answer = ModelResponse(message={"role": "assistant", "content": [block]}, at=NOW - 10)
+    journal: list[AnyEvent] = [
+        msgspec.structs.replace(e, seq=i)  # type: ignore[misc]
+        for i, e in enumerate([started, answer, *events])
+    ]
+    state = fold(journal)
+    spec = TOOLS.get(tool) if tool in TOOLS else None
+    return next_step(state, state.calls[CALL], spec, NOW)
+
+
+started = ToolStarted(call_id=CALL, attempt=1)
+timed_out = ToolFailed(call_id=CALL, attempt=1, error="timed out after 5 s", timed_out=True)
+
+
+@pytest.mark.parametrize(
+    ("tool", "events", "want"),
+    [
+        # never started
+        ("rerun_tool", [], Run(1)),
+        ("escalate_tool", [], Run(1)),
+        # started, no outcome: the tool's policy decides
+        ("rerun_tool", [started], Run(2)),
+        ("key_tool", [started], Run(2)),
+        ("verify_tool", [started], Verify()),
+        ("escalate_tool", [started], Escalate),
+        # a person's answers
+        (
+            "escalate_tool",
+            [started, Escalated(call_id=CALL, reason="r"), Resolved(call_id=CALL, outcome="retry")],
+            Run(2),
+        ),
+        (
+            "escalate_tool",
+            [
+                started,
+                Escalated(call_id=CALL, reason="r"),
+                Resolved(call_id=CALL, outcome="succeeded", result=1),
+            ],
+            Record,
+        ),
+        # approvals
+        ("gated", [], WaitForPerson()),
+        ("gated", [Decision(call_id=CALL, approved=True, by="p", at=NOW - 5)], Run(1)),
+        ("gated", [Decision(call_id=CALL, approved=False, by="p", at=NOW - 5)], Record),
+        # retries after an error in retry_on, at their time
+        (
+            "flaky",
+            [started, ToolFailed(call_id=CALL, attempt=1, error="e", retry_at=NOW + 5)],
+            RetryAt(NOW + 5, 2),
+        ),
+        (
+            "flaky",
+            [started, ToolFailed(call_id=CALL, attempt=1, error="e", retry_at=NOW - 1)],
+            Run(2),
+        ),
+        # timeouts: an unknown outcome, through the policy while retries are left
+        ("slow_rerun", [started, timed_out], Run(2)),
+        ("slow_escalate", [started, timed_out], Escalate),
+        ("slow_verify", [started, timed_out], Verify),
+        # waits
+        ("rerun_tool", [started, Waiting(call_id=CALL, attempt=1, until=NOW + 60)], Rest()),
+        (
+            "rerun_tool",
+            [started, Waiting(call_id=CALL, attempt=1, until=NOW - 1, result="r")],
+            Record,
+        ),
+        ("rerun_tool", [started, Waiting(call_id=CALL, attempt=1, event="paid")], Rest()),
+        (
+            "rerun_tool",
+            [
+                Signal(name="paid", signal_id="s1"),
+                started,
+                Waiting(call_id=CALL, attempt=1, event="paid"),
+            ],
+            Record,
+        ),
+        # a tool this run did not pin, and arguments that do not fit
+        ("no_such_tool", [], Record),
+    ],
+)
+def test_the_replay_decision(tool: str, events: list[Event], want: Any) -> None:
+    got = step_for(tool, events)
+    if isinstance(want, type):
+        assert isinstance(got, want), got
+    else:
+        assert got == want
+
+
+def test_the_approval_deadline_wins_over_a_late_approval() -> None:
+    late = Decision(call_id=CALL, approved=True, by="p", at=NOW - 10 + 61)
+    got = step_for("gated", [late])
+    assert isinstance(got, Record)
+    assert "no decision before the approval deadline (60 s)" in str(got.records[-1])
+    escalated = step_for("gated_escalates", [late])
+    assert escalated == Escalate("approval deadline passed")
+
+
+def test_a_call_with_bad_arguments_gets_an_error_result() -> None:
+    got = step_for("rerun_tool", [], args={"nope": 1})
+    assert isinstance(got, Record)
+    assert "invalid arguments for rerun_tool" in str(got.records[0])
