@@ -174,7 +174,7 @@ def resolve_target(target: str | ScenarioFactory) -> tuple[str, ScenarioFactory,
             base = base.parent
         paths.append(str(base))
     paths.append(os.getcwd())
-    paths.append(str(Path(__file__).resolve().parents[2]))  # where tether itself is
+    paths.append(str(Path(__file__).resolve().parents[2]))  # where tether itself is (src/)
     return spec, factory, paths
 
 
