@@ -125,3 +125,24 @@ def test_console_script_runs(tmp_path: pathlib.Path) -> None:
         check=True,
     )
     assert "--yes" in help_proc.stdout
+
+
+def test_repair_of_a_finished_run_that_would_reopen_it_needs_reopen(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A flipped byte before a finished run's end: cutting there would make the run resumable
+    (the next worker asked again to approve a transfer that had happened). Refused unless
+    asked for on purpose."""
+    assert main(["demo", "--root", str(tmp_path / "s"), "--json"]) == 0
+    capsys.readouterr()
+    path = str(tmp_path / "s" / "runs" / "run-kite-142.journal")
+    data = bytearray(pathlib.Path(path).read_bytes())
+    data[600] ^= 0x40  # damage early in the file; the run's end comes after it
+    pathlib.Path(path).write_bytes(bytes(data))
+    assert main(["journal", "repair", path, "--yes"]) == 1
+    err = capsys.readouterr().err
+    assert "records that the run ended" in err
+    assert "--yes --reopen" in err
+    assert pathlib.Path(path).read_bytes() == bytes(data)  # nothing changed
+    assert main(["journal", "repair", path, "--yes", "--reopen"]) == 0
+    assert "repaired" in capsys.readouterr().out

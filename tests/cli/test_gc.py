@@ -187,3 +187,19 @@ def test_gc_removes_unfinished_blob_writes_once_stale(
     assert f"removed unfinished blob write blobs/ab/{stale.name}" in out
     assert not stale.exists()
     assert fresh.read_bytes() == b"f" * 10
+
+
+def test_a_stray_file_named_like_a_journal_is_left_alone_and_blocks_nothing(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`runs/bad name.journal` is no run's (its name is not a run id): gc says so and goes on."""
+    from tether.cli import main
+
+    assert main(["demo", "--root", str(tmp_path / "s"), "--json"]) == 0
+    capsys.readouterr()
+    (tmp_path / "s" / "runs" / "bad name.journal").write_text("not a journal")
+    code = main(["gc", "--root", str(tmp_path / "s"), "--dry-run", "--keep-days", "0"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "would remove run run-kite-142" in out
+    assert "left alone: runs/bad name.journal (use letters, digits" in out

@@ -34,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._errors import JournalError, JournalLockedError, RunNotFoundError
+from .._errors import InvalidRunIdError, JournalError, JournalLockedError, RunNotFoundError
 from ..journal._file import DEFAULT_FILE_OPS
 from ..journal._leftovers import belongs_to
 from ..journal._records import AnyEvent, ToolResult
@@ -115,6 +115,7 @@ class _Plan:
     keep_events: dict[str, list[AnyEvent]] = field(default_factory=dict)
     unreadable: list[RunSummary] = field(default_factory=list)
     locked: list[RunSummary] = field(default_factory=list)
+    strays: list[tuple[str, str]] = field(default_factory=list)  # (name, why): not runs at all
     unfinished: int = 0
     recent: int = 0
 
@@ -151,6 +152,8 @@ async def _run(store: Store, args: argparse.Namespace) -> int:
         print(f"kept run {s.run_id}: its journal is held by another process")
     for s in plan.unreadable:
         print(f"kept run {s.run_id}: {s.reason}")
+    for name, why in plan.strays:
+        print(f"left alone: {name} ({why})")
 
     dropped = {s.run_id for s in plan.remove} if args.dry_run else set()
     blob_count, blob_bytes, blob_note = await _collect_blobs(store, args.dry_run, dropped)
@@ -173,6 +176,9 @@ async def _plan(store: Store, args: argparse.Namespace, now: float) -> _Plan:
         try:
             events = await store.read(run_id)
         except RunNotFoundError:
+            continue
+        except InvalidRunIdError as exc:  # a stray file: no run's, so no blob's either
+            plan.strays.append((f"runs/{run_id}.journal", exc.reason))
             continue
         except JournalError as exc:
             plan.unreadable.append(unreadable(run_id, str(exc)))
@@ -264,8 +270,8 @@ async def _references(
             continue
         try:
             events = await store.read(run_id)
-        except RunNotFoundError:
-            continue
+        except (RunNotFoundError, InvalidRunIdError):
+            continue  # gone since, or a stray file that is no run's (so refers to no blob)
         except JournalError:
             bad.append(run_id)
             continue

@@ -46,10 +46,17 @@ def add_journal_commands(commands: Any) -> None:
         help="cut a damaged journal back to its last good group",
         description="Copy everything after the last good group to PATH.broken, then truncate "
         "the journal there and fsync. Events after the damage are lost from the journal (kept "
-        "in the .broken file). Refuses to change anything without --yes.",
+        "in the .broken file). Refuses to change anything without --yes, and to cut off the "
+        "record of a finished run's end without --reopen as well.",
     )
     repair.add_argument("path", help="the journal file")
     repair.add_argument("--yes", action="store_true", help="really change the file")
+    repair.add_argument(
+        "--reopen",
+        action="store_true",
+        help="with --yes: cut even when what is cut off records that the run ended (the run "
+        "becomes unfinished, and a worker carries it on from the cut point)",
+    )
     repair.set_defaults(handler=_repair)
 
 
@@ -99,7 +106,9 @@ def _dump(args: argparse.Namespace) -> int:
 
 def _repair(args: argparse.Namespace) -> int:
     try:
-        report = repair_file(args.path, apply=args.yes)
+        report = repair_file(args.path, apply=False)
+        if args.yes and not (report.unfinishes and not args.reopen):
+            report = repair_file(args.path, apply=True)
     except JournalLockedError as exc:
         return _fail(f"{exc}; stop the process that has the run open first", 1)
     except (JournalCorruptError, JournalVersionError) as exc:
@@ -115,6 +124,15 @@ def _repair(args: argparse.Namespace) -> int:
         + (f" ({report.reason})" if report.reason else "")
         + (f", saved to {report.moved_to}" if report.moved_to else " (all zeros, not saved)")
     )
+    if report.unfinishes and not (args.yes and args.reopen):
+        print(f"would {plan}", file=sys.stderr)
+        return _fail(
+            "the part cut off records that the run ended: after the cut the run would look "
+            "unfinished and the next worker would carry on from the cut point (asking again "
+            "for approvals, running calls again under their policies). Give --yes --reopen "
+            "if that is what you want",
+            1,
+        )
     if not args.yes:
         print(f"would {plan}", file=sys.stderr)
         return _fail("refusing to change the journal without --yes", 1)

@@ -5,10 +5,14 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+import msgspec
+
 from .._errors import JournalLockedError
 from ._file import DEFAULT_FILE_OPS, FileOps
+from ._format import ALIGN, FRAME_HEADER_SIZE, FrameHeader, align
 from ._leftovers import free_name, save_copy
 from ._reader import Scan, scan, scan_live
+from ._records import AnyEvent, RunFinished, decode_event
 
 
 def read_file(path: str, ops: FileOps = DEFAULT_FILE_OPS) -> bytes:
@@ -45,6 +49,34 @@ class RepairReport:
     moved_to: str | None
     reason: str | None
     changed: bool
+    unfinishes: bool = False
+    """The cut removes the record of the run's end: the run becomes resumable again."""
+
+
+def _finishes(events: list[AnyEvent]) -> bool:
+    return any(isinstance(e, RunFinished) for e in events)
+
+
+def _finished_in(data: bytes, start: int) -> bool:
+    """Whether a frame from ``start`` on that still checks out records the run's end.
+
+    What repair cuts off is damaged somewhere, but a ``run_finished`` frame in it may be
+    intact: every aligned offset is tried as a frame, and its payload decoded if its checksum
+    holds.
+    """
+    pos = align(start)
+    while pos + FRAME_HEADER_SIZE <= len(data):
+        header = FrameHeader(data, pos)
+        if header.problem(pos, len(data)) is None and header.checksum_ok(data, pos):
+            begin = pos + FRAME_HEADER_SIZE
+            try:
+                event = decode_event(data[begin : begin + header.length])
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                event = None
+            if isinstance(event, RunFinished):
+                return True
+        pos += ALIGN
+    return False
 
 
 def repair_file(path: str, *, apply: bool, ops: FileOps = DEFAULT_FILE_OPS) -> RepairReport:
@@ -84,6 +116,7 @@ def repair_file(path: str, *, apply: bool, ops: FileOps = DEFAULT_FILE_OPS) -> R
             moved_to=moved_to,
             reason=reason,
             changed=apply and removed > 0,
+            unfinishes=not _finishes(result.events) and _finished_in(data, result.end),
         )
     finally:
         ops.close(fd)
