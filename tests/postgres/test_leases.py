@@ -186,3 +186,25 @@ async def _stale_writer_round(
     final = await b.read(run_id)
     assert [e.seq for e in final] == list(range(len(final)))
     assert final == [*seen_at_claim, final[-1]]
+
+
+async def test_a_claim_or_create_cancelled_at_any_moment_leaves_the_run_free(
+    pg_dsn: str, pg_schema: str
+) -> None:
+    """A supervisor stopping cancels claims in flight. A claim that landed while its caller was
+    cancelled (the reply, or giving the connection back, still to come) used to hold the run for
+    a lease nobody renews or releases: the next worker was refused until it ran out."""
+    rng = random.Random(7)
+    async with PostgresStore(pg_dsn, schema=pg_schema, lease_ttl=60) as store:
+        await (await store.create("run-1", [])).aclose()
+        cancelled = {"open": 0, "create": 0}
+        for attempt in range(300):
+            run_id = f"run-new-{attempt}"
+            with anyio.move_on_after(rng.uniform(0, 0.004)) as scope:
+                await (await store.open("run-1")).aclose()
+                await (await store.create(run_id, [_started(run_id)])).aclose()
+            if scope.cancelled_caught:
+                cancelled["create" if await store.exists(run_id) else "open"] += 1
+            assert await store.holder("run-1") is None, f"attempt {attempt}: run-1 left held"
+            assert await store.holder(run_id) is None, f"attempt {attempt}: {run_id} left held"
+    assert min(cancelled.values()) > 10, cancelled  # both statements were cut short often

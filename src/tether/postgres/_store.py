@@ -27,6 +27,7 @@ from urllib.parse import urlsplit
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 import msgspec
 
 from .._errors import (
@@ -254,15 +255,18 @@ class PostgresStore:
             if payloads:
                 if not await self._create_with_events(run_id, payloads, finished):
                     raise RunExistsError(run_id)
-            elif (
-                await self.pool.fetchval(self.sql.create_run, run_id, self.owner, self.lease_ttl)
-                is None
-            ):
-                raise RunExistsError(run_id)
+            else:
+                with _settled():
+                    epoch = await self.pool.fetchval(
+                        self.sql.create_run, run_id, self.owner, self.lease_ttl
+                    )
+                if epoch is None:
+                    raise RunExistsError(run_id)
         except BaseException:
             self._held.pop(run_id, None)
             raise
         journal = self._held[run_id] = PgJournal(self, run_id, 1, stamped)
+        await _hand_over(journal)
         return journal
 
     async def open(self, run_id: str) -> PgJournal:
@@ -281,6 +285,7 @@ class PostgresStore:
             self._held.pop(run_id, None)
             raise
         self._held[run_id] = journal
+        await _hand_over(journal)
         return journal
 
     async def _claim(self, run_id: str) -> PgJournal:
@@ -291,24 +296,27 @@ class PostgresStore:
         while True:
             started = time.monotonic()
             try:
-                async with self.pool.acquire() as conn:
-                    epoch = await conn.fetchval(
-                        self.sql.claim,
-                        run_id,
-                        self.owner,
-                        self.lease_ttl,
-                        timeout=self.statement_timeout,
-                    )
-                    if epoch is None:
-                        if await conn.fetchval(self.sql.exists, run_id) is None:
-                            raise RunNotFoundError(run_id)
-                        raise JournalLockedError(self.where(run_id))
-                    rows = await conn.fetch(self.sql.read, run_id)
-                    try:
-                        events = self._decode(run_id, rows)
-                    except JournalCorruptError:
-                        await conn.execute(self.sql.release, run_id, epoch, self.owner, False)
-                        raise
+                # One attempt is not cancelled half way: a claim that landed while its caller
+                # went away would hold the run, with no handle to renew or release it.
+                with _settled():
+                    async with self.pool.acquire() as conn:
+                        epoch = await conn.fetchval(
+                            self.sql.claim,
+                            run_id,
+                            self.owner,
+                            self.lease_ttl,
+                            timeout=self.statement_timeout,
+                        )
+                        if epoch is None:
+                            if await conn.fetchval(self.sql.exists, run_id) is None:
+                                raise RunNotFoundError(run_id)
+                            raise JournalLockedError(self.where(run_id))
+                        rows = await conn.fetch(self.sql.read, run_id)
+                        try:
+                            events = self._decode(run_id, rows)
+                        except JournalCorruptError:
+                            await conn.execute(self.sql.release, run_id, epoch, self.owner, False)
+                            raise
             except connection_errors():
                 if time.monotonic() > deadline:
                     raise
@@ -491,10 +499,11 @@ class PostgresStore:
 
     async def _send(self, backend: list[int], query: str, *args: Any) -> str:
         """Execute ``query`` on a pooled connection, noting its server process id first."""
-        async with self.pool.acquire() as conn:
-            backend.append(conn.get_server_pid())
-            status: str = await conn.execute(query, *args, timeout=self.statement_timeout)
-            return status
+        with _settled():
+            async with self.pool.acquire() as conn:
+                backend.append(conn.get_server_pid())
+                status: str = await conn.execute(query, *args, timeout=self.statement_timeout)
+        return status
 
     async def _end_backend(self, backend: list[int], deadline: float) -> None:
         """Terminate the server process that ran a statement whose outcome is unknown."""
@@ -617,6 +626,23 @@ class PostgresStore:
                 notified()  # something may have changed while nobody listened
             finally:
                 conn.terminate()
+
+
+def _settled() -> anyio.CancelScope:
+    """Around one statement that takes a lease, from taking a pooled connection to giving it
+    back: it finishes (within the statement timeout) before a cancellation is delivered, so
+    the caller knows whether it holds the run."""
+    return anyio.CancelScope(shield=True)
+
+
+async def _hand_over(journal: PgJournal) -> None:
+    """Give ``journal`` to its caller, unless the caller was cancelled meanwhile: then release
+    the lease it will never use (a stopping supervisor must not leave runs locked)."""
+    try:
+        await anyio.lowlevel.checkpoint_if_cancelled()
+    except BaseException:
+        await journal.aclose()
+        raise
 
 
 async def _keep_session(conn: asyncpg.Connection[Any]) -> None:
