@@ -31,7 +31,7 @@ POINTS = {"kitebase": 18, "mail": 17, "all_policies": 28}
 """The crash points each shipped scenario passes in an uninterrupted run: one case each."""
 
 
-def _check_safe(report: Report) -> None:
+def _check_safe(report: Report, *, one_run: bool = True) -> None:
     assert report.ok, report.text()
     assert report.duplicates == 0
     assert report.lost_records == 0
@@ -41,6 +41,9 @@ def _check_safe(report: Report) -> None:
     for case in report.cases:
         if case.outcome == "parked":  # stopped early, waiting for a person: fewer calls
             assert case.extra_model_calls <= 0, case
+            continue
+        if not one_run:  # another run of the process may have been between answer and save
+            assert case.extra_model_calls >= 0, case
             continue
         at_answer = sum(1 for k in case.kills if k.point == "model_answered")
         assert 0 <= case.extra_model_calls <= at_answer, case
@@ -166,3 +169,49 @@ def test_pending_builds_the_records_a_person_would() -> None:
     assert approve_all(p) is None
     waiting = Pending(run_id="r", call_id="toolu_02", name="pay", input={}, escalated=False)
     assert approve_all(waiting) == waiting.approve()
+
+
+def test_a_point_a_case_never_reaches_is_reported_untested_not_failed(
+    tmp_path: pathlib.Path,
+) -> None:
+    """Which of two runs parks first can depend on timing, so a case may end cleanly before the
+    n-th pass of its point. It is tried again, then reported ``unreached``: not a failure, and
+    not counted as exercised."""
+    report = run_crashtest(
+        "tests.testing._path_scenarios:parks_only_in_the_baseline",
+        points=["parked"],
+        root=tmp_path,
+    )
+    (case,) = report.cases
+    assert case.outcome == "unreached", report.text()
+    assert case.problems == ["process 1 (start) ended without reaching p1 parked:1"]
+    assert report.ok
+    assert report.points == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "baseline",
+        "p1-parked-1",
+        "p1-parked-1-try2",
+        "p1-parked-1-try3",
+    ]
+    assert "1 unreached" in report.summary()
+
+
+WAITS_LEDGER = {"refund o-1": 1, "email o-1": 1}
+
+
+def check_waits(report: Report) -> None:
+    """The waiting example: every kill comes out as the baseline, whichever run was at the
+    point (the lead run, or its child the researcher), across a sleep and a signal."""
+    _check_safe(report, one_run=False)
+    assert report.count("ok") + report.count("unreached") == len(report.cases), report.text()
+    assert report.points >= 30, report.text()  # both runs' points, around every wait
+    assert report.baseline.status == "done"
+    assert report.baseline.signals == 1  # the customer's reply, delivered by the scenario
+    assert report.baseline.ledger == WAITS_LEDGER
+    assert {k.point for c in report.cases for k in c.kills} >= {"parked", "result_saved"}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_run_that_sleeps_waits_on_a_child_and_on_a_signal_survives_every_kill() -> None:
+    check_waits(assert_crash_safe("examples.waits:scenario", double=1, min_points=12))

@@ -22,7 +22,7 @@ from tether.postgres import PostgresStore
 from tether.testing import CrashtestError, assert_crash_safe, run_crashtest
 
 from ..postgres.conftest import pg_dsn, pg_server  # noqa: F401
-from .test_crashtest import POINTS, _check_safe
+from .test_crashtest import POINTS, _check_safe, check_waits
 
 
 def _crash_schemas(dsn: str) -> set[str]:
@@ -68,6 +68,13 @@ def test_the_shipped_scenario_survives_a_kill_at_every_point_on_postgres(pg_dsn:
     assert report.store.startswith("postgresql://")
     # Without a root, every case's schema is dropped afterwards.
     assert _crash_schemas(pg_dsn) == before
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_sleeps_child_runs_and_signals_survive_every_kill_on_postgres(pg_dsn: str) -> None:  # noqa: F811
+    """Any worker may wake the sleeping run; the signal goes through the store."""
+    check_waits(assert_crash_safe("examples.waits:scenario", min_points=12, store=pg_dsn))
 
 
 @pytest.mark.slow

@@ -29,12 +29,15 @@ if TYPE_CHECKING:
     from ._report import Baseline as Baseline
     from ._report import CaseResult as CaseResult
     from ._report import Report as Report
+    from ._scenario import Awaited as Awaited
     from ._scenario import CrashtestError as CrashtestError
     from ._scenario import Pending as Pending
     from ._scenario import Scenario as Scenario
     from ._scenario import approve_all as approve_all
+    from ._scenario import deliver_nothing as deliver_nothing
 
 _HARNESS = {
+    "Awaited": "_scenario",
     "Baseline": "_report",
     "CaseResult": "_report",
     "CrashtestError": "_scenario",
@@ -44,6 +47,7 @@ _HARNESS = {
     "Scenario": "_scenario",
     "approve_all": "_scenario",
     "assert_crash_safe": "_crashtest",
+    "deliver_nothing": "_scenario",
     "run_crashtest": "_crashtest",
 }
 """The crash-test names, and the module each is defined in: loaded on first use."""
@@ -59,6 +63,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "Awaited",
     "Baseline",
     "CaseResult",
     "CrashtestError",
@@ -69,5 +74,6 @@ __all__ = [
     "Scenario",
     "approve_all",
     "assert_crash_safe",
+    "deliver_nothing",
     "run_crashtest",
 ]

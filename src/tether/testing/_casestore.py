@@ -23,7 +23,8 @@ from anyio.from_thread import start_blocking_portal
 
 from .._errors import RunNotFoundError
 from .._store_url import store_for
-from ..journal import AnyEvent, Decision, FileStore, Resolved, Store, verify_file
+from ..journal import AnyEvent, Decision, FileStore, Resolved, Signal, Store, verify_file
+from ..journal._listing import list_runs_dir
 from ._scenario import CrashtestError
 
 
@@ -34,7 +35,11 @@ class CaseStore(Protocol):
         """The run's durable events (none before it exists)."""
         ...
 
-    def record(self, run_id: str, records: list[Decision | Resolved]) -> None:
+    def read_all(self) -> dict[str, list[AnyEvent]]:
+        """Every run's durable events, by run id (the scenario's run and its child runs)."""
+        ...
+
+    def record(self, run_id: str, records: list[Decision | Resolved | Signal]) -> None:
         """Append a person's records to the run, holding it as a worker would."""
         ...
 
@@ -52,7 +57,11 @@ class FileCase:
             return []
         return list(verify_file(path).events)
 
-    def record(self, run_id: str, records: list[Decision | Resolved]) -> None:
+    def read_all(self) -> dict[str, list[AnyEvent]]:
+        listing = list_runs_dir(str(self.root / "runs"))
+        return {run_id: self.read(run_id) for run_id in sorted(listing.runs)}
+
+    def record(self, run_id: str, records: list[Decision | Resolved | Signal]) -> None:
         async def append() -> None:
             async with FileStore(self.root) as fs:
                 await _append(fs, run_id, records)
@@ -60,7 +69,7 @@ class FileCase:
         anyio.run(append)
 
 
-async def _append(store: Store, run_id: str, records: list[Decision | Resolved]) -> None:
+async def _append(store: Store, run_id: str, records: list[Decision | Resolved | Signal]) -> None:
     journal = await store.open(run_id)
     async with journal:
         await journal.append(records)
@@ -80,7 +89,11 @@ class _PostgresCase:
             return []
         return events
 
-    def record(self, run_id: str, records: list[Decision | Resolved]) -> None:
+    def read_all(self) -> dict[str, list[AnyEvent]]:
+        runs: list[str] = self._call(self._store.list_runs)
+        return {run_id: self.read(run_id) for run_id in runs}
+
+    def record(self, run_id: str, records: list[Decision | Resolved | Signal]) -> None:
         self._call(_append, self._store, run_id, records)
 
 

@@ -4,8 +4,9 @@
 [--schema NAME] [--flat] [--timeline]``
 
 ``start`` creates the run and drives it; ``resume`` lets a ``Supervisor`` resume unfinished
-runs on entry, as a worker restarted after a crash does. Either waits until the run rests and
-prints its status as the last line (``tether-crashtest-status: {...}``). The crash-point killer
+runs on entry, as a worker restarted after a crash does. Either waits until the run rests where
+only the world can move it on (sleeps and child runs are waited out; see ``_rest``) and prints
+its status as the last line (``tether-crashtest-status: {...}``). The crash-point killer
 is armed from the environment (``TETHER_CRASH_AT``, ``TETHER_CRASH_TRACE``) by the runtime's
 failpoints themselves, so a child holds nothing that a killed process would not.
 
@@ -23,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -34,7 +36,7 @@ from .._failpoints import Hook, set_hook
 from .._store_url import is_postgres, store_for
 from ..journal import FileStore, Store
 from ..models import Model, ModelReply, SystemPrompt
-from ..supervisor import RunStatus, Supervisor
+from ..supervisor import RunStatus, Supervisor, fold, run_status
 from ._crashpoints import killer_from_environment
 from ._scenario import Scenario, load_target
 from ._timeline import Narrator
@@ -187,8 +189,70 @@ async def _child(
                 await sup.start(
                     run_id, scenario.prompt, system=scenario.system, budgets=scenario.budgets
                 )
-            status = await sup.wait(run_id, timeout=CHILD_TIMEOUT_S)
+            with anyio.fail_after(CHILD_TIMEOUT_S):
+                status, awaited, others = await _rest(sup, store, run_id)
             view = await sup.inspect(run_id)
     if narrator is not None:
         narrator.show()  # what was written after the last failpoint, up to the run's rest
-    return {"status": status.value, "reason": view.reason, "pending": list(view.pending)}
+    return {
+        "status": status.value,
+        "reason": view.reason,
+        "pending": list(view.pending),
+        "awaited": awaited,
+        "others": others,
+    }
+
+
+async def _rest(
+    sup: Supervisor, store: Store, run_id: str
+) -> tuple[RunStatus, list[dict[str, Any]], dict[str, list[str]]]:
+    """Wait until the run rests where only the world can move it on: finished, waiting for a
+    person, or waiting for an event in it or one of its child runs. A sleep or a child run at
+    work is waited out here, as a worker would (the supervisor wakes the run).
+
+    Returns its status, the calls waiting for an event no signal answered (as ``Awaited``
+    fields), and the other runs of the store that wait for a person (run id: pending calls).
+    """
+    while True:
+        status = await sup.wait(run_id)
+        if status is not RunStatus.WAITING:
+            return status, [], {}
+        world = await _world(store)
+        awaited, others = world
+        if awaited or others:
+            # What the journals say may be ahead of the runs (a wait just journaled, its run
+            # not at rest yet): the answer holds once every run it names rests here.
+            for run in {run_id, *others, *(a["run_id"] for a in awaited)}:
+                await sup.wait(run)
+            if await sup.wait(run_id) is RunStatus.WAITING and await _world(store) == world:
+                return status, awaited, others
+        await anyio.sleep(0.05)
+
+
+async def _world(store: Store) -> tuple[list[dict[str, Any]], dict[str, list[str]]]:
+    """What the store's unfinished runs wait on the world for (see ``_rest``)."""
+    awaited: list[dict[str, Any]] = []
+    others: dict[str, list[str]] = {}
+    for run_id in sorted(await store.run_stats()):
+        state = fold(await store.read(run_id))
+        if state.finished is not None:
+            continue
+        for call in state.calls.values():
+            wait = call.wait
+            if call.done or wait is None or wait.event is None:
+                continue
+            if state.signal_for(wait.event) is None:
+                awaited.append(
+                    {
+                        "run_id": run_id,
+                        "call_id": call.id,
+                        "name": call.name,
+                        "input": call.input,
+                        "event": wait.event,
+                        "until": wait.until,
+                    }
+                )
+        outcome = run_status(state, time.time())
+        if outcome.status in (RunStatus.WAITING_FOR_APPROVAL, RunStatus.NEEDS_ATTENTION):
+            others[run_id] = list(outcome.pending)
+    return awaited, others

@@ -6,7 +6,9 @@ its environment and must die there with a real ``SIGKILL``; every other one must
 killed process is always followed by a fresh one, even when the journal already says the run
 finished: resuming a finished run must do nothing at all. When the run rests waiting for a
 person, the scenario's ``decide`` answers, the answers are recorded in the run's journal the way
-a support tool would, and the next process carries on.
+a support tool would, and the next process carries on; when it rests waiting for an event, the
+scenario's ``deliver`` sends it the same way (or, if it sends nothing, the harness waits for
+the wait's timeout before the next process).
 
 Nothing is carried between processes in memory. Between two of them the harness reads the run
 (``CaseStore``) to notice records that were durable once and are gone, or that a killed process
@@ -21,6 +23,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -28,21 +31,43 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..journal import AnyEvent, Escalated, ModelResponse, ToolResult, ToolStarted
+from ..journal import (
+    AnyEvent,
+    Decision,
+    Escalated,
+    ModelResponse,
+    Resolved,
+    Signal,
+    ToolFailed,
+    ToolResult,
+    ToolStarted,
+    Waiting,
+)
 from ..supervisor import RunStatus, fold
 from ._casestore import CaseStore, FileCase, postgres_case
 from ._child import CHILD_TIMEOUT_S, MODEL_CALLS_LOG, STATUS_MARK, STORE_ENV, case_dirs
-from ._scenario import Decide, Pending, ScenarioFactory, ledger_of
+from ._scenario import Awaited, Decide, Pending, ScenarioFactory, ledger_of
 
 MAX_PROCESSES = 12
 """Processes one case may start before it counts as stuck."""
 
-_ACKNOWLEDGED: dict[str, type[AnyEvent]] = {
-    "model_saved": ModelResponse,
-    "tool_started": ToolStarted,
-    "result_saved": ToolResult,
+_ACKNOWLEDGED: dict[str, tuple[type[AnyEvent], ...]] = {
+    "model_saved": (ModelResponse,),
+    "tool_started": (ToolStarted,),
+    "result_saved": (ToolResult, Waiting, ToolFailed),  # how a tool's attempt ended
 }
-"""The record a process has made durable when it passes each of these crash points."""
+"""The records one of which a process has made durable when it passes each of these crash
+points."""
+
+UNREACHED = "unreached"
+"""A case's status when a process ended cleanly before its kill point: nothing was tested."""
+
+_ANSWERABLE = (
+    RunStatus.WAITING_FOR_APPROVAL.value,
+    RunStatus.NEEDS_ATTENTION.value,
+    RunStatus.WAITING.value,
+)
+"""The statuses in which the harness answers the run, as people and the world would."""
 
 
 @dataclass(frozen=True)
@@ -89,7 +114,7 @@ class CaseRun:
     """Where a case (or the baseline) left the run."""
 
     processes: list[ProcessResult]
-    status: str  # the run's last status, or "error" when a process failed
+    status: str  # the run's last status, "error" when a process failed, or UNREACHED
     reason: str
     final_text: str | None
     ledger: Counter[str]
@@ -99,6 +124,7 @@ class CaseRun:
     escalations: int
     parked: bool
     decisions: int
+    signals: int
     problems: list[str]  # errors and lost records found while driving
     lost: int
 
@@ -288,21 +314,29 @@ def _drive_in(
     armed = {k.process: k for k in kills}
     processes: list[ProcessResult] = []
     problems: list[str] = []
-    snapshots: list[list[AnyEvent]] = []
-    decisions = 0
+    snapshots: list[dict[str, list[AnyEvent]]] = []  # every run of the case, by run id
+    decisions = signals = 0
     lost = 0
     status, reason = "", ""
     for number in range(1, MAX_PROCESSES + 1):
         kill = armed.get(number)
-        before = store.read(run_id)
+        before_all = store.read_all()
+        before = before_all.get(run_id, [])
         step = "start" if number == 1 else "resume"
         if watch is not None:
             watch.starting(number, step, kill, before)
         proc = spawn(target, case, number, step, kill, schema)
         processes.append(proc)
-        after = store.read(run_id)
+        after_all = store.read_all()
+        after = after_all.get(run_id, [])
         if watch is not None:
             watch.ended(proc, after)
+        if kill is not None and proc.returncode == 0 and proc.status is not None:
+            # It finished cleanly without passing the point as often as the baseline did: the
+            # run took another path here (which of two concurrent runs parks first, say).
+            problems.append(f"process {number} ({step}) ended without reaching {kill}")
+            status = UNREACHED
+            break
         expected = -signal.SIGKILL if kill is not None else 0
         if proc.returncode != expected:
             how = "killed by SIGKILL" if kill is not None else "exit 0"
@@ -313,42 +347,74 @@ def _drive_in(
             )
             status = "error"
             break
-        snapshots.append(after)
+        snapshots.append(after_all)
         if kill is not None:
-            record = _ACKNOWLEDGED.get(kill.point)
-            new = [e for e in after if e.seq > (before[-1].seq if before else -1)]
-            if record is not None and sum(isinstance(e, record) for e in new) < kill.n:
+            kinds = _ACKNOWLEDGED.get(kill.point)
+            new = [  # in whichever run the process was at the point: a child run's, say
+                e
+                for run, events in after_all.items()
+                for e in events
+                if e.seq > _last_seq(before_all.get(run, []))
+            ]
+            if kinds is not None and sum(isinstance(e, kinds) for e in new) < kill.n:
                 lost += 1
+                names = " or ".join(k.__name__ for k in kinds)
                 problems.append(
-                    f"lost: the {record.__name__} record process {number} saved before "
+                    f"lost: the {names} record process {number} saved before "
                     f"{kill.point}:{kill.n} is not in the journal"
                 )
             continue  # a killed process is always followed by a fresh one
         assert proc.status is not None
         status, reason = proc.status["status"], proc.status["reason"]
-        if status in (RunStatus.WAITING_FOR_APPROVAL.value, RunStatus.NEEDS_ATTENTION.value):
-            answers = [answer(p) for p in pending_calls(run_id, after, proc.status["pending"])]
-            records = [a for a in answers if a is not None]
+        if status not in _ANSWERABLE:
+            break
+        others: dict[str, list[str]] = proc.status.get("others", {})
+        asked = {run_id: proc.status["pending"], **others}
+        answers: dict[str, list[Decision | Resolved | Signal]] = {}
+        for run, ids in asked.items():
+            events = after if run == run_id else store.read(run)
+            found = [answer(p) for p in pending_calls(run, events, ids)]
+            answers.setdefault(run, []).extend(a for a in found if a is not None)
+        awaited = [Awaited(**fields) for fields in proc.status.get("awaited", [])]
+        for call in awaited:
+            delivered = scenario.deliver(call)
+            if delivered is not None:
+                answers.setdefault(call.run_id, []).append(delivered)
+                signals += 1
+        for run, records in answers.items():
             if records:
-                store.record(run_id, records)
-                decisions += len(records)
-                recorded = store.read(run_id)
-                snapshots.append(recorded)
-                if watch is not None:
-                    last = after[-1].seq if after else -1
-                    watch.answered([e for e in recorded if e.seq > last], recorded)
-                continue
+                store.record(run, records)
+                decisions += sum(not isinstance(r, Signal) for r in records)
+        if any(answers.values()):
+            recorded_all = store.read_all()
+            snapshots.append(recorded_all)
+            recorded = recorded_all.get(run_id, [])
+            if watch is not None:
+                last = after[-1].seq if after else -1
+                watch.answered([e for e in recorded if e.seq > last], recorded)
+            continue
+        timeouts = [c.until for c in awaited if c.until is not None]
+        if status == RunStatus.WAITING.value and timeouts:
+            time.sleep(max(0.0, min(timeouts) - time.time()) + 0.05)  # let the first time out
+            continue
         break
     else:
         problems.append(f"the run did not come to a rest in {MAX_PROCESSES} processes")
         status = "error"
-    events = store.read(run_id)
-    by_seq = {e.seq: e for e in events}
+    final = store.read_all()
+    events = final.get(run_id, [])
+    by_seq = {(run, e.seq): e for run, evs in final.items() for e in evs}
     for snapshot in snapshots:
-        changed = [e.seq for e in snapshot if by_seq.get(e.seq) != e]
+        changed = [
+            (run, e.seq)
+            for run, evs in snapshot.items()
+            for e in evs
+            if by_seq.get((run, e.seq)) != e
+        ]
         if changed:
             lost += len(changed)
-            problems.append(f"lost: records {changed} were durable once and are gone or changed")
+            where = ", ".join(f"{run}:{seq}" for run, seq in changed)
+            problems.append(f"lost: records {where} were durable once and are gone or changed")
     state = fold(events)
     parked = status == RunStatus.NEEDS_ATTENTION.value and any(
         c.escalated for c in state.calls.values()
@@ -365,9 +431,14 @@ def _drive_in(
         escalations=sum(isinstance(e, Escalated) for e in events),
         parked=parked,
         decisions=decisions,
+        signals=signals,
         problems=problems,
         lost=lost,
     )
+
+
+def _last_seq(events: Sequence[AnyEvent]) -> int:
+    return events[-1].seq if events else -1
 
 
 def pending_calls(run_id: str, events: list[AnyEvent], ids: Sequence[str]) -> list[Pending]:

@@ -6,8 +6,11 @@
   finds those);
 - *differs*: another final status, final answer, number of model answers in the journal, or a
   side effect missing;
-- *extra model calls*: the model is asked again only when a kill falls between its answer and
-  the save (``model_answered``), at most once per such kill.
+- *extra model calls*: the model is asked again only for an answer a killed process got and
+  had not saved: at most once per ``model_answered`` its trace shows without the
+  ``model_saved`` that follows (a kill at ``model_answered``, or, with runs side by side in one
+  process, such as a parent and its child run, a kill anywhere while another run's answer was
+  on its way to the journal).
 
 A run that stops as ``needs_attention`` because a kill left an ``escalate``-policy call with an
 unknown outcome is the designed behaviour, not a failure, as long as nothing was duplicated: the
@@ -17,8 +20,14 @@ to finish like the baseline; the outcome is ``resolved``.
 
 from __future__ import annotations
 
-from ._drive import CaseRun, Kill
+from ._drive import UNREACHED, CaseRun, Kill
 from ._report import CaseResult
+
+
+def unsaved_answers(points: list[str]) -> int:
+    """Model answers a process got and did not save, from the crash points it passed (each
+    ``model_answered`` is followed by its run's ``model_saved`` unless the process died)."""
+    return max(0, points.count("model_answered") - points.count("model_saved"))
 
 
 def judge(kills: tuple[Kill, ...], base: CaseRun, got: CaseRun) -> CaseResult:
@@ -26,16 +35,18 @@ def judge(kills: tuple[Kill, ...], base: CaseRun, got: CaseRun) -> CaseResult:
 
     The outcome is the first failure that applies, in the order ``error`` (a process failed
     or was not killed as armed), ``duplicate``, ``lost``, ``differs``, ``extra-calls``; else
-    ``parked``, ``resolved`` or ``ok``. A case that errored or parked is not compared for its
-    answer: it did not get as far. Every problem found is listed, not only the first.
+    ``unreached`` (a process ended before its kill point: the run took another path),
+    ``parked``, ``resolved`` or ``ok``. A case that errored, parked or was not killed is not
+    compared for its answer: it did not get as far. Every problem found is listed, not only
+    the first.
     """
     duplicates = sum(max(0, n - base.ledger[k]) for k, n in got.ledger.items())
     missing = sum(max(0, n - got.ledger[k]) for k, n in base.ledger.items())
     extra = got.model_calls - base.model_calls
-    allowed = sum(1 for k in kills if k.point == "model_answered")
+    allowed = sum(unsaved_answers(p.points) for p in got.processes if p.killed)
     problems = list(got.problems)
     differs: list[str] = []
-    if got.status != "error" and not got.parked:
+    if got.status not in ("error", UNREACHED) and not got.parked:
         if got.status != base.status:
             differs.append(f"status {got.status!r}, baseline {base.status!r}")
         if got.final_text != base.final_text:
@@ -52,7 +63,7 @@ def judge(kills: tuple[Kill, ...], base: CaseRun, got: CaseRun) -> CaseResult:
     if duplicates:
         problems.append(f"{duplicates} duplicate side effect(s): {dict(got.ledger)}")
     problems += differs
-    too_many = got.status != "error" and extra > allowed
+    too_many = got.status not in ("error", UNREACHED) and extra > allowed
     if too_many:
         problems.append(f"{extra} extra model call(s), at most {allowed} expected")
     if got.status == "error":
@@ -61,6 +72,8 @@ def judge(kills: tuple[Kill, ...], base: CaseRun, got: CaseRun) -> CaseResult:
         outcome = "duplicate"
     elif got.lost:
         outcome = "lost"
+    elif got.status == UNREACHED:
+        outcome = UNREACHED  # nothing was killed, so nothing to compare
     elif differs:
         outcome = "differs"
     elif too_many:

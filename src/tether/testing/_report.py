@@ -26,7 +26,9 @@ class CaseResult:
         outcome: ``ok`` (ended as the baseline did), ``resolved`` (a call escalated after the
             kill was resolved by the scenario's ``decide`` and the run ended as the baseline
             did), ``parked`` (an escalated call left the run ``needs_attention``, nothing was
-            duplicated), or a failure: ``error`` (a process failed or was not killed as armed),
+            duplicated), ``unreached`` (in every try a process ended cleanly before its kill
+            point: the run's path depends on timing there, and the point went untested), or a
+            failure: ``error`` (a process failed or was not killed as armed),
             ``duplicate``, ``lost``, ``differs``, ``extra-calls``.
         extra_model_calls: model calls beyond the baseline's.
         duplicates: side effects beyond the baseline's count, summed over the ledger's keys.
@@ -79,6 +81,7 @@ class Baseline:
     processes: int
     decisions: int
     points: list[list[str]]  # the crash points each process passed, in order
+    signals: int = 0  # events the scenario delivered
 
 
 @dataclass
@@ -93,12 +96,12 @@ class Report:
 
     @property
     def points(self) -> int:
-        """Crash points exercised: cases with one kill."""
-        return sum(1 for c in self.cases if len(c.kills) == 1)
+        """Crash points exercised: cases with one kill that was reached."""
+        return sum(1 for c in self.cases if len(c.kills) == 1 and c.outcome != "unreached")
 
     @property
     def double_kills(self) -> int:
-        return sum(1 for c in self.cases if len(c.kills) > 1)
+        return sum(1 for c in self.cases if len(c.kills) > 1 and c.outcome != "unreached")
 
     @property
     def duplicates(self) -> int:
@@ -123,7 +126,8 @@ class Report:
 
     @property
     def extra_calls_elsewhere(self) -> int:
-        """Extra model calls not explained by a kill at ``model_answered`` (should be 0)."""
+        """Cases with extra model calls not explained by a kill between an answer and its save
+        (should be 0)."""
         return sum(1 for c in self.cases if c.outcome == "extra-calls")
 
     def count(self, outcome: str) -> int:
@@ -158,20 +162,21 @@ class Report:
         effects = ", ".join(f"{k} x{v}" for k, v in sorted(b.ledger.items())) or "none"
         outcomes = ", ".join(
             f"{self.count(o)} {o}"
-            for o in ("ok", "resolved", "parked", *FAILURES)
+            for o in ("ok", "resolved", "parked", "unreached", *FAILURES)
             if self.count(o) or o in ("ok", "duplicate", "lost", "differs")
         )
         double = f" + {self.double_kills} double kills" if self.double_kills else ""
         return "\n".join(
             [
                 f"baseline: {b.status} in {b.processes} process(es), {b.model_calls} model calls, "
-                f"{b.decisions} decision(s); side effects: {effects}",
+                f"{b.decisions} decision(s)"
+                + (f", {b.signals} signal(s)" if b.signals else "")
+                + f"; side effects: {effects}",
                 f"crash points exercised: {self.points}{double} in {self.seconds:.1f} s",
                 f"outcomes: {outcomes}",
                 f"duplicates: {self.duplicates}  lost records: {self.lost_records}  "
                 f"differing final answers: {self.differing}  extra model calls: "
-                f"{self.extra_model_calls} (outside model_answered: "
-                f"{self.extra_calls_elsewhere})",
+                f"{self.extra_model_calls} (unexplained: {self.extra_calls_elsewhere})",
                 "result: " + ("crash-safe" if self.ok else f"NOT crash-safe ({self._why()})"),
             ]
         )
@@ -206,6 +211,7 @@ class Report:
                 "model_calls": b.model_calls,
                 "processes": b.processes,
                 "decisions": b.decisions,
+                "signals": b.signals,
                 "points": b.points,
             },
             "cases": [c.as_dict() for c in self.cases],

@@ -5,7 +5,8 @@ string points at, so that every child process can rebuild it from scratch; every
 scenario keeps (its fake services, its side-effect ledger) lives in files under ``root``.
 
 This module holds the scenario's side of the contract: ``Scenario`` itself, ``Pending`` (what a
-scenario's ``decide`` sees when the run waits for a person), loading a factory from
+scenario's ``decide`` sees when the run waits for a person), ``Awaited`` (what its ``deliver``
+sees when a call waits for an event), loading a factory from
 ``MODULE:NAME``, and checking a factory once before any case runs, so that a broken scenario
 is reported as such and not as an unsafe agent.
 """
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeAlias
 
-from ..journal import Budgets, Decision, Resolved
+from ..journal import Budgets, Decision, Resolved, Signal
 from ..models import Model, SystemPrompt
 from ..tools import ToolRegistry
 
@@ -79,6 +80,41 @@ def approve_all(pending: Pending) -> Decision | None:
     return None if pending.escalated else pending.approve()
 
 
+@dataclass(frozen=True)
+class Awaited:
+    """A call that waits for an event no signal has answered yet (``tether.wait_for``), in the
+    scenario's run or in one of its child runs, as a scenario's ``deliver`` function sees it.
+
+    Attributes:
+        run_id, call_id, name, input: the call.
+        event: the event's name.
+        until: when its wait times out (seconds since the epoch), or ``None``.
+    """
+
+    run_id: str
+    call_id: str
+    name: str
+    input: Any
+    event: str
+    until: float | None = None
+
+    def deliver(self, payload: Any = None, by: str = "crashtest") -> Signal:
+        """The event happened, with ``payload``: the call's result. Its signal id is the
+        call's, so a delivery repeated after a crash counts once."""
+        signal_id = f"crashtest.{self.run_id}.{self.call_id}"
+        return Signal(name=self.event, signal_id=signal_id, payload=payload, by=by)
+
+
+Deliver: TypeAlias = Callable[[Awaited], Signal | None]
+"""Delivers the event a call waits for (``Awaited.deliver``), or ``None`` to let it wait (until
+its timeout, if it has one)."""
+
+
+def deliver_nothing(awaited: Awaited) -> Signal | None:
+    """The default ``deliver``: no event is ever delivered; waits end by their timeouts."""
+    return None
+
+
 @dataclass(frozen=True, kw_only=True)
 class Scenario:
     """One agent run to crash-test, made by a factory ``scenario(root: Path) -> Scenario``.
@@ -97,6 +133,10 @@ class Scenario:
         run_id, system, budgets: what the run starts with.
         decide: answers the run when it waits for a person (see ``Pending``); by default
             every approval is granted and escalations are left as they are.
+        deliver: delivers the events its calls wait for (see ``Awaited``), as the world
+            would: between two processes, once the run rests waiting. By default nothing is
+            delivered. Sleeps and child runs need nothing: a process waits for them (keep
+            the sleeps of a scenario to seconds).
     """
 
     build: Callable[[], tuple[Model, ToolRegistry]]
@@ -106,6 +146,7 @@ class Scenario:
     system: SystemPrompt = None
     budgets: Budgets | None = None
     decide: Decide = approve_all
+    deliver: Deliver = deliver_nothing
 
 
 ScenarioFactory: TypeAlias = Callable[[Path], Scenario]
