@@ -24,7 +24,6 @@ import anyio.abc
 from anyio.streams.memory import MemoryObjectSendStream
 
 from .._errors import (
-    JournalLockedError,
     RunExistsError,
     RunNotFoundError,
     RunStateError,
@@ -46,7 +45,7 @@ from ..journal._store import RunJournal, Store
 from ..models._base import Model, SystemPrompt
 from ..tools._registry import ToolRegistry
 from ..tools._waits import wait_for
-from ._answers import answer_problem
+from ._answers import record_answer
 from ._backoff import STORE_RETRY_CAP, Backoff
 from ._children import child_budgets, child_ended
 from ._entry import Entry as _Entry
@@ -614,21 +613,8 @@ class Supervisor:
         it at its next pause.
         """
         async with entry.lock:  # waits while a child of this supervisor advances the run
-            try:
-                journal = await self._store.open(run_id)
-            except JournalLockedError:
-                state = fold(await self._store.read(run_id))
-                problem = answer_problem(state, record, self._rt.clock())
-                if problem is not None:
-                    raise RunStateError(run_id, problem) from None
-                await self._store.post(run_id, record)
-                return False
-            async with journal:
-                problem = answer_problem(fold(journal.events), record, self._rt.clock())
-                if problem is not None:
-                    raise RunStateError(run_id, problem)
-                await journal.append([record])
-        return True
+            done = await record_answer(self._store, run_id, lambda _: record, clock=self._rt.clock)
+        return not done.queued
 
     async def _child(
         self, run_id: str, journal: RunJournal | None, fresh: bool, alone: bool
