@@ -3,6 +3,8 @@ refusal (in the command line's words), and answers that a supervisor then carrie
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from tether.journal import Decision, Resolved, Retried, RunFinished, Signal
@@ -147,7 +149,7 @@ async def test_refusals_are_the_command_lines(env: Env, capsys: pytest.CaptureFi
             assert code == 1
             assert err.strip() == f"tether: {message}", verb
 
-        bad = [
+        bad: list[tuple[str, dict[str, Any], int]] = [
             (f"/api/runs/{ESCALATED}/calls/{CHARGE_CALL}/resolve", {"outcome": "maybe"}, 400),
             (
                 f"/api/runs/{ESCALATED}/calls/{CHARGE_CALL}/resolve",
