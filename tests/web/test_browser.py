@@ -251,7 +251,12 @@ def test_approve_in_the_inbox_and_watch_the_run_finish(
 
     # A tool result holding a script shows as text and runs nothing.
     dialogs: list[str] = []
-    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+
+    def on_dialog(dialog: Any) -> None:
+        dialogs.append(dialog.message)
+        dialog.dismiss()
+
+    page.on("dialog", on_dialog)
     page.goto(f"{base}/runs/run-xss")
     assert "<script>window.__xss = 1</script>" in page.locator("main").inner_text()
     assert page.evaluate("typeof window.__xss") == "undefined"
