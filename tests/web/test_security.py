@@ -8,7 +8,15 @@ import pytest
 
 import tether.web
 from tether.cli import main
-from tether.journal import Decision, Manifest, ModelResponse, RunStarted, ToolResult, ToolStarted
+from tether.journal import (
+    Decision,
+    Manifest,
+    ModelResponse,
+    RunFinished,
+    RunStarted,
+    ToolResult,
+    ToolStarted,
+)
 
 from ..cli._stores import APPROVE, DONE, REFUND_CALL, Env
 from ._envs import PRIYA, SAM, auth, console, sign_in
@@ -114,6 +122,7 @@ async def xss_run(env: Env) -> None:
             ToolStarted(call_id="c1", name="lookup"),
             ToolResult(call_id="c1", ok=True, content=XSS),
             ModelResponse(message={"role": "assistant", "content": XSS}),
+            RunFinished(status="done"),
         ],
     )
 
