@@ -213,7 +213,10 @@ async def test_resolve_retry_signal_and_cancel(env: Env) -> None:
         )
     for response in (resolved, retried, signalled, again, cancelled):
         assert response.status_code == 200, response.text
-    assert "already delivered: it counts once" in again.json()["message"]
+    assert again.json()["message"] == (
+        f"already recorded: signal payment.o-1 (evt_1) to run {APPROVE}; "
+        "delivered again, it counts once"
+    )
     (resolution,) = [e for e in await env.events(ESCALATED) if isinstance(e, Resolved)]
     assert (resolution.outcome, resolution.by, resolution.result) == (
         "succeeded",
@@ -225,9 +228,8 @@ async def test_resolve_retry_signal_and_cancel(env: Env) -> None:
     assert retry.budgets is not None
     assert retry.budgets.max_model_calls == 6
     events = await env.events(APPROVE)
-    assert [(s.signal_id, s.by) for s in events if isinstance(s, Signal)] == [
-        ("evt_1", "priya"),
-        ("evt_1", "priya"),
+    assert [(s.signal_id, s.by, s.payload) for s in events if isinstance(s, Signal)] == [
+        ("evt_1", "priya", {"amount": 40}),
     ]
     (end,) = [e for e in events if isinstance(e, RunFinished)]
     assert (end.status, end.reason) == ("cancelled", "customer withdrew (by priya)")

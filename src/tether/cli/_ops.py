@@ -277,11 +277,13 @@ def _signal(args: argparse.Namespace) -> int:
         done = await _answer(
             args, operate.signal, args.name, payload, signal_id=signal_id, by=args.by
         )
-        record, state = done.record, done.state
-        again = " (already delivered: it counts once)" if signal_id in state.signal_ids else ""
-        print(
-            f"recorded: signal {args.name} ({signal_id}) to run {args.run}{again} {_where(record)}"
-        )
+        if done.repeated:
+            print(
+                f"already recorded: signal {args.name} ({signal_id}) to run {args.run}; "
+                "delivered again, it counts once"
+            )
+            return 0
+        print(f"recorded: signal {args.name} ({signal_id}) to run {args.run} {_where(done.record)}")
         print(CONTINUES)
         return 0
 

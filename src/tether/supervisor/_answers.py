@@ -5,7 +5,8 @@ One check serves every way an answer arrives: ``Supervisor.decide``/``resolve``/
 owner checks again when it folds them in (so an answer delivered twice is ignored the second
 time). It reads only the journal (the contracts the run pinned) and the time, never the
 application. ``record_answer`` is the one way an answer reaches a store: checked, then appended
-under the run's write lock, or queued in its inbox while another process holds the run.
+under the run's write lock, or queued in its inbox while another process holds the run; a
+signal the run already has (``repeated``) is acknowledged and neither.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ def answer_problem(state: RunState, answer: Event | AnyEvent, now: float) -> str
     if state.finished is not None:
         return f"run already finished ({state.finished.status})"
     if isinstance(answer, (RunFinished, Signal)):
-        return None  # a signal delivered twice is recorded twice and counts once
+        return None  # (a signal delivered again is acknowledged: see ``repeated``)
     if isinstance(answer, ChildEnded):
         call = state.calls.get(answer.call_id)
         wait = None if call is None else call.wait
@@ -63,6 +64,12 @@ def answer_problem(state: RunState, answer: Event | AnyEvent, now: float) -> str
             return f"call {call.id!r} ({call.name}) {why}"
         return None
     return f"a {type(answer).__name__} record is not an answer a person can give"
+
+
+def repeated(state: RunState, answer: Event | AnyEvent) -> bool:
+    """Whether ``answer`` is a signal the run has recorded already (by its id): delivered
+    again, as a webhook's retry is, it is acknowledged and not recorded a second time."""
+    return isinstance(answer, Signal) and answer.signal_id in state.signal_ids
 
 
 def _decision_problem(state: RunState, answer: Decision, now: float) -> str | None:
@@ -135,15 +142,18 @@ class Recorded:
         record: the record as written (its ``seq`` set), or as queued in the run's inbox
             (``seq`` -1) when another process held the run.
         state: the run's folded state the answer was checked against.
+        repeated: the answer is a signal the run had already (by its id): acknowledged,
+            neither written nor queued again (``record`` is as built, ``seq`` -1).
     """
 
     record: Event | AnyEvent
     state: RunState
+    repeated: bool = False
 
     @property
     def queued(self) -> bool:
         """Whether the answer waits in the run's inbox (another process held the run)."""
-        return self.record.seq < 0
+        return self.record.seq < 0 and not self.repeated
 
 
 async def record_answer(
@@ -183,10 +193,14 @@ async def record_answer(
         # records it at its next pause.
         state = fold(await store.read(run_id))
         record = checked(state)
+        if repeated(state, record):
+            return Recorded(record, state, repeated=True)
         await store.post(run_id, record)
         return Recorded(record, state)
     async with journal:
         state = fold(journal.events)
         record = checked(state)
+        if repeated(state, record):
+            return Recorded(record, state, repeated=True)
         (written,) = await journal.append([record])
     return Recorded(written, state)

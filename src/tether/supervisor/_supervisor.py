@@ -606,7 +606,8 @@ class Supervisor:
             self._spawn(run_id, None, fresh=False)
 
     async def _append_answer(self, run_id: str, entry: _Entry, record: Event) -> bool:
-        """Append a person's answer under the journal's lock; ``False`` if it went to the inbox.
+        """Append a person's answer under the journal's lock; ``False`` if it went to the inbox
+        (or was a signal the run already has, acknowledged and not recorded again).
 
         While another process advances the run (it holds the lock), the answer is checked
         against what its journal says so far and queued in the run's inbox; the owner records
@@ -614,7 +615,7 @@ class Supervisor:
         """
         async with entry.lock:  # waits while a child of this supervisor advances the run
             done = await record_answer(self._store, run_id, lambda _: record, clock=self._rt.clock)
-        return not done.queued
+        return not (done.queued or done.repeated)
 
     async def _child(
         self, run_id: str, journal: RunJournal | None, fresh: bool, alone: bool

@@ -165,5 +165,9 @@ async def _act(
     signal_id = _text(params, "id") or None
     done = await operate.signal(store, run_id, name, params.get("data"), signal_id=signal_id, by=by)
     record_id = getattr(done.record, "signal_id", "")
-    again = " (already delivered: it counts once)" if record_id in done.state.signal_ids else ""
-    return f"recorded: signal {name} ({record_id}) to run {run_id}{again} by {by} {_where(done)}"
+    if done.repeated:
+        return (
+            f"already recorded: signal {name} ({record_id}) to run {run_id}; "
+            "delivered again, it counts once"
+        )
+    return f"recorded: signal {name} ({record_id}) to run {run_id} by {by} {_where(done)}"
