@@ -17,7 +17,7 @@ from .._errors import InvalidRunIdError, JournalError, RunNotFoundError
 from ..journal._records import AnyEvent
 from ..journal._store import FileStore, Store
 from ..supervisor._state import RunState, RunStatus, fold
-from ..supervisor._status import approval_deadline, run_status
+from ..supervisor._status import approval_deadline, approval_wait, run_status, world_wait
 from ._holders import holder_of
 
 WaitKind = Literal["approval", "resolution"]
@@ -169,9 +169,16 @@ def summarize(
         )
     at = time.time() if now is None else now
     outcome = run_status(state, at)
-    status, reason, waiting = outcome.status, outcome.reason, waiting_calls(state, outcome.pending)
+    status, reason = outcome.status, outcome.reason
+    # Every call a person can answer now, also while other calls of the turn still run or a
+    # process holds the run (an answer then waits in the run's inbox for that process).
+    waiting = waiting_calls(state, answerable(state, at))
     if held_by is not None and state.finished is None:
         status, reason = RunStatus.RUNNING, ""  # a process is advancing it right now
+    changes_at = outcome.wake_at
+    for w in waiting:
+        if w.deadline is not None and (changes_at is None or w.deadline < changes_at):
+            changes_at = w.deadline  # the approval's wait ends then: it leaves the inbox
     return RunSummary(
         run_id=run_id,
         status=status.value,
@@ -187,13 +194,34 @@ def summarize(
         cache_creation_tokens=state.cache_creation_tokens,
         cache_read_tokens=state.cache_read_tokens,
         events=len(events),
-        waiting=waiting if status is not RunStatus.RUNNING else (),
+        waiting=waiting,
         final_text=state.final_text,
         held_by=held_by,
         parent=state.started.parent,
         state=state,
-        changes_at=outcome.wake_at,
+        changes_at=changes_at,
     )
+
+
+def answerable(state: RunState, now: float) -> tuple[str, ...]:
+    """The calls a person can answer at ``now``: escalated ones (resolve), then those waiting
+    for approval whose deadline has not passed (approve or reject), in the turn's order.
+
+    The same calls ``run_status`` names as pending when the run waits for a person, but also
+    while other calls of the turn can still run. None for a finished or parked run.
+    """
+    if state.finished is not None or state.parked is not None or not state.turn_open:
+        return ()
+    calls = [c for c in state.calls.values() if not c.done]
+    escalated = [c.id for c in calls if c.escalated]
+    approvals = [
+        c.id
+        for c in calls
+        if not c.escalated
+        and world_wait(state, c, now) is None
+        and approval_wait(state, c, now) is not None
+    ]
+    return (*escalated, *approvals)
 
 
 def status_of(state: RunState, now: float) -> tuple[RunStatus, str, tuple[Waiting, ...]]:
