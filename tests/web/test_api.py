@@ -213,6 +213,8 @@ async def test_resolve_retry_signal_and_cancel(env: Env) -> None:
         )
     for response in (resolved, retried, signalled, again, cancelled):
         assert response.status_code == 200, response.text
+    assert (again.json()["recorded"], again.json()["repeated"]) == (False, True)
+    assert (signalled.json()["recorded"], signalled.json()["repeated"]) == (True, False)
     assert again.json()["message"] == (
         f"already recorded: signal payment.o-1 (evt_1) to run {APPROVE}; "
         "delivered again, it counts once"
@@ -263,3 +265,43 @@ async def test_an_answer_for_a_held_run_goes_to_its_inbox_and_the_holder_records
     assert [(d.approved, d.by, d.note) for d in decisions] == [
         (False, "priya", "refunds need a manager")
     ]
+
+
+async def test_the_openapi_description_covers_every_route_and_answer(env: Env) -> None:
+    """Each route under /api is described with its method, and what the API answers has the
+    properties its schema requires."""
+    async with console(env) as client:
+        doc = (await client.get("/api/openapi.json")).json()  # public: no token needed
+        application = client._transport.app  # type: ignore[attr-defined]
+        routes = {
+            (route.path, method.lower())
+            for route in application.routes
+            if route.path.startswith("/api/") and route.path != "/api/openapi.json"
+            for method in set(route.methods or ()) - {"HEAD"}
+        }
+        described = {(path, method) for path, ops in doc["paths"].items() for method in ops}
+        assert routes == described
+        schemas = doc["components"]["schemas"]
+        runs = (await client.get("/api/runs", headers=auth())).json()
+        inbox = (await client.get("/api/inbox", headers=auth())).json()
+        shown = (await client.get(f"/api/runs/{APPROVE}", headers=auth())).json()
+        approved = await client.post(
+            f"/api/runs/{APPROVE}/calls/{REFUND_CALL}/approve", json={}, headers=auth()
+        )
+        refused = await client.post(
+            f"/api/runs/{APPROVE}/calls/{REFUND_CALL}/approve", json={}, headers=auth()
+        )
+    for kind, rows in (
+        ("Run", [*runs["runs"], shown["summary"]]),
+        ("InboxCall", [*inbox["calls"], *shown["waiting"]]),
+        ("Waiting", [w for row in runs["runs"] for w in row["waiting"]]),
+    ):
+        assert rows, kind
+        for row in rows:
+            assert set(row) == set(schemas[kind]["properties"]) == set(schemas[kind]["required"])
+    assert set(schemas["Recorded"]["required"]) <= set(approved.json())
+    assert set(schemas["Error"]["required"]) <= set(refused.json())
+    for path, ops in doc["paths"].items():
+        for method, op in ops.items():
+            assert op["summary"], (path, method)
+            assert "200" in op["responses"], (path, method)

@@ -9,6 +9,7 @@ by priya``), raised as ``ActionError`` with the HTTP status that fits it.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from .. import operate
@@ -41,6 +42,21 @@ class ActionError(Exception):
         self.message = message
 
 
+@dataclass(frozen=True)
+class Answered:
+    """What an answer did: ``message`` says it as the command line would; ``queued``: it waits
+    in the run's inbox for the process that holds the run; ``repeated``: a signal the run had
+    already, acknowledged and not recorded again."""
+
+    message: str
+    queued: bool = False
+    repeated: bool = False
+
+
+def _answered(message: str, done: Recorded) -> Answered:
+    return Answered(message, queued=done.queued, repeated=done.repeated)
+
+
 def _text(params: Mapping[str, Any], key: str, default: str = "") -> str:
     value = params.get(key, default)
     if value is None:
@@ -64,7 +80,7 @@ async def act(
     params: Mapping[str, Any],
     *,
     by: str,
-) -> str:
+) -> Answered:
     """Record ``verb`` for run ``run_id`` (and call ``call_id``) as ``by``; say what was done.
 
     ``params``: ``note`` (approve, reject, resolve, retry), ``outcome`` and ``result``
@@ -113,7 +129,7 @@ async def _act(
     call_id: str | None,
     params: Mapping[str, Any],
     by: str,
-) -> str:
+) -> Answered:
     if verb not in VERBS:
         raise ActionError(404, "not_found", f"no such action: {verb}")
     if (verb in CALL_VERBS) != (call_id is not None):
@@ -130,7 +146,8 @@ async def _act(
         )
         what = call_text(done.state.calls[call_id].name, done.state.calls[call_id].input, 60)
         extra = f" ({shorten(note, 80)})" if note else ""
-        return f"recorded: {verb}d {call_id} {what} of run {run_id} by {by}{extra} {_where(done)}"
+        said = f"recorded: {verb}d {call_id} {what} of run {run_id} by {by}{extra} {_where(done)}"
+        return _answered(said, done)
     if verb == "resolve":
         assert call_id is not None
         outcome = _text(params, "outcome")
@@ -143,9 +160,10 @@ async def _act(
         )
         what = call_text(done.state.calls[call_id].name, done.state.calls[call_id].input, 60)
         extra = f", result {shorten(as_json(result), 80)}" if result is not None else ""
-        return (
+        return _answered(
             f"recorded: resolved {call_id} {what} of run {run_id} as {outcome}{extra} by {by} "
-            f"{_where(done)}"
+            f"{_where(done)}",
+            done,
         )
     if verb == "retry":
         extend = params.get("extend") or {}
@@ -156,18 +174,23 @@ async def _act(
         done = await operate.retry(
             store, run_id, by=by, note=_text(params, "note"), extend=list(extend.items())
         )
-        return f"recorded: retry of run {run_id} by {by} {_where(done)}"
+        return _answered(f"recorded: retry of run {run_id} by {by} {_where(done)}", done)
     if verb == "cancel":
         reason = _text(params, "reason", "cancelled") or "cancelled"
         done = await operate.cancel(store, run_id, reason=f"{reason} (by {by})")
-        return f"recorded: run {run_id} cancelled ({reason}) by {by} {_where(done)}"
+        return _answered(
+            f"recorded: run {run_id} cancelled ({reason}) by {by} {_where(done)}", done
+        )
     name = _text(params, "name")
     signal_id = _text(params, "id") or None
     done = await operate.signal(store, run_id, name, params.get("data"), signal_id=signal_id, by=by)
     record_id = getattr(done.record, "signal_id", "")
     if done.repeated:
-        return (
+        return _answered(
             f"already recorded: signal {name} ({record_id}) to run {run_id}; "
-            "delivered again, it counts once"
+            "delivered again, it counts once",
+            done,
         )
-    return f"recorded: signal {name} ({record_id}) to run {run_id} by {by} {_where(done)}"
+    return _answered(
+        f"recorded: signal {name} ({record_id}) to run {run_id} by {by} {_where(done)}", done
+    )

@@ -144,7 +144,7 @@ def api_routes(console: Console) -> list[Route]:
                 return error(400, "bad_request", f"the body is not a JSON object: {exc}")
             run_id = request.path_params["run_id"]
             try:
-                message = await act(
+                answered = await act(
                     console.store,
                     verb,
                     run_id,
@@ -155,8 +155,14 @@ def api_routes(console: Console) -> list[Route]:
             except ActionError as exc:
                 return error(exc.status, exc.error, exc.message)
             console.listing.forget(run_id)
-            queued = "(queued:" in message
-            return JSONResponse({"recorded": True, "queued": queued, "message": message})
+            return JSONResponse(
+                {
+                    "recorded": not answered.repeated,
+                    "queued": answered.queued,
+                    "repeated": answered.repeated,
+                    "message": answered.message,
+                }
+            )
 
         return authed(post)
 

@@ -212,7 +212,7 @@ def page_routes(console: Console) -> list[Route]:
             call_id = request.path_params.get("call_id")
             target = f"{base_of(request)}{safe_next(form.get('next'))}"
             try:
-                message = await act(
+                answered = await act(
                     console.store, verb, run_id, call_id, _params(verb, form), by=who.identity
                 )
             except ActionError as exc:
@@ -222,7 +222,7 @@ def page_routes(console: Console) -> list[Route]:
                 return problem_page(request, who, exc.status, "Not recorded", exc.message)
             console.listing.forget(run_id)
             if who.session is not None:
-                who.session.flash.append(("ok", message))
+                who.session.flash.append(("ok", answered.message))
             return RedirectResponse(target, status_code=303)
 
         return signed_in(post)
