@@ -43,13 +43,15 @@ def auth(token: str = PRIYA) -> dict[str, str]:
 
 
 @asynccontextmanager
-async def console(env: Env, **options: Any) -> AsyncIterator[httpx2.AsyncClient]:
+async def console(
+    env: Env, *, base_url: str = BASE, **options: Any
+) -> AsyncIterator[httpx2.AsyncClient]:
     """A console over ``env``'s store (entered for the test) and a client of it."""
     options.setdefault("tokens", TOKENS)
     async with env.store() as store:
         application = tether.web.app(store, **options)
         transport = httpx2.ASGITransport(app=application)
-        async with httpx2.AsyncClient(transport=transport, base_url=BASE) as client:
+        async with httpx2.AsyncClient(transport=transport, base_url=base_url) as client:
             yield client
 
 

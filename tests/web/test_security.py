@@ -1,4 +1,5 @@
-"""The console's defences: sign-in, CSRF, cross-site posts, escaping, headers, redirects."""
+"""The console's defences: sign-in, CSRF, cross-site posts, escaping, redaction, headers,
+redirects, and a console without sign-in that answers only loopback names."""
 
 from __future__ import annotations
 
@@ -139,10 +140,68 @@ async def test_model_and_tool_text_is_escaped(file_env: Env) -> None:
     assert "&lt;script&gt;window.__xss = 1&lt;/script&gt;" in pages[0].text
 
 
+SECRET = "sk-ant-api03-" + "Q" * 40
+
+
+async def test_nothing_redacted_is_shown(file_env: Env) -> None:
+    """A key that a model or a tool put in a run is not on any page, API answer or blob: the
+    journal holds it redacted (its store redacts before writing), and the console reads only
+    the journal."""
+    big = f"the key is {SECRET} " + "x" * 300  # over the blob threshold: kept as a blob
+    use = {"type": "tool_use", "id": "c1", "name": "lookup", "input": {"q": f"use {SECRET}"}}
+    await file_env.craft(
+        "run-secret",
+        [
+            RunStarted(
+                run_id="run-secret",
+                manifest=Manifest(model="scripted"),
+                messages=[{"role": "user", "content": f"my key: {SECRET}"}],
+            ),
+            ModelResponse(message={"role": "assistant", "content": [use]}),
+            ToolStarted(call_id="c1", name="lookup"),
+            ToolResult(call_id="c1", ok=True, content=big),
+            ModelResponse(message={"role": "assistant", "content": f"done with {SECRET}"}),
+            RunFinished(status="done"),
+        ],
+    )
+    async with console(file_env) as client:
+        await sign_in(client)
+        shown = await client.get("/api/runs/run-secret", headers=auth())
+        (blob,) = [e["blob"] for e in shown.json()["events"] if e.get("blob")]
+        answers = [
+            shown,
+            await client.get("/runs/run-secret"),
+            await client.get(f"/runs/run-secret/blobs/{blob['digest']}"),
+            await client.get(f"/api/runs/run-secret/blobs/{blob['digest']}", headers=auth()),
+            await client.get("/api/runs", headers=auth()),
+            await client.get("/?q=run-secret"),
+        ]
+    for answer in answers:
+        assert answer.status_code == 200
+        assert "sk-ant-api03" not in answer.text
+    for answer in answers[:4]:
+        assert "[REDACTED]" in answer.text
+
+
 async def test_an_open_console_still_checks_csrf_and_records_its_identity(file_env: Env) -> None:
-    async with console(file_env, tokens=None, anonymous="ops") as client:
+    loopback = "http://127.0.0.1:8765"
+    async with console(file_env, tokens=None, anonymous="ops", base_url=loopback) as client:
         page = await client.get("/inbox")  # no sign-in: a session opens with the page
         assert page.status_code == 200
+        for host in ("localhost:8765", "[::1]:8765", "127.0.0.1"):
+            assert (await client.get("/api/inbox", headers={"host": host})).status_code == 200
+        # Another site whose name points at 127.0.0.1 (DNS rebinding) reaches nothing.
+        for host in ("rebind.example:8765", "console.test", "127.0.0.1.example", ""):
+            refused = await client.get("/inbox", headers={"host": host})
+            assert refused.status_code == 403, host
+            assert "answers only requests addressed to localhost" in refused.text
+        form = await client.post(
+            APPROVE_FORM,
+            data={"note": "x"},
+            headers={"host": "rebind.example:8765", "origin": "http://rebind.example:8765"},
+        )
+        assert form.status_code == 403
+        assert not await decisions(file_env)
         assert (await client.post(APPROVE_FORM, data={"note": "x"})).status_code == 403
         csrf = page.text.split('name="csrf" value="', 1)[1].split('"', 1)[0]
         ok = await client.post(APPROVE_FORM, data={"csrf": csrf, "next": "/inbox"})

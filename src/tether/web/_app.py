@@ -13,7 +13,7 @@ from starlette.staticfiles import StaticFiles
 
 from ..journal._store import Store
 from ._api import api_routes
-from ._console import Console, SecurityHeaders, templates
+from ._console import Console, LoopbackOnly, SecurityHeaders, templates
 from ._guard import Guard
 from ._listing import Listing
 from ._pages import page_routes
@@ -34,7 +34,9 @@ def app(
     Give ``tokens`` (token -> identity, e.g. from ``load_tokens``): a person signs in with a
     token, and every answer they give is recorded with that identity as ``by``. Or, for a
     console nobody else can reach, ``anonymous="name"``: no sign-in, every request acts as
-    ``name`` (``tether serve --no-auth``, bound to 127.0.0.1). Exactly one of the two.
+    ``name`` (``tether serve --no-auth``, bound to 127.0.0.1); such a console answers only
+    requests addressed to a loopback name (``Host``: localhost, 127.0.0.1, [::1]), so that
+    another site cannot reach it by pointing its own name at 127.0.0.1. Exactly one of the two.
 
     The store is used as it is when it is already entered (a service that runs a
     ``Supervisor`` on it), else the application enters it for its lifetime (its lifespan:
@@ -74,8 +76,9 @@ def app(
         *page_routes(console),
         Mount("/static", StaticFiles(packages=[("tether.web", "static")]), name="static"),
     ]
-    application = Starlette(
-        routes=routes, middleware=[Middleware(SecurityHeaders)], lifespan=lifespan
-    )
+    middleware = [Middleware(SecurityHeaders)]
+    if anonymous is not None:
+        middleware.append(Middleware(LoopbackOnly))
+    application = Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
     application.state.console = console
     return application

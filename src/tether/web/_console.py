@@ -7,6 +7,7 @@ gets.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import time
 from collections.abc import Callable
@@ -159,3 +160,56 @@ class SecurityHeaders:
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
+
+
+def loopback_host(host: str) -> bool:
+    """Whether a ``Host`` header names this machine's loopback (``localhost``, ``127.0.0.1``,
+    ``[::1]``, with or without a port)."""
+    name = host.strip().lower()
+    if name.startswith("["):
+        name = name[1:].partition("]")[0]
+    elif name.count(":") == 1:
+        name = name.partition(":")[0]
+    if name == "localhost" or name.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+class LoopbackOnly:
+    """Refuses every request whose ``Host`` is not a loopback name: a console without sign-in
+    must not answer a page of another site whose name was made to point at 127.0.0.1 (DNS
+    rebinding), which could otherwise read it and post its forms as a same-origin page."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        host = ""
+        for name, value in scope.get("headers", []):
+            if name == b"host":
+                host = value.decode("latin-1")
+                break
+        if loopback_host(host):
+            await self.app(scope, receive, send)
+            return
+        body = (
+            "This console has no sign-in (--no-auth) and answers only requests addressed to "
+            f"localhost, 127.0.0.1 or [::1], not {host!r}.\n"
+        ).encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 403,
+                "headers": [
+                    (b"content-type", b"text/plain; charset=utf-8"),
+                    (b"content-length", str(len(body)).encode()),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
