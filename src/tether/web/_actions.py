@@ -146,7 +146,10 @@ async def _act(
         )
         what = call_text(done.state.calls[call_id].name, done.state.calls[call_id].input, 60)
         extra = f" ({shorten(note, 80)})" if note else ""
-        said = f"recorded: {verb}d {call_id} {what} of run {run_id} by {by}{extra} {_where(done)}"
+        done_verb = "approved" if verb == "approve" else "rejected"
+        said = (
+            f"recorded: {done_verb} {call_id} {what} of run {run_id} by {by}{extra} {_where(done)}"
+        )
         return _answered(said, done)
     if verb == "resolve":
         assert call_id is not None
