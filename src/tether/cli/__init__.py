@@ -21,6 +21,7 @@ from ._crashtest import add_crashtest_command
 from ._demo import add_demo_commands
 from ._journal import add_journal_commands
 from ._runs import add_run_commands
+from ._serve import add_serve_command
 from ._worker import add_worker_commands
 
 EXIT_OK = 0
@@ -42,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_crashtest_command(commands)
     add_run_commands(commands)
     add_worker_commands(commands)
+    add_serve_command(commands)
     add_bench_command(commands)
     return parser
 

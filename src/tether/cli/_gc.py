@@ -39,19 +39,12 @@ from ..journal._file import DEFAULT_FILE_OPS
 from ..journal._leftovers import belongs_to
 from ..journal._records import AnyEvent, ToolResult
 from ..journal._store import FileStore, Store
+from ..operate._describe import format_age
+from ..operate._holders import held_by, holder_of
+from ..operate._summary import RunSummary, summarize, unreadable
 from ..postgres import PostgresStore, _admin
 from ..supervisor._state import RunStatus, fold
-from ._view import (
-    RunSummary,
-    execute,
-    format_age,
-    held_by,
-    holder_of,
-    open_store,
-    summarize,
-    unreadable,
-    using,
-)
+from ._view import execute, open_store, using
 
 DAY = 86400.0
 TEMP_GRACE = 3600.0

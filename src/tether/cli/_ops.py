@@ -1,10 +1,12 @@
 """``tether approve|reject|resolve|retry|cancel``: a person's answer, appended to a run's journal.
 
-Each command opens the run for writing (a directory store: its journal under its exclusive lock;
-PostgreSQL: a lease on the run), folds it, checks that the answer fits the run's current state
-(``tether.supervisor._answers.answer_problem``, the check the supervisor makes too), and appends
-one record (``decision``, ``resolved``, ``retried`` or ``run_finished``). When a worker holds the
-run, the answer is checked against what the run says so far and queued in its inbox instead.
+Each command hands its answer to ``tether.operate`` (the implementation the web console uses
+too), which opens the run for writing (a directory store: its journal under its exclusive
+lock; PostgreSQL: a lease on the run), folds it, checks that the answer fits the run's current
+state (``tether.supervisor._answers.answer_problem``, the check the supervisor makes too), and
+appends one record (``decision``, ``resolved``, ``retried``, ``signal`` or ``run_finished``).
+When a worker holds the run, the answer is checked against what the run says so far and queued
+in its inbox instead. This module parses the options and prints what was recorded.
 The run itself continues when a supervisor next picks it up: a running ``tether worker``, or the
 next process that enters a ``Supervisor`` on the store.
 """
@@ -13,19 +15,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import msgspec
 
-from .._errors import JournalLockedError, RunStateError
-from ..journal._records import Budgets, Decision, Event, Resolved, Retried, RunFinished, Signal
-from ..supervisor._answers import answer_problem, repeated
-from ..supervisor._state import Call, RunState, RunStatus, fold
+from .. import operate
+from ..journal._records import Event, Retried
+from ..operate._answer import EXTENDABLE
+from ..operate._describe import as_json, call_text, shorten
+from ..supervisor._answers import Recorded
+from ..supervisor._state import Call
 from ..tools._waits import wait_for
-from ._view import as_json, call_text, execute, open_store, shorten, using
+from ._view import execute, open_store, using
 
 CONTINUES = (
     "The run continues when a supervisor next picks it up (a running `tether worker`, or the "
@@ -154,37 +157,12 @@ def add_op_commands(commands: Any, add_store: Callable[[argparse.ArgumentParser]
     cancel.set_defaults(handler=_cancel)
 
 
-async def _append(
-    args: argparse.Namespace, build: Callable[[RunState], Event]
-) -> tuple[Event, RunState]:
-    """Open the run for writing, build the record, check it against the run, append it."""
-
-    def checked(state: RunState) -> Event:
-        record = build(state)
-        problem = answer_problem(state, record, time.time())
-        if problem is not None:
-            raise RunStateError(args.run, problem)
-        return record
-
+async def _answer(
+    args: argparse.Namespace, verb: Callable[..., Awaitable[Recorded]], *posargs: Any, **kw: Any
+) -> Recorded:
+    """Run one of ``tether.operate``'s answers on the store the options name."""
     async with using(open_store(args), write=True) as store:
-        try:
-            journal = await store.open(args.run)
-        except JournalLockedError:
-            # A worker is advancing the run (its journal's lock, or a live lease): check against
-            # what the run says so far and queue the answer in the run's inbox; the worker
-            # records it at its next pause.
-            state = fold(await store.read(args.run))
-            record = checked(state)
-            if not repeated(state, record):
-                await store.post(args.run, record)
-            return record, state
-        async with journal:
-            state = fold(journal.events)
-            record = checked(state)
-            if repeated(state, record):
-                return record, state
-            (written,) = await journal.append([record])
-    return written, state
+        return await verb(store, args.run, *posargs, **kw)
 
 
 def _where(record: Event) -> str:
@@ -197,12 +175,11 @@ def _where(record: Event) -> str:
 def _decide(args: argparse.Namespace) -> int:
     verb = "approved" if args.approved else "rejected"
 
-    def check(state: RunState) -> Event:
-        return Decision(call_id=args.call, approved=args.approved, by=args.by, note=args.note)
-
     async def command() -> int:
-        record, state = await _append(args, check)
-        call = state.calls[args.call]
+        done = await _answer(
+            args, operate.decide, args.call, approved=args.approved, by=args.by, note=args.note
+        )
+        record, call = done.record, done.state.calls[args.call]
         note = f" ({shorten(args.note, 80)})" if args.note else ""
         print(
             f"recorded: {verb} {args.call} {_call_text(call)} of run {args.run} by {args.by}"
@@ -224,14 +201,17 @@ def _resolve(args: argparse.Namespace) -> int:
         except json.JSONDecodeError as exc:
             args.parser.error(f"--result is not valid JSON: {exc}")
 
-    def check(state: RunState) -> Event:
-        return Resolved(
-            call_id=args.call, outcome=args.outcome, result=result, by=args.by, note=args.note
-        )
-
     async def command() -> int:
-        record, state = await _append(args, check)
-        call = state.calls[args.call]
+        done = await _answer(
+            args,
+            operate.resolve,
+            args.call,
+            outcome=args.outcome,
+            result=result,
+            by=args.by,
+            note=args.note,
+        )
+        record, call = done.record, done.state.calls[args.call]
         extra = f", result {shorten(as_json(result), 80)}" if result is not None else ""
         note = f" ({shorten(args.note, 80)})" if args.note else ""
         print(
@@ -244,14 +224,11 @@ def _resolve(args: argparse.Namespace) -> int:
     return execute(args, command)
 
 
-_EXTENDABLE = ("max_model_calls", "max_tool_calls", "max_tokens", "deadline_s")
-
-
 def _extension(text: str) -> tuple[str, float]:
     name, sep, amount = text.partition("=")
-    if not sep or name not in _EXTENDABLE:
+    if not sep or name not in EXTENDABLE:
         raise argparse.ArgumentTypeError(
-            f"expected LIMIT=N with LIMIT one of {', '.join(_EXTENDABLE)}, got {text!r}"
+            f"expected LIMIT=N with LIMIT one of {', '.join(EXTENDABLE)}, got {text!r}"
         )
     try:
         value = float(amount) if name == "deadline_s" else int(amount)
@@ -262,25 +239,10 @@ def _extension(text: str) -> tuple[str, float]:
     return name, value
 
 
-def extended(budgets: Budgets, extensions: list[tuple[str, float]]) -> Budgets | None:
-    """``budgets`` with each named limit raised by its amount (an unlimited one stays so);
-    ``None`` when there is nothing to extend."""
-    if not extensions:
-        return None
-    changes: dict[str, Any] = {}
-    for name, amount in extensions:
-        current = changes.get(name, getattr(budgets, name))
-        if current is not None:
-            changes[name] = current + amount
-    return msgspec.structs.replace(budgets, **changes)
-
-
 def _retry(args: argparse.Namespace) -> int:
-    def check(state: RunState) -> Event:
-        return Retried(by=args.by, note=args.note, budgets=extended(state.budgets, args.extend))
-
     async def command() -> int:
-        record, state = await _append(args, check)
+        done = await _answer(args, operate.retry, by=args.by, note=args.note, extend=args.extend)
+        record, state = done.record, done.state
         was = (
             f"failed: {state.finished.reason}"
             if state.finished is not None
@@ -311,18 +273,17 @@ def _signal(args: argparse.Namespace) -> int:
         args.parser.error(str(exc))
     signal_id = args.id or uuid.uuid4().hex
 
-    def check(state: RunState) -> Event:
-        return Signal(name=args.name, signal_id=signal_id, payload=payload, by=args.by)
-
     async def command() -> int:
-        record, state = await _append(args, check)
-        if signal_id in state.signal_ids:
+        done = await _answer(
+            args, operate.signal, args.name, payload, signal_id=signal_id, by=args.by
+        )
+        if done.repeated:
             print(
                 f"already recorded: signal {args.name} ({signal_id}) to run {args.run}; "
                 "delivered again, it counts once"
             )
             return 0
-        print(f"recorded: signal {args.name} ({signal_id}) to run {args.run} {_where(record)}")
+        print(f"recorded: signal {args.name} ({signal_id}) to run {args.run} {_where(done.record)}")
         print(CONTINUES)
         return 0
 
@@ -330,11 +291,8 @@ def _signal(args: argparse.Namespace) -> int:
 
 
 def _cancel(args: argparse.Namespace) -> int:
-    def check(state: RunState) -> Event:
-        return RunFinished(status=RunStatus.CANCELLED.value, reason=args.reason)
-
     async def command() -> int:
-        record, _ = await _append(args, check)
+        record = (await _answer(args, operate.cancel, reason=args.reason)).record
         print(f"recorded: run {args.run} cancelled ({args.reason}) {_where(record)}")
         return 0
 

@@ -14,18 +14,15 @@ from typing import Any
 
 import msgspec
 
+from ..operate._describe import describe, format_age, shorten
+from ..operate._summary import load_summaries, load_summary
 from ..supervisor._state import RunStatus
 from ._gc import add_gc_command
 from ._ops import add_op_commands
 from ._view import (
     add_store_options,
-    describe,
     execute,
-    format_age,
-    load_summaries,
-    load_summary,
     open_store,
-    shorten,
     store_flags,
     store_label,
     table,

@@ -175,6 +175,15 @@ class Sql:
             f"FROM {s}.runs r WHERE r.status = 'active' "
             "AND (r.owner IS NULL OR r.owner = $1 OR r.expires_at <= now())"
         )
+        # Every run's version and live holder, for listings that read only what changed.
+        self.run_versions = (
+            f"SELECT run_id, next_seq, epoch, CASE WHEN owner IS NOT NULL AND expires_at > now() "
+            f"THEN owner END FROM {s}.runs"
+        )
+        self.read_many = (
+            f"SELECT run_id, seq, payload FROM {s}.events WHERE run_id = ANY($1::text[]) "
+            "ORDER BY run_id, seq"
+        )
         self.has_inbox = f"SELECT EXISTS (SELECT 1 FROM {s}.inbox WHERE run_id = $1)"
         self.post = f"INSERT INTO {s}.inbox (run_id, payload) VALUES ($1, $2)"
         self.take_inbox = f"SELECT id, payload FROM {s}.inbox WHERE run_id = $1 ORDER BY id"

@@ -20,7 +20,7 @@ import os
 import secrets
 import socket
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING, Any, final
 from urllib.parse import urlsplit
@@ -53,6 +53,7 @@ log = logging.getLogger("tether.postgres")
 
 _DEFAULT = object()
 LISTEN_KEEPALIVE = 5.0
+_READ_MANY = 500  # runs per statement of read_many: bounds one result set
 SESSION_SETTINGS = {"default_transaction_isolation": "read committed"}
 """The fencing relies on READ COMMITTED's re-check of an updated row, whatever the database's
 default isolation is."""
@@ -379,6 +380,42 @@ class PostgresStore:
         """
         rows = await self._retry("fetch", self.sql.run_stats, self.owner)
         return {r[0]: RunStat((r[1], r[2]), r[3]) for r in rows}
+
+    async def run_versions(self) -> dict[str, tuple[tuple[int, int], str | None]]:
+        """Every run with its version and the worker holding its live lease (``None``: nobody).
+
+        The version, ``(next_seq, epoch)``, changes whenever the run is appended to or claimed:
+        a listing that keeps what it read by version reads only the runs that changed.
+        """
+        rows = await self._retry("fetch", self.sql.run_versions)
+        return {r[0]: ((r[1], r[2]), r[3]) for r in rows}
+
+    async def read_many(
+        self, run_ids: Sequence[str]
+    ) -> dict[str, list[AnyEvent] | JournalCorruptError]:
+        """The committed events of each of ``run_ids``, a few hundred runs per statement.
+
+        A run whose rows are damaged maps to its ``JournalCorruptError`` (the others are read
+        as usual); a run without events, or without a row at all, maps to ``[]``.
+
+        Raises:
+            InvalidRunIdError: one of ``run_ids`` is not a run id.
+        """
+        for run_id in run_ids:
+            check_run_id(run_id)
+        rows_of: dict[str, list[Any]] = {run_id: [] for run_id in run_ids}
+        ids = list(rows_of)
+        for start in range(0, len(ids), _READ_MANY):
+            chunk = ids[start : start + _READ_MANY]
+            for run_id, seq, payload in await self._retry("fetch", self.sql.read_many, chunk):
+                rows_of[run_id].append((seq, payload))
+        out: dict[str, list[AnyEvent] | JournalCorruptError] = {}
+        for run_id, rows in rows_of.items():
+            try:
+                out[run_id] = self._decode(run_id, rows)
+            except JournalCorruptError as exc:
+                out[run_id] = exc
+        return out
 
     async def holder(self, run_id: str) -> str | None:
         """The worker whose lease on the run is live (by the database's clock), if any."""

@@ -1,13 +1,21 @@
 """Whether a person's answer (a decision, a resolution, a retry, a cancellation) fits the run.
 
 One check serves every way an answer arrives: ``Supervisor.decide``/``resolve``/``retry``/
-``cancel``, the operator commands, and answers queued in a run's inbox, which the owner checks
-again when it folds them in (so an answer delivered twice is ignored the second time). It reads
-only the journal (the contracts the run pinned) and the time, never the application.
+``cancel``, the operator commands, the console, and answers queued in a run's inbox, which the
+owner checks again when it folds them in (so an answer delivered twice is ignored the second
+time). It reads only the journal (the contracts the run pinned) and the time, never the
+application. ``record_answer`` is the one way an answer reaches a store: checked, then appended
+under the run's write lock, or queued in its inbox while another process holds the run; a
+signal the run already has (``repeated``) is acknowledged and neither.
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .._errors import JournalLockedError, RunStateError
 from ..journal._records import (
     AnyEvent,
     Budgets,
@@ -19,8 +27,9 @@ from ..journal._records import (
     RunFinished,
     Signal,
 )
+from ..journal._store import Store
 from ._budgets import budget_problem
-from ._state import RunState, RunStatus
+from ._state import RunState, RunStatus, fold
 from ._status import approval_deadline, pinned_tool, run_status
 
 
@@ -123,3 +132,75 @@ def retry_problem(state: RunState, budgets: Budgets | None, now: float) -> str |
     if over is not None:
         return f"the run would fail again at once: {over}; extend its budgets"
     return None
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """An answer that was recorded, and the run as it stood just before.
+
+    Attributes:
+        record: the record as written (its ``seq`` set), or as queued in the run's inbox
+            (``seq`` -1) when another process held the run.
+        state: the run's folded state the answer was checked against.
+        repeated: the answer is a signal the run had already (by its id): acknowledged,
+            neither written nor queued again (``record`` is as built, ``seq`` -1).
+    """
+
+    record: Event | AnyEvent
+    state: RunState
+    repeated: bool = False
+
+    @property
+    def queued(self) -> bool:
+        """Whether the answer waits in the run's inbox (another process held the run)."""
+        return self.record.seq < 0 and not self.repeated
+
+
+async def record_answer(
+    store: Store,
+    run_id: str,
+    build: Callable[[RunState], Event],
+    *,
+    clock: Callable[[], float] = time.time,
+) -> Recorded:
+    """Build an answer from the run's state, check it, and append it (or queue it).
+
+    ``store`` must be entered (a directory store writes through its writer threads).
+
+    Raises:
+        RunNotFoundError, InvalidRunIdError: no such run, or not a run id.
+        RunStateError: the answer does not fit the run (``answer_problem`` says why).
+        JournalCorruptError, JournalVersionError: the journal cannot be read.
+        JournalIOError, JournalBrokenError, OSError: the store failed; for a broken journal
+            the answer may or may not have been recorded.
+
+    Cancellation while the record is being appended leaves it recorded or not (the journal
+    decides, never half); the caller learns nothing either way.
+    """
+
+    def checked(state: RunState) -> Event:
+        record = build(state)
+        problem = answer_problem(state, record, clock())
+        if problem is not None:
+            raise RunStateError(run_id, problem)
+        return record
+
+    try:
+        journal = await store.open(run_id)
+    except JournalLockedError:
+        # A worker is advancing the run (its journal's lock, or a live lease): check against
+        # what the run says so far and queue the answer in the run's inbox; the worker
+        # records it at its next pause.
+        state = fold(await store.read(run_id))
+        record = checked(state)
+        if repeated(state, record):
+            return Recorded(record, state, repeated=True)
+        await store.post(run_id, record)
+        return Recorded(record, state)
+    async with journal:
+        state = fold(journal.events)
+        record = checked(state)
+        if repeated(state, record):
+            return Recorded(record, state, repeated=True)
+        (written,) = await journal.append([record])
+    return Recorded(written, state)

@@ -24,7 +24,6 @@ import anyio.abc
 from anyio.streams.memory import MemoryObjectSendStream
 
 from .._errors import (
-    JournalLockedError,
     RunExistsError,
     RunNotFoundError,
     RunStateError,
@@ -46,7 +45,7 @@ from ..journal._store import RunJournal, Store
 from ..models._base import Model, SystemPrompt
 from ..tools._registry import ToolRegistry
 from ..tools._waits import wait_for
-from ._answers import answer_problem, repeated
+from ._answers import record_answer
 from ._backoff import STORE_RETRY_CAP, Backoff
 from ._children import child_budgets, child_ended
 from ._entry import Entry as _Entry
@@ -607,32 +606,16 @@ class Supervisor:
             self._spawn(run_id, None, fresh=False)
 
     async def _append_answer(self, run_id: str, entry: _Entry, record: Event) -> bool:
-        """Append a person's answer under the journal's lock; ``False`` if it went to the inbox.
+        """Append a person's answer under the journal's lock; ``False`` if it went to the inbox
+        (or was a signal the run already has, acknowledged and not recorded again).
 
         While another process advances the run (it holds the lock), the answer is checked
         against what its journal says so far and queued in the run's inbox; the owner records
         it at its next pause.
         """
         async with entry.lock:  # waits while a child of this supervisor advances the run
-            try:
-                journal = await self._store.open(run_id)
-            except JournalLockedError:
-                state = fold(await self._store.read(run_id))
-                problem = answer_problem(state, record, self._rt.clock())
-                if problem is not None:
-                    raise RunStateError(run_id, problem) from None
-                if not repeated(state, record):
-                    await self._store.post(run_id, record)
-                return False
-            async with journal:
-                state = fold(journal.events)
-                problem = answer_problem(state, record, self._rt.clock())
-                if problem is not None:
-                    raise RunStateError(run_id, problem)
-                if repeated(state, record):
-                    return False
-                await journal.append([record])
-        return True
+            done = await record_answer(self._store, run_id, lambda _: record, clock=self._rt.clock)
+        return not (done.queued or done.repeated)
 
     async def _child(
         self, run_id: str, journal: RunJournal | None, fresh: bool, alone: bool

@@ -1,0 +1,165 @@
+"""``tether serve --root DIR|--store URL``: the web console, served by uvicorn.
+
+Signing in takes one of the console's tokens (``--token-file``, else ``TETHER_CONSOLE_TOKEN``),
+which names the person whose answers are recorded; ``--no-auth`` (no sign-in at all) is only
+for a console bound to a loopback address. See ``tether.web``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import ipaddress
+import logging
+import sys
+from typing import Any
+
+import anyio
+
+from ._view import (
+    StoreMissingError,
+    add_store_options,
+    check_store_usage,
+    open_store,
+    store_failure,
+    store_label,
+)
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8765
+
+
+def add_serve_command(commands: Any) -> None:
+    serve = commands.add_parser(
+        "serve",
+        help="serve the web console: runs, timelines, the approval inbox",
+        description="Serve the web console over the store until SIGTERM or SIGINT: every run "
+        "with its status and what it waits for, a run's timeline, and an inbox of the calls "
+        "waiting for a person, which can be approved, rejected or resolved there (and runs "
+        "retried, cancelled or signalled), with a JSON API for the same (/api, described at "
+        "/api/openapi.json). People sign in with an access token: --token-file FILE, else the "
+        "TETHER_CONSOLE_TOKEN environment variable, one NAME:TOKEN entry per line (commas in "
+        "the variable), NAME being who the journal records as deciding. Binds to 127.0.0.1 "
+        "unless --host says otherwise. Exit 0 on a signal; 2 on bad usage (no tokens, "
+        "--no-auth on an address other hosts can reach); 3 if the store cannot be reached or "
+        "the web extra is missing.",
+    )
+    add_store_options(serve)
+    serve.add_argument(
+        "--host", default=DEFAULT_HOST, help=f"address to bind (default: {DEFAULT_HOST})"
+    )
+    serve.add_argument(
+        "--port", type=int, default=DEFAULT_PORT, help=f"port to bind (default: {DEFAULT_PORT})"
+    )
+    serve.add_argument(
+        "--token-file",
+        metavar="FILE",
+        help="the access tokens, one NAME:TOKEN a line (default: the TETHER_CONSOLE_TOKEN "
+        "environment variable)",
+    )
+    serve.add_argument(
+        "--no-auth",
+        action="store_true",
+        help="no sign-in: anyone who can reach the port acts as the current user; allowed only "
+        "with a loopback --host (127.0.0.1, ::1)",
+    )
+    serve.add_argument(
+        "--poll-interval",
+        metavar="SECONDS",
+        type=float,
+        default=1.0,
+        help="seconds between looks at the store for live updates (default: 1)",
+    )
+    serve.set_defaults(handler=_serve, parser=serve)
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _serve(args: argparse.Namespace) -> int:
+    check_store_usage(args)
+    if not args.poll_interval > 0:
+        args.parser.error("--poll-interval must be more than 0")
+    try:
+        import uvicorn
+
+        from .. import web
+    except ImportError as exc:
+        print(
+            f"tether: the console needs the web extra (pip install 'tether[web]'): {exc}",
+            file=sys.stderr,
+        )
+        return 3
+    tokens: dict[str, str] | None = None
+    anonymous: str | None = None
+    if args.no_auth:
+        if args.token_file is not None:
+            args.parser.error("--no-auth and --token-file exclude each other")
+        if not _loopback(args.host):
+            args.parser.error(
+                f"--no-auth only with a loopback --host (127.0.0.1 or ::1), not {args.host}: "
+                "anyone who can reach the port could approve a refund"
+            )
+        anonymous = getpass.getuser()
+        print(
+            f"tether: warning: no authentication: anyone who can connect to {args.host}:"
+            f"{args.port} acts as {anonymous}",
+            file=sys.stderr,
+        )
+    else:
+        try:
+            tokens = web.load_tokens(args.token_file)
+        except web.TokenError as exc:
+            args.parser.error(str(exc))
+        except OSError as exc:
+            print(f"tether: {args.token_file}: {exc.strerror or exc}", file=sys.stderr)
+            return 3
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+
+    async def main() -> None:
+        store = open_store(args)
+        application = web.app(
+            store, tokens=tokens, anonymous=anonymous, poll_interval=args.poll_interval
+        )
+        config = uvicorn.Config(
+            application,
+            host=args.host,
+            port=args.port,
+            log_level="warning",
+            access_log=False,
+            timeout_graceful_shutdown=2,
+            lifespan="on",
+            server_header=False,
+        )
+        server = uvicorn.Server(config)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(server.serve)
+            # uvicorn sets a flag once its sockets listen, and offers no event to wait on.
+            while not server.started and not server.should_exit:  # noqa: ASYNC110
+                await anyio.sleep(0.05)
+            if server.started:
+                host, port = server.servers[0].sockets[0].getsockname()[:2]
+                shown = f"[{host}]" if ":" in str(host) else host
+                print(
+                    f"serving the console of {store_label(args)} at http://{shown}:{port}/",
+                    file=sys.stderr,
+                    flush=True,
+                )
+
+    try:
+        anyio.run(main)
+    except Exception as exc:
+        problem = str(exc) if isinstance(exc, StoreMissingError) else store_failure(args, exc)
+        if problem is None:
+            raise
+        print(f"tether: {problem}", file=sys.stderr)
+        return 3
+    return 0

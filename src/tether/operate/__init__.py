@@ -1,0 +1,41 @@
+"""What a person sees of runs and does to them, from the store alone: no application loaded.
+
+Shared by the operator commands (``tether runs``, ``show``, ``approve``...) and the web console
+(``tether.web``): a run's summary (``summarize``: status, counters, what it waits for, as
+``run_status`` says), one-line descriptions of its events (``describe``), and the answers a
+person gives (``decide``, ``resolve``, ``retry``, ``signal``, ``cancel``), each checked by the
+supervisor's own rule (``answer_problem``) and appended to the journal, or queued in the run's
+inbox while a worker holds it.
+"""
+
+from __future__ import annotations
+
+from ..supervisor._answers import Recorded as Recorded
+from ..supervisor._answers import record_answer as record_answer
+from ._answer import cancel as cancel
+from ._answer import decide as decide
+from ._answer import resolve as resolve
+from ._answer import retry as retry
+from ._answer import signal as signal
+from ._describe import describe as describe
+from ._summary import RunSummary as RunSummary
+from ._summary import Waiting as Waiting
+from ._summary import load_summaries as load_summaries
+from ._summary import load_summary as load_summary
+from ._summary import summarize as summarize
+
+__all__ = [
+    "Recorded",
+    "RunSummary",
+    "Waiting",
+    "cancel",
+    "decide",
+    "describe",
+    "load_summaries",
+    "load_summary",
+    "record_answer",
+    "resolve",
+    "retry",
+    "signal",
+    "summarize",
+]

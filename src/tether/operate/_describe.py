@@ -1,0 +1,191 @@
+"""What an event says, in one line: the descriptions ``tether show`` prints and the console shows.
+
+Pure functions of the journal's records; nothing here reads a store or the clock.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import msgspec
+
+from ..journal._records import (
+    AnyEvent,
+    ChildEnded,
+    Decision,
+    Escalated,
+    ModelFailed,
+    ModelResponse,
+    Parked,
+    Resolved,
+    Resumed,
+    Retried,
+    RunFinished,
+    RunStarted,
+    Signal,
+    Suspended,
+    ToolFailed,
+    ToolResult,
+    ToolStarted,
+)
+from ..journal._records import Waiting as WaitRecord
+from ..supervisor._state import result_text
+
+
+def event_type(event: AnyEvent) -> str:
+    """The record's tag (``tool_result``...), as the journal names it."""
+    return str(type(event).__struct_config__.tag)
+
+
+def shorten(text: str, limit: int) -> str:
+    """``text`` on one line, cut to ``limit`` characters with an ellipsis."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: max(0, limit - 1)] + "…"
+
+
+def as_json(value: Any) -> str:
+    try:
+        return msgspec.json.encode(value).decode()
+    except (TypeError, msgspec.EncodeError):
+        return repr(value)
+
+
+def format_time(at: float) -> str:
+    """A wall-clock time as ``2026-12-04 09:00:00 UTC``."""
+    return dt.datetime.fromtimestamp(at, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def format_age(seconds: float | None) -> str:
+    """``45s``, ``12m``, ``3h05m``, ``4d03h``; ``-`` when unknown."""
+    if seconds is None:
+        return "-"
+    s = int(seconds)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
+
+
+def call_text(name: str, args: Any, limit: int = 80) -> str:
+    """``name(key="value", n=3)``, shortened."""
+    if isinstance(args, dict):
+        inner = ", ".join(f"{k}={as_json(v)}" for k, v in args.items())
+    else:
+        inner = "" if args is None else as_json(args)
+    return shorten(f"{name}({inner})", limit)
+
+
+def describe(event: AnyEvent, names: dict[str, str], limit: int = 100) -> str:
+    """One line saying what ``event`` records; ``names`` maps call ids to tool names."""
+
+    def tool(call_id: str) -> str:
+        name = names.get(call_id)
+        return f"{name} [{call_id}]" if name else f"[{call_id}]"
+
+    if isinstance(event, RunStarted):
+        m = event.manifest
+        prompt = ""
+        if event.messages:
+            content = event.messages[-1].get("content")
+            prompt = content if isinstance(content, str) else as_json(content)
+        text = f"model {m.model}, {len(m.tools)} tool(s)"
+        if m.app_version:
+            text += f", app {m.app_version}"
+        return shorten(f"{text}; prompt: {as_json(prompt)}", limit)
+    if isinstance(event, ModelResponse):
+        content = event.message.get("content")
+        blocks = content if isinstance(content, list) else [{"type": "text", "text": content}]
+        parts: list[str] = []
+        if event.stop_reason not in (None, "end_turn", "tool_use"):
+            parts.append(f"stopped: {event.stop_reason}")
+        for block in blocks:
+            kind = block.get("type")
+            if kind == "tool_use":
+                call_id, name = str(block.get("id", "?")), str(block.get("name", "?"))
+                names[call_id] = name
+                parts.append(f"asks for {call_text(name, block.get('input'), 60)} [{call_id}]")
+            elif kind == "server_tool_use":
+                name = str(block.get("name", "?"))
+                parts.append(f"server ran {call_text(name, block.get('input'), 60)}")
+            elif kind == "text" and block.get("text"):
+                parts.append(f"says {as_json(shorten(str(block['text']), 60))}")
+        cache = event.usage.cache_creation_input_tokens + event.usage.cache_read_input_tokens
+        if cache:
+            parts.append(
+                f"cache: {event.usage.cache_creation_input_tokens} written, "
+                f"{event.usage.cache_read_input_tokens} read"
+            )
+        return shorten("; ".join(parts) or "(empty answer)", limit)
+    if isinstance(event, ToolStarted):
+        return f"{tool(event.call_id)} attempt {event.attempt}"
+    if isinstance(event, ToolResult):
+        if event.blob is not None:
+            body = f"blob {event.blob.size} bytes: {event.blob.summary}"
+        else:
+            body = result_text(event.content)
+        return shorten(f"{tool(event.call_id)} {'ok' if event.ok else 'error'}: {body}", limit)
+    if isinstance(event, Decision):
+        verb = "approved" if event.approved else "rejected"
+        note = f": {event.note}" if event.note else ""
+        return shorten(f"{verb} {tool(event.call_id)} by {event.by}{note}", limit)
+    if isinstance(event, Escalated):
+        return shorten(f"{tool(event.call_id)}: {event.reason}", limit)
+    if isinstance(event, Resolved):
+        text = f"{tool(event.call_id)} {event.outcome}"
+        if event.by:
+            text += f" by {event.by}"
+        if event.result is not None:
+            text += f", result {as_json(event.result)}"
+        if event.note:
+            text += f": {event.note}"
+        return shorten(text, limit)
+    if isinstance(event, Resumed):
+        counted = "" if event.charged else ", not counted"
+        return shorten(
+            f"restart {event.attempt} on {event.host or '?'} (pid {event.pid}) after "
+            f"{event.cause}{counted}",
+            limit,
+        )
+    if isinstance(event, Suspended):
+        return shorten(f"suspended by {event.host or '?'} (pid {event.pid}): {event.reason}", limit)
+    if isinstance(event, ModelFailed):
+        text = f"{event.kind}: {event.error}"
+        if event.retry_at is not None:
+            text += f"; asked again at +{max(0.0, event.retry_at - event.at):.1f}s"
+        return shorten(text, limit)
+    if isinstance(event, ToolFailed):
+        what = "timed out" if event.timed_out else "failed"
+        text = f"{tool(event.call_id)} attempt {event.attempt} {what}: {event.error}"
+        return shorten(text, limit)
+    if isinstance(event, Parked):
+        return shorten(f"needs_attention ({event.cause}): {event.reason}", limit)
+    if isinstance(event, WaitRecord):
+        if event.child is not None:
+            what = f"waits for child run {event.child.get('run_id')}"
+        elif event.event is not None:
+            what = f"waits for event {event.event}"
+        else:
+            what = "sleeps"
+        if event.until is not None:
+            what += f" until {format_time(event.until)}"
+        return shorten(f"{tool(event.call_id)} {what}", limit)
+    if isinstance(event, Signal):
+        by = f" from {event.by}" if event.by else ""
+        return shorten(f"{event.name} ({event.signal_id}){by}: {as_json(event.payload)}", limit)
+    if isinstance(event, ChildEnded):
+        text = event.final_text if event.final_text is not None else event.reason
+        return shorten(f"child run {event.child} ended {event.status}: {text}", limit)
+    if isinstance(event, Retried):
+        text = "retried" + (f" by {event.by}" if event.by else "")
+        if event.budgets is not None:
+            text += f", budgets {as_json(msgspec.to_builtins(event.budgets))}"
+        if event.note:
+            text += f": {event.note}"
+        return shorten(text, limit)
+    if isinstance(event, RunFinished):
+        return shorten(event.status + (f": {event.reason}" if event.reason else ""), limit)
+    return ""  # pragma: no cover - every event type is handled above

@@ -1,0 +1,145 @@
+"""Who holds a run right now, and what every run's version is, without reading journals.
+
+A directory store: the process holding a journal's ``flock`` (``/proc/locks``, which takes no
+lock itself). PostgreSQL: the worker whose lease is live by the database's clock. ``versions``
+gives every run's version (which changes whenever the run is written to) and holder in one
+look, so that a listing reads only the journals that changed since it last looked.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+from dataclasses import dataclass
+
+import anyio
+
+from ..journal._store import FileStore, Store
+from ..postgres import PostgresStore
+
+
+def held_by(path: str) -> int | None:
+    """The pid holding ``path``'s ``flock`` (0 if unknown), or ``None`` if nobody holds it.
+
+    Reads ``/proc/locks`` where it exists, which takes no lock itself; elsewhere it tries a
+    shared, non-blocking ``flock`` for an instant.
+    """
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    try:
+        with open("/proc/locks", encoding="ascii", errors="replace") as f:
+            table = f.read()
+    except OSError:
+        return _probe(path)
+    want = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    for line in table.splitlines():
+        parts = line.split()
+        # "1: FLOCK  ADVISORY  WRITE 27956 fe:00:2146324 0 EOF" ("->" marks a blocked waiter)
+        if len(parts) >= 6 and parts[1] == "FLOCK" and parts[5] == want:
+            try:
+                return int(parts[4])
+            except ValueError:
+                return 0
+    return None
+
+
+def _probe(path: str) -> int | None:  # pragma: no cover - systems without /proc/locks
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+                return 0
+            raise
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
+async def holder_of(store: Store, run_id: str) -> int | str | None:
+    """Who holds run ``run_id`` right now, or ``None``.
+
+    A directory store: the pid holding the journal's lock (0 if unknown). PostgreSQL: the owner
+    of the run's live lease (by the database's clock).
+    """
+    if isinstance(store, FileStore):
+        return held_by(store.path(run_id))
+    if isinstance(store, PostgresStore):
+        return await store.holder(run_id)
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Version:
+    """One run in a look at the store: its version and who holds it (``None``: nobody)."""
+
+    version: tuple[int, int]
+    held_by: int | str | None = None
+
+
+async def versions(store: Store) -> dict[str, Version]:
+    """Every run of ``store`` with its version and holder, in one look.
+
+    A directory store's version is the journal's ``(size, mtime_ns)`` (entries that are not
+    regular files are left out, as ``list_runs`` does); PostgreSQL's is the run's
+    ``(next_seq, epoch)``. Another store gives each run of ``list_runs`` the version
+    ``(0, 0)``, which never changes: a caller must read such runs every time.
+
+    Raises:
+        OSError: the store's directory cannot be listed.
+    """
+    if isinstance(store, PostgresStore):
+        return {
+            run_id: Version(version, holder)
+            for run_id, (version, holder) in (await store.run_versions()).items()
+        }
+    if isinstance(store, FileStore):
+        stats = await store.run_stats()
+        paths = {run_id: store.path(run_id) for run_id in stats}
+        held = await anyio.to_thread.run_sync(_holders_of, paths)
+        return {run_id: Version(s.version, held.get(run_id)) for run_id, s in stats.items()}
+    return {
+        run_id: Version((0, 0), await holder_of(store, run_id))
+        for run_id in await store.list_runs()
+    }
+
+
+def _holders_of(paths: dict[str, str]) -> dict[str, int]:
+    """The pid holding each path's ``flock`` (0 if unknown), for the paths someone holds.
+
+    One read of ``/proc/locks`` and one ``stat`` per held-looking file; elsewhere a probe each.
+    """
+    try:
+        with open("/proc/locks", encoding="ascii", errors="replace") as f:
+            table = f.read()
+    except OSError:  # pragma: no cover - systems without /proc/locks
+        found = {run_id: held_by(path) for run_id, path in paths.items()}
+        return {run_id: pid for run_id, pid in found.items() if pid is not None}
+    locks: dict[str, int] = {}
+    for line in table.splitlines():
+        parts = line.split()
+        if len(parts) >= 6 and parts[1] == "FLOCK":
+            try:
+                locks[parts[5]] = int(parts[4])
+            except ValueError:
+                locks[parts[5]] = 0
+    if not locks:
+        return {}
+    out: dict[str, int] = {}
+    for run_id, path in paths.items():
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            continue
+        pid = locks.get(f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}")
+        if pid is not None:
+            out[run_id] = pid
+    return out

@@ -1,0 +1,284 @@
+"""A run as a person sees it, from its journal alone: status, counters, what it waits for.
+
+``tether runs``, ``tether show``, ``tether gc`` and the console all summarize runs here. No
+application is loaded: a run's status is what ``tether.supervisor.run_status`` reads from its
+journal, the same function the supervisor uses, with the approval flags and deadlines the
+run's manifest pinned.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from .._errors import InvalidRunIdError, JournalError, RunNotFoundError
+from ..journal._records import AnyEvent
+from ..journal._store import FileStore, Store
+from ..supervisor._state import RunState, RunStatus, fold
+from ..supervisor._status import approval_deadline, approval_wait, run_status, world_wait
+from ._holders import holder_of
+
+WaitKind = Literal["approval", "resolution"]
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """One call a person has to answer."""
+
+    call_id: str
+    tool: str
+    kind: WaitKind
+    since: float
+    reason: str = ""
+    deadline: float | None = field(default=None, compare=False)
+    """When an approval's wait ends by the contract its run pinned (``None``: no deadline)."""
+
+    def describe(self) -> str:
+        return f"{self.call_id} {self.tool}" + (f" ({self.reason})" if self.reason else "")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "call_id": self.call_id,
+            "tool": self.tool,
+            "awaiting": self.kind,
+            "since": self.since,
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """A run as the operator commands report it."""
+
+    run_id: str
+    status: str
+    reason: str = ""
+    started_at: float | None = None
+    finished_at: float | None = None
+    last_at: float | None = None
+    model_calls: int = 0
+    tool_calls: int = 0
+    restarts: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_creation_tokens: int = 0
+    cache_read_tokens: int = 0
+    events: int = 0
+    waiting: tuple[Waiting, ...] = ()
+    final_text: str | None = None
+    held_by: int | str | None = None
+    readable: bool = True
+    parent: str | None = None
+    state: RunState | None = field(default=None, repr=False, compare=False)
+    changes_at: float | None = field(default=None, compare=False)
+    """When the status changes by itself (an approval deadline, the run's deadline, a timer),
+    if it does: a summary stays true until then or until the run is written to."""
+
+    @property
+    def finished(self) -> bool:
+        return self.finished_at is not None
+
+    def age(self, now: float) -> float | None:
+        """Seconds since the run started."""
+        return None if self.started_at is None else max(0.0, now - self.started_at)
+
+    def detail(self) -> str:
+        """What the run waits for, or why it stopped, in one line."""
+        parts: list[str] = []
+        for kind in ("approval", "resolution"):
+            calls = [w for w in self.waiting if w.kind == kind]
+            if calls:
+                parts.append(f"awaiting {kind}: " + ", ".join(w.describe() for w in calls))
+        if self.held_by is not None and not self.finished:
+            parts.append(_holder_text(self.held_by))
+        elif self.status == RunStatus.RUNNING and self.readable:
+            parts.append("no process holds it: continues when a supervisor picks it up")
+        if self.reason and not self.waiting and self.status != RunStatus.DONE:
+            parts.append(self.reason)
+        if self.parent is not None:
+            parts.append(f"child of {self.parent}")
+        return "; ".join(parts)
+
+    def as_dict(self, now: float) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "status": self.status,
+            "reason": self.reason,
+            "waiting": [w.as_dict() for w in self.waiting],
+            "age_s": self.age(now),
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+            "last_event_at": self.last_at,
+            "model_calls": self.model_calls,
+            "tool_calls": self.tool_calls,
+            "restarts": self.restarts,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cache_creation_tokens": self.cache_creation_tokens,
+            "cache_read_tokens": self.cache_read_tokens,
+            "events": self.events,
+            "held_by": self.held_by,
+            "readable": self.readable,
+            "parent": self.parent,
+            "final_text": self.final_text,
+        }
+
+
+def _holder_text(holder: int | str) -> str:
+    if isinstance(holder, str):
+        return f"held by worker {holder}"  # a PostgreSQL lease's owner
+    return f"held by pid {holder}" if holder else "held by a process"
+
+
+def unreadable(run_id: str, problem: str) -> RunSummary:
+    """The summary of a run whose journal cannot be read or folded."""
+    return RunSummary(
+        run_id=run_id,
+        status=RunStatus.NEEDS_ATTENTION.value,
+        reason=f"journal cannot be read: {problem}",
+        readable=False,
+    )
+
+
+def summarize(
+    run_id: str,
+    events: list[AnyEvent],
+    held_by: int | str | None = None,
+    *,
+    now: float | None = None,
+) -> RunSummary:
+    """The summary of a run from its events (and who holds it, if anyone: see ``holder_of``),
+    at wall-clock ``now`` (default: the time now).
+
+    A journal that cannot be folded gives an unreadable summary rather than an error.
+    """
+    try:
+        state = fold(events)
+    except ValueError as exc:
+        return unreadable(run_id, str(exc))
+    if state.started is None:
+        return RunSummary(
+            run_id=run_id,
+            status=RunStatus.NEEDS_ATTENTION.value,
+            reason="the journal has no run_started record",
+            events=len(events),
+            held_by=held_by,
+            state=state,
+        )
+    at = time.time() if now is None else now
+    outcome = run_status(state, at)
+    status, reason = outcome.status, outcome.reason
+    # Every call a person can answer now, also while other calls of the turn still run or a
+    # process holds the run (an answer then waits in the run's inbox for that process).
+    waiting = waiting_calls(state, answerable(state, at))
+    if held_by is not None and state.finished is None:
+        status, reason = RunStatus.RUNNING, ""  # a process is advancing it right now
+    changes_at = outcome.wake_at
+    for w in waiting:
+        if w.deadline is not None and (changes_at is None or w.deadline < changes_at):
+            changes_at = w.deadline  # the approval's wait ends then: it leaves the inbox
+    return RunSummary(
+        run_id=run_id,
+        status=status.value,
+        reason=reason,
+        started_at=state.started.at,
+        finished_at=state.finished.at if state.finished is not None else None,
+        last_at=events[-1].at if events else None,
+        model_calls=state.model_calls,
+        tool_calls=state.tool_calls,
+        restarts=state.restarts,
+        input_tokens=state.input_tokens,
+        output_tokens=state.output_tokens,
+        cache_creation_tokens=state.cache_creation_tokens,
+        cache_read_tokens=state.cache_read_tokens,
+        events=len(events),
+        waiting=waiting,
+        final_text=state.final_text,
+        held_by=held_by,
+        parent=state.started.parent,
+        state=state,
+        changes_at=changes_at,
+    )
+
+
+def answerable(state: RunState, now: float) -> tuple[str, ...]:
+    """The calls a person can answer at ``now``: escalated ones (resolve), then those waiting
+    for approval whose deadline has not passed (approve or reject), in the turn's order.
+
+    The same calls ``run_status`` names as pending when the run waits for a person, but also
+    while other calls of the turn can still run. None for a finished or parked run.
+    """
+    if state.finished is not None or state.parked is not None or not state.turn_open:
+        return ()
+    calls = [c for c in state.calls.values() if not c.done]
+    escalated = [c.id for c in calls if c.escalated]
+    approvals = [
+        c.id
+        for c in calls
+        if not c.escalated
+        and world_wait(state, c, now) is None
+        and approval_wait(state, c, now) is not None
+    ]
+    return (*escalated, *approvals)
+
+
+def status_of(state: RunState, now: float) -> tuple[RunStatus, str, tuple[Waiting, ...]]:
+    """Status, reason and the calls waiting for a person, as ``run_status`` says at ``now``."""
+    outcome = run_status(state, now)
+    return outcome.status, outcome.reason, waiting_calls(state, outcome.pending)
+
+
+def waiting_calls(state: RunState, pending: tuple[str, ...]) -> tuple[Waiting, ...]:
+    """The calls ``pending`` (as ``run_status`` names them) as what a person has to answer."""
+    waiting: list[Waiting] = []
+    for call_id in pending:
+        call = state.calls[call_id]
+        if call.escalated and call.escalation is not None:
+            waiting.append(
+                Waiting(
+                    call.id, call.name, "resolution", call.escalation.at, call.escalation.reason
+                )
+            )
+        else:
+            deadline = approval_deadline(state, call)
+            waiting.append(Waiting(call.id, call.name, "approval", call.started_at, "", deadline))
+    return tuple(waiting)
+
+
+async def load_summary(store: Store, run_id: str) -> tuple[list[AnyEvent], RunSummary]:
+    """A run's events (read without its lock or lease) and summary.
+
+    Raises:
+        RunNotFoundError, InvalidRunIdError, JournalCorruptError, JournalVersionError, OSError.
+    """
+    events = await store.read(run_id)
+    return events, summarize(run_id, events, await holder_of(store, run_id))
+
+
+async def load_summaries(store: Store) -> list[RunSummary]:
+    """Every run of the store; a journal that cannot be read gives an unreadable summary, and so
+    does an entry of a directory store's ``runs/`` named like a journal that is not a regular
+    file (a directory, a FIFO...), so that nothing there hides the other runs.
+
+    Raises:
+        OSError: the store's directory cannot be listed.
+    """
+    out: list[RunSummary] = []
+    for run_id in await store.list_runs():
+        try:
+            _, summary = await load_summary(store, run_id)
+        except RunNotFoundError:
+            continue  # removed since it was listed
+        except (JournalError, InvalidRunIdError) as exc:
+            summary = unreadable(run_id, str(exc))
+        out.append(summary)
+    if isinstance(store, FileStore):
+        for name, kind in (await store.odd_entries()).items():
+            if name.endswith(".journal"):
+                path = os.path.join(store.runs_dir, name)
+                reason = f"{path} is {kind}, not a regular file"
+                out.append(unreadable(name.removesuffix(".journal"), reason))
+        out.sort(key=lambda s: s.run_id)
+    return out

@@ -1,0 +1,80 @@
+"""The inbox of a run that a running worker holds: a turn asks for a refund (which needs
+approval) and a slow look-up at once. While the worker runs the look-up it holds the run, yet
+the inbox lists the refund; the approval given there is queued, and that worker records it and
+finishes the run."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import pytest
+
+import tether
+from tether.journal import Decision
+from tether.supervisor import RunStatus, Supervisor
+
+from ..cli._stores import WAIT, Env
+from ._envs import auth, console
+
+pytestmark = pytest.mark.timeout(120)
+
+use = tether.ScriptedModel.tool_use
+RUN = "run-held"
+REFUND = "toolu_h1"
+SLOW = "toolu_h2"
+
+
+async def test_a_call_of_a_run_a_worker_holds_is_in_the_inbox_and_its_approval_is_queued(
+    env: Env,
+) -> None:
+    looking, release = anyio.Event(), anyio.Event()
+
+    def answer(messages: list[dict[str, Any]]) -> Any:
+        if sum(1 for m in messages if m.get("role") == "assistant") == 0:
+            return [use(REFUND, "issue_refund", {"order": "o-9"}), use(SLOW, "slow_lookup", {})]
+        return "refund o-9 issued"
+
+    tools = env.tools()
+
+    @tools.tool(policy="rerun")
+    async def slow_lookup() -> str:
+        """Look something up, slowly."""
+        looking.set()
+        await release.wait()
+        return "found"
+
+    async with Supervisor(env.store(), model=tether.ScriptedModel(answer), tools=tools) as sup:
+        await sup.start(RUN, "refund o-9 after a look")
+        with anyio.fail_after(WAIT):
+            await looking.wait()
+        async with console(env) as client:
+            listed = (await client.get("/api/runs", headers=auth())).json()["runs"]
+            (run,) = [r for r in listed if r["run_id"] == RUN]
+            assert run["status"] == "running"
+            assert run["held_by"] is not None
+            assert f"awaiting approval: {REFUND} issue_refund" in run["detail"]
+            calls = (await client.get("/api/inbox", headers=auth())).json()["calls"]
+            (call,) = [c for c in calls if c["run_id"] == RUN]
+            assert (call["call_id"], call["tool"], call["awaiting"], call["arguments"]) == (
+                REFUND,
+                "issue_refund",
+                "approval",
+                {"order": "o-9"},
+            )
+            assert call["prompt"] == "refund o-9 after a look"
+            page = await client.get(f"/api/runs/{RUN}", headers=auth())
+            assert [w["call_id"] for w in page.json()["waiting"]] == [REFUND]
+            response = await client.post(
+                f"/api/runs/{RUN}/calls/{REFUND}/approve", json={"note": "ok"}, headers=auth()
+            )
+            assert response.status_code == 200, response.text
+            assert response.json()["queued"] is True
+        assert env.refunds == []
+        release.set()
+        assert await sup.wait(RUN, timeout=WAIT) is RunStatus.DONE
+    assert env.refunds == ["o-9"]
+    decisions = [e for e in await env.events(RUN) if isinstance(e, Decision)]
+    assert [(d.call_id, d.approved, d.by, d.note) for d in decisions] == [
+        (REFUND, True, "priya", "ok")
+    ]

@@ -1,0 +1,147 @@
+"""The console's pages against real stores (a directory and PostgreSQL): what each shows, and
+every form, each answer recorded with the signed-in identity or refused in the command line's
+words."""
+
+from __future__ import annotations
+
+import html
+
+import pytest
+from markupsafe import escape
+
+from tether.journal import Decision, Resolved, Retried, RunFinished, Signal
+
+from ..cli._stores import APPROVE, CHARGE_CALL, DONE, ESCALATED, FAILED, REFUND_CALL, Env
+from ._envs import auth, console, sign_in
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def rows(page: str) -> list[str]:
+    """The run ids of a runs page's table, in order."""
+    body = page.split('<table class="runs">', 1)[1].split("</table>", 1)[0]
+    return [part.split('"', 1)[0] for part in body.split('<tr data-run="')[1:]]
+
+
+async def test_the_runs_page_a_runs_page_and_the_inbox(env: Env) -> None:
+    async with console(env) as client:
+        await sign_in(client)
+        api = {
+            r["run_id"]: r for r in (await client.get("/api/runs", headers=auth())).json()["runs"]
+        }
+        runs = (await client.get("/")).text
+        failed = (await client.get("/?status=failed")).text
+        found = (await client.get("/?q=escal")).text
+        shown = (await client.get(f"/api/runs/{DONE}", headers=auth())).json()
+        done = (await client.get(f"/runs/{DONE}")).text
+        approve = (await client.get(f"/runs/{APPROVE}")).text
+        inbox = (await client.get("/inbox")).text
+        (blob,) = [e["blob"] for e in shown["events"] if e.get("blob")]
+        blob_page = (await client.get(f"/runs/{DONE}/blobs/{blob['digest']}")).text
+        missing = await client.get("/runs/no-such-run")
+    assert sorted(rows(runs)) == sorted(api)
+    for run in api.values():  # status, counters, tokens, what it waits for or why it stopped
+        row = runs.split(f'<tr data-run="{run["run_id"]}">', 1)[1].split("</tr>", 1)[0]
+        for value in (run["status"], run["age"], run["model_calls"], run["tokens"]):
+            assert f">{value}<" in row.replace(f"s-{run['status']}", ""), (run["run_id"], value)
+        assert str(escape(run["detail"])) in row
+    assert api[FAILED]["detail"]  # the reason it failed
+    assert f"awaiting approval: {REFUND_CALL} issue_refund" in api[APPROVE]["detail"]
+    assert "waiting_for_approval <b>1</b>" in runs
+    assert "failed <b>1</b>" in runs
+    assert rows(failed) == [FAILED]
+    assert rows(found) == [ESCALATED]
+
+    for event in shown["events"]:  # the timeline tether show prints, records folded
+        assert str(escape(event["text"])) in done
+    assert "<details><summary>" in done
+    assert f'href="/runs/{DONE}/blobs/{blob["digest"]}"' in done
+    assert "x" * 300 in blob_page
+    assert missing.status_code == 404
+
+    assert f'action="/runs/{APPROVE}/calls/{REFUND_CALL}/approve"' in approve
+    for run_id, call_id, verbs in (
+        (APPROVE, REFUND_CALL, ("approve", "reject")),
+        (ESCALATED, CHARGE_CALL, ("resolve",)),
+    ):
+        section = inbox.split(f'data-run="{run_id}" data-call="{call_id}"', 1)[1]
+        section = section.split("</section>", 1)[0]
+        for verb in verbs:
+            assert f'action="/runs/{run_id}/calls/{call_id}/{verb}"' in section or (
+                f'formaction="/runs/{run_id}/calls/{call_id}/{verb}"' in section
+            )
+        assert f'action="/runs/{run_id}/cancel"' in section
+    refund = inbox.split(f'data-call="{REFUND_CALL}"', 1)[1].split("</section>", 1)[0]
+    assert "issue_refund" in refund
+    assert str(escape('"order": "o-1"')) in refund
+    assert "refund o-1" in refund  # the run's prompt
+
+
+async def test_pages_are_paginated(env: Env) -> None:
+    async with console(env, per_page=1) as client:
+        await sign_in(client)
+        pages = [(await client.get(f"/?page={n}")).text for n in (1, 2, 3, 4)]
+    assert "page 1 of 4" in pages[0]
+    assert 'rel="next"' in pages[0]
+    assert 'rel="prev"' not in pages[0]
+    assert 'rel="prev"' in pages[3]
+    assert 'rel="next"' not in pages[3]
+    assert len({run for page in pages for run in rows(page)}) == 4
+
+
+async def test_every_form_records_its_answer_or_says_why_not(env: Env) -> None:
+    async with console(env) as client:
+        csrf = await sign_in(client)
+
+        async def post(path: str, **fields: str) -> str:
+            response = await client.post(path, data={"csrf": csrf, "next": "/inbox", **fields})
+            assert response.status_code == 303, response.text
+            assert response.headers["location"] == "/inbox"
+            page = (await client.get("/inbox")).text
+            return html.unescape(page.split('<p class="flash', 1)[1].split("</p>", 1)[0])
+
+        refused = await post(f"/runs/{DONE}/calls/toolu_l1/approve")
+        resolved = await post(
+            f"/runs/{ESCALATED}/calls/{CHARGE_CALL}/resolve",
+            outcome="succeeded",
+            result='"charged c-1"',
+            note="seen in the PSP",
+        )
+        rejected = await post(
+            f"/runs/{APPROVE}/calls/{REFUND_CALL}/reject", note="refunds need a manager"
+        )
+        retried = await post(f"/runs/{FAILED}/retry", extend="max_model_calls=5")
+        signalled = await post(f"/runs/{APPROVE}/signal", name="payment.o-1", data='{"a": 1}')
+        cancelled = await post(f"/runs/{APPROVE}/cancel", reason="customer withdrew")
+        bad_json = await post(
+            f"/runs/{ESCALATED}/calls/{CHARGE_CALL}/resolve", outcome="failed", result="{nope"
+        )
+    assert refused.startswith(' error" role="status">refused: run ')
+    assert "recorded: resolved toolu_c1" in resolved
+    assert "recorded: rejected toolu_r1" in rejected
+    assert "recorded: retry of run" in retried
+    assert "recorded: signal payment.o-1" in signalled
+    assert "recorded: run run-approve cancelled (customer withdrew) by priya" in cancelled
+    assert "result is not valid JSON" in bad_json
+    (resolution,) = [e for e in await env.events(ESCALATED) if isinstance(e, Resolved)]
+    assert (resolution.outcome, resolution.result, resolution.by) == (
+        "succeeded",
+        "charged c-1",
+        "priya",
+    )
+    (retry,) = [e for e in await env.events(FAILED) if isinstance(e, Retried)]
+    assert retry.by == "priya"
+    assert retry.budgets is not None
+    assert retry.budgets.max_model_calls == 6
+    events = await env.events(APPROVE)
+    (decision,) = [e for e in events if isinstance(e, Decision)]
+    assert (decision.approved, decision.by, decision.note) == (
+        False,
+        "priya",
+        "refunds need a manager",
+    )
+    assert [(s.name, s.payload) for s in events if isinstance(s, Signal)] == [
+        ("payment.o-1", {"a": 1})
+    ]
+    (end,) = [e for e in events if isinstance(e, RunFinished)]
+    assert (end.status, end.reason) == ("cancelled", "customer withdrew (by priya)")
