@@ -115,6 +115,10 @@ def test_valid_blocks_are_returned_as_given() -> None:
             [{"type": "thinking", "thinking": "hm"}],
             "block 0 (thinking): 'signature' must be a string (missing)",
         ),
+        (
+            [{"type": "tool_use", "id": "t", "name": "x", "input": {}, "input_error": 1}],
+            "block 0 (tool_use): 'input_error' must be a string",
+        ),
     ],
 )
 def test_malformed_blocks_name_the_index_and_problem(blocks: object, expected: str) -> None:
