@@ -356,6 +356,7 @@ _TRANSIENT_ERRORS = frozenset(
 """API error types worth asking again, whatever the HTTP status (a stream that breaks off with
 an ``error`` event arrives with the stream's status, 200)."""
 
+
 def _error_type(exc: anthropic.APIStatusError) -> str | None:
     error = exc.body.get("error") if isinstance(exc.body, dict) else None
     kind = error.get("type") if isinstance(error, dict) else None
