@@ -365,6 +365,7 @@ def _allowed(scripted: Answer, body: dict[str, Any]) -> None:
         raise ScriptError("the request said tool_choice 'none'")
     if len(calls) > 1 and body.get("parallel_tool_calls") is False:
         raise ScriptError("the request said parallel_tool_calls false: one call at most")
-    for item, following in zip(scripted.items, [*scripted.items[1:], None], strict=True):
+    for index, item in enumerate(scripted.items):
+        following = scripted.items[index + 1] if index + 1 < len(scripted.items) else None
         if isinstance(item, Reasoning) and not isinstance(following, Message | FunctionCall):
             raise ScriptError("a reasoning item is followed by a message or a function call")
