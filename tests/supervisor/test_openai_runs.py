@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import pathlib
 import signal
@@ -19,6 +20,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any, Literal
 
+import anyio
 import pytest
 
 import tether
@@ -358,11 +360,25 @@ def test_a_run_parked_for_approval_resumes_in_a_new_process_after_a_kill(
     assert resumed.stdout.splitlines()[-1] == (
         "done refunds=['o-1 run-1:call_0', 'o-2 run-1:call_0-t2'] requests=1 rejections=0"
     )
-    events = anyio_read(tmp_path / "store")
+    events = anyio.run(read_events, tmp_path / "store", RUN)
     assert len(of_type(events, ToolResult)) == 2
 
 
-def anyio_read(root: pathlib.Path) -> list[Any]:
-    import anyio
-
-    return anyio.run(read_events, root, RUN)
+async def test_a_worker_without_credentials_says_so_once_at_start_and_parks_runs(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    for name in ("OPENAI_API_KEY", "OPENAI_ADMIN_KEY", "OPENAI_CUSTOM_HEADERS"):
+        monkeypatch.delenv(name, raising=False)
+    caplog.set_level(logging.ERROR, logger="tether.supervisor")
+    async with (
+        tether.OpenAIModel(MODEL) as model,
+        Supervisor(tether.FileStore(tmp_path), model=model) as sup,
+    ):
+        loud = [r for r in caplog.records if "cannot answer" in r.getMessage()]
+        assert len(loud) == 1  # once, at start, before any run asked
+        assert "no OpenAI credentials" in loud[0].getMessage()
+        await sup.start(RUN, "hi")
+        assert await sup.wait(RUN, timeout=WAIT) is RunStatus.NEEDS_ATTENTION
+        view = await sup.inspect(RUN)
+    assert "no OpenAI credentials: set OPENAI_API_KEY" in view.reason
+    assert view.restarts == 0
