@@ -129,6 +129,44 @@ async def test_chat_parallel_calls_and_their_results_in_order() -> None:
     assert "content" not in api.bodies[1]["messages"][1]  # no text: only the calls
 
 
+@pytest.mark.parametrize("kind", ["chat", "responses"])
+async def test_calls_of_one_answer_sharing_an_id_are_told_apart(kind: str) -> None:
+    """A compatible server that numbers calls badly: three calls, two named ``call_0`` and
+    one already named what the renamed one would be."""
+    ids = ["call_0", "call_0", "call_0-2"]
+    cities = ["Paris", "Oslo", "Rome"]
+    api: FakeAPI[Any]
+    if kind == "chat":
+        api = chat.ChatAPI(
+            chat.answer(
+                *(
+                    chat.call(i, "get_weather", {"city": c})
+                    for i, c in zip(ids, cities, strict=True)
+                )
+            ),
+            chat.answer("All mild."),
+        )
+    else:
+        api = responses.ResponsesAPI(
+            responses.answer(
+                *(
+                    responses.function_call(i, "get_weather", {"city": c})
+                    for i, c in zip(ids, cities, strict=True)
+                )
+            ),
+            responses.answer("All mild."),
+        )
+    async with model_on(api) as model:
+        first = await model(system=None, messages=ASK, tools=[WEATHER])
+        renamed = [b["id"] for b in first.content if b["type"] == "tool_use"]
+        assert renamed == ["call_0", "call_0-3", "call_0-2"]
+        assert [b["input"]["city"] for b in first.content] == cities
+        answers = results(*((i, f"{c}: mild") for i, c in zip(renamed, cities, strict=True)))
+        await model(system=None, messages=[*ASK, first.as_message(), answers], tools=[WEATHER])
+    api.assert_all_answered()
+    assert api.rejections == []  # each call and its result paired by the new ids
+
+
 @pytest.mark.parametrize(
     ("arguments", "error"),
     [

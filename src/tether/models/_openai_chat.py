@@ -12,7 +12,8 @@ only). An assistant message is its text as ``content`` and its calls as ``tool_c
 Answers. ``choices[0].message`` becomes blocks in this order: ``openai_reasoning_content``
 (the ``reasoning_content`` or ``reasoning`` text some compatible servers add), ``text``,
 ``openai_refusal`` (``{"refusal": ...}``), then one ``tool_use`` per tool call (a call
-without an id, as some servers send, is numbered ``call_N`` by its place). The stop reason is
+without an id, as some servers send, is numbered ``call_N`` by its place, and a repeated id
+is renamed: ``distinct_ids``). The stop reason is
 the runtime's: ``refusal`` when the model refused or ``finish_reason`` is ``content_filter``,
 ``max_tokens`` for ``length``, ``tool_use`` when there are calls, ``end_turn`` for ``stop``;
 any other finish reason is kept as it is. ``stop_details`` keeps ``finish_reason`` as sent.
@@ -30,6 +31,7 @@ from ._openai_translate import (
     arguments_text,
     blocks_of,
     data_url,
+    distinct_ids,
     result_text,
     search_result_text,
     system_text,
@@ -203,6 +205,7 @@ def reply(model: str, completion: dict[str, Any]) -> ModelReply:
             )
         call_id = call.get("id") or f"call_{n}"
         blocks.append(tool_use(str(call_id), str(function["name"]), function.get("arguments")))
+    distinct_ids(blocks)
     finish = choice.get("finish_reason")
     return ModelReply(
         content=blocks,

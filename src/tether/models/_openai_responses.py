@@ -17,7 +17,8 @@ so both go back, in their order) and ``openai_item`` blocks (any other output it
 Answers. Each output item becomes blocks, in order: a ``message`` one ``text`` block per
 ``output_text`` part (``item_id``, and ``annotations`` and ``phase`` when present) and an
 ``openai_refusal`` block per refusal; a ``function_call`` a ``tool_use`` block (``id`` the
-item's ``call_id``, ``item_id`` its ``id``); a ``reasoning`` item ``{"type":
+item's ``call_id``, renamed when an earlier call of the response has it, ``item_id`` its
+``id``); a ``reasoning`` item ``{"type":
 "openai_reasoning", "item": ...}``; any other item ``{"type": "openai_item", "item": ...}``.
 The stop reason: ``refusal`` for a refusal or an answer cut off by the content filter,
 ``max_tokens`` for one cut off at ``max_output_tokens``, ``tool_use`` when there are calls,
@@ -36,6 +37,7 @@ from ._openai_translate import (
     arguments_text,
     blocks_of,
     data_url,
+    distinct_ids,
     result_text,
     search_result_text,
     system_text,
@@ -234,6 +236,7 @@ def reply(model: str, response: dict[str, Any]) -> ModelReply:
             blocks.append({"type": "openai_reasoning", "item": item})
         else:
             blocks.append({"type": "openai_item", "item": item})
+    distinct_ids(blocks)
     status = response.get("status")
     reason = (response.get("incomplete_details") or {}).get("reason")
     details: dict[str, Any] = {"status": status}

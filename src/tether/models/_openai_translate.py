@@ -9,6 +9,9 @@ Anthropic-shaped, and both OpenAI APIs take some of its pieces the same way.
   ``input``; text that is not one JSON object gives the block ``input_error`` instead (the
   runtime answers that call with an error result and does not run it), and such a call goes
   back to the API with ``{}`` as its arguments, since some servers parse what they are sent.
+- A call's id is the server's. A compatible server may give two calls of one answer the same
+  id (or none); the later ones are renamed here (``call_0-2``), so the answer's ids are
+  distinct, and the runtime renames any id an earlier turn of the run used.
 - Tokens: OpenAI counts cached input inside the prompt's tokens; ``Usage`` keeps them apart.
 
 Nothing here imports the SDK: the translations work on plain JSON values.
@@ -87,6 +90,23 @@ def tool_use(call_id: str, name: str, arguments: object, **extra: Any) -> dict[s
                 )
     block.update(extra)
     return block
+
+
+def distinct_ids(blocks: list[dict[str, Any]]) -> None:
+    """Rename, in place, a ``tool_use`` block whose id an earlier block of the same answer has
+    (``call_0`` twice becomes ``call_0`` and ``call_0-2``), never to an id the answer uses."""
+    uses = [b for b in blocks if b.get("type") == "tool_use"]
+    taken = {b["id"] for b in uses}
+    seen: set[str] = set()
+    for block in uses:
+        call_id = block["id"]
+        if call_id in seen:
+            n = 2
+            while f"{call_id}-{n}" in taken:
+                n += 1
+            block["id"] = f"{call_id}-{n}"
+            taken.add(block["id"])
+        seen.add(block["id"])
 
 
 def _echo(text: str) -> str:
