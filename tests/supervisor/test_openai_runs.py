@@ -56,8 +56,9 @@ async def no_wait(seconds: float) -> None:
 @asynccontextmanager
 async def openai_model(api: FakeAPI[Any], **options: Any) -> AsyncIterator[tether.OpenAIModel]:
     kind: Literal["chat", "responses"] = "chat" if isinstance(api, chat.ChatAPI) else "responses"
+    name = options.pop("name", MODEL)
     async with api.client(base_url=options.pop("base_url", DEFAULT_BASE_URL)) as client:
-        yield tether.OpenAIModel(MODEL, client=client, api=kind, **options)
+        yield tether.OpenAIModel(name, client=client, api=kind, **options)
 
 
 async def drive(
@@ -124,21 +125,63 @@ async def test_a_server_that_says_call_0_every_turn_gets_the_renamed_ids_back(
         assert all(c["id"].startswith("fc_") for c in calls)
 
 
-async def test_parallel_calls_run_and_answer_together(tmp_path: pathlib.Path) -> None:
-    refunds: list[tuple[str, str]] = []
-    api = chat.ChatAPI(
-        chat.answer(
-            chat.call("call_a", "refund", {"order": "o-1"}),
-            chat.call("call_b", "refund", {"order": "o-2"}),
+def parallel(kind: str, ids: tuple[str, str]) -> FakeAPI[Any]:
+    """Two turns of two calls at once, each turn's calls named ``ids``."""
+    orders = [("o-1", "o-2"), ("o-3", "o-4")]
+    if kind == "chat":
+        return chat.ChatAPI(
+            *(
+                chat.answer(
+                    *(chat.call(i, "refund", {"order": o}) for i, o in zip(ids, pair, strict=True))
+                )
+                for pair in orders
+            ),
+            chat.answer("Done."),
+        )
+    return responses.ResponsesAPI(
+        *(
+            responses.answer(
+                *(
+                    responses.function_call(i, "refund", {"order": o})
+                    for i, o in zip(ids, pair, strict=True)
+                )
+            )
+            for pair in orders
         ),
-        chat.answer("Done."),
+        responses.answer("Done."),
     )
+
+
+@pytest.mark.parametrize("kind", ["chat", "responses"])
+@pytest.mark.parametrize(
+    ("ids", "journaled"),
+    [
+        (("call_a", "call_b"), ["call_a", "call_b", "call_a-t2", "call_b-t2"]),
+        # A server that names every call of a turn call_0: each still gets its own key.
+        (("call_0", "call_0"), ["call_0", "call_0-2", "call_0-t2", "call_0-2-t2"]),
+    ],
+    ids=["distinct", "repeated"],
+)
+async def test_parallel_calls_run_and_answer_together(
+    tmp_path: pathlib.Path, kind: str, ids: tuple[str, str], journaled: list[str]
+) -> None:
+    refunds: list[tuple[str, str]] = []
+    api = parallel(kind, ids)
     view = await drive(tmp_path, api, refund_tools(refunds), parallel_tool_calls=True)
     api.assert_all_answered()
-    assert view.status is RunStatus.DONE
-    assert sorted(refunds) == [("o-1", f"{RUN}:call_a"), ("o-2", f"{RUN}:call_b")]
-    tool_messages = [m for m in api.bodies[1]["messages"] if m["role"] == "tool"]
-    assert [m["tool_call_id"] for m in tool_messages] == ["call_a", "call_b"]
+    assert api.rejections == []
+    assert view.status is RunStatus.DONE, view.reason
+    orders = ["o-1", "o-2", "o-3", "o-4"]
+    assert sorted(refunds) == [(o, f"{RUN}:{i}") for o, i in zip(orders, journaled, strict=True)]
+    if kind == "chat":
+        answered = [m["tool_call_id"] for m in api.bodies[-1]["messages"] if m["role"] == "tool"]
+    else:
+        answered = [
+            i["call_id"] for i in api.bodies[-1]["input"] if i.get("type") == "function_call_output"
+        ]
+    assert answered == journaled
+    events = await read_events(tmp_path, RUN)
+    assert [s.call_id for s in of_type(events, ToolStarted)] == journaled
 
 
 @pytest.mark.parametrize("kind", ["chat", "responses"])
@@ -176,14 +219,28 @@ async def test_unreadable_arguments_are_an_error_the_model_reads_and_nothing_run
     assert of_type(events, ModelFailed) == []  # an answer, not a malformed reply
 
 
-async def test_a_call_cut_off_by_length_never_runs(tmp_path: pathlib.Path) -> None:
+@pytest.mark.parametrize("kind", ["chat", "responses"])
+async def test_a_call_cut_off_by_length_never_runs(tmp_path: pathlib.Path, kind: str) -> None:
     refunds: list[tuple[str, str]] = []
-    api = chat.ChatAPI(
-        chat.answer(chat.call("call_1", "refund", '{"order": "o-'), finish_reason="length"),
-        chat.answer(chat.call("call_2", "refund", {"order": "o-1"})),
-        chat.answer("Refunded."),
-    )
-    view = await drive(tmp_path, api, refund_tools(refunds), max_completion_tokens=400)
+    api: FakeAPI[Any]
+    if kind == "chat":
+        api = chat.ChatAPI(
+            chat.answer(chat.call("call_1", "refund", '{"order": "o-'), finish_reason="length"),
+            chat.answer(chat.call("call_2", "refund", {"order": "o-1"})),
+            chat.answer("Refunded."),
+        )
+        limit = {"max_completion_tokens": 400}
+    else:
+        api = responses.ResponsesAPI(
+            responses.answer(
+                responses.function_call("call_1", "refund", '{"order": "o-'),
+                incomplete="max_output_tokens",
+            ),
+            responses.answer(responses.function_call("call_2", "refund", {"order": "o-1"})),
+            responses.answer("Refunded."),
+        )
+        limit = {"max_output_tokens": 400}
+    view = await drive(tmp_path, api, refund_tools(refunds), **limit)
     api.assert_all_answered()
     assert view.status is RunStatus.DONE
     assert refunds == [("o-1", f"{RUN}:call_2")]
@@ -209,17 +266,22 @@ async def test_a_refusal_fails_the_run_saying_so(
     assert view.reason == "the model refused to continue (stop_reason refusal)"
 
 
+@pytest.mark.parametrize("kind", ["chat", "responses"])
 async def test_rate_limits_and_server_errors_are_asked_again_a_400_parks(
-    tmp_path: pathlib.Path,
+    tmp_path: pathlib.Path, kind: str
 ) -> None:
-    api = chat.ChatAPI(
+    errors = [
         api_error(
             429, "requests", "Rate limit reached", code="rate_limit_exceeded", retry_after="7"
         ),
         api_error(503, "server_error", "The server is overloaded"),
         api_error(400, "invalid_request_error", "Invalid 'messages[1]'"),
-        chat.answer("Hello."),
-    )
+    ]
+    api: FakeAPI[Any]
+    if kind == "chat":
+        api = chat.ChatAPI(*errors, chat.answer("Hello."))
+    else:
+        api = responses.ResponsesAPI(*errors, responses.answer("Hello."))
     waits: list[float] = []
 
     async def sleep(seconds: float) -> None:
@@ -248,8 +310,21 @@ async def test_rate_limits_and_server_errors_are_asked_again_a_400_parks(
     assert len(of_type(events, Parked)) == 1
 
 
-async def test_a_run_resumed_against_another_server_stops_for_a_person(
-    tmp_path: pathlib.Path,
+@pytest.mark.parametrize(
+    ("resumed_on", "said"),
+    [
+        (
+            {"base_url": "http://localhost:11434/v1"},
+            ["model parameters changed", "'host': 'api.openai.com'", "'host': 'localhost:11434'"],
+        ),
+        ({"name": "gpt-5"}, ["pinned model 'gpt-5-mini' is not available", "'gpt-5'"]),
+        ({"api": "responses"}, ["model parameters changed", "'api': 'chat'", "'api': 'responses'"]),
+        ({"temperature": 0.2}, ["model parameters changed", "'temperature': 0.2"]),
+    ],
+    ids=["another-server", "another-model", "another-api", "other-params"],
+)
+async def test_a_run_resumed_on_another_model_or_endpoint_stops_for_a_person(
+    tmp_path: pathlib.Path, resumed_on: dict[str, Any], said: list[str]
 ) -> None:
     tools = tether.ToolRegistry()
 
@@ -261,17 +336,19 @@ async def test_a_run_resumed_against_another_server_stops_for_a_person(
     first = chat.ChatAPI(chat.answer(chat.call("call_1", "refund", {"order": "o-1"})))
     view = await drive(tmp_path, first, tools)
     assert view.status is RunStatus.WAITING_FOR_APPROVAL
-    other = chat.ChatAPI()
+    options = dict(resumed_on)
+    other: FakeAPI[Any] = (
+        responses.ResponsesAPI() if options.pop("api", "chat") == "responses" else chat.ChatAPI()
+    )
     async with (
-        openai_model(other, base_url="http://localhost:11434/v1") as model,
+        openai_model(other, **options) as model,
         Supervisor(tether.FileStore(tmp_path), model=model, tools=tools) as sup,
     ):
         await sup.decide(RUN, "call_1", approved=True, by="priya")
         assert await sup.wait(RUN, timeout=WAIT) is RunStatus.NEEDS_ATTENTION
         view = await sup.inspect(RUN)
-    assert "model parameters changed" in view.reason
-    assert "'host': 'api.openai.com'" in view.reason
-    assert "'host': 'localhost:11434'" in view.reason
+    for text in said:
+        assert text in view.reason
     assert other.calls == 0
 
 
