@@ -42,6 +42,7 @@ from .journal import Store as Store
 from .models import AnthropicModel as AnthropicModel
 from .models import Model as Model
 from .models import ModelReply as ModelReply
+from .models import OpenAIModel as OpenAIModel
 from .models import ScriptedModel as ScriptedModel
 from .postgres import PostgresStore as PostgresStore
 from .supervisor import RunStatus as RunStatus
@@ -81,6 +82,7 @@ __all__ = [
     "ModelError",
     "ModelReply",
     "ModelResponseError",
+    "OpenAIModel",
     "PostgresStore",
     "RecordTooLargeError",
     "ReplayPolicy",

@@ -11,7 +11,7 @@ through the SDK's own serialisation, retries, error classes and response (or str
         ...  # anthropic.AsyncAnthropic, max_retries=0 unless asked
     api.assert_all_answered()
 
-Each ``POST /v1/messages`` body is checked as the real API checks it (``_messages_shape`` for
+Each ``POST /v1/messages`` body is checked as the real API checks it (``_shape`` for
 the shape, against the SDK's ``MessageCreateParams`` types; ``_messages_rules`` for the rules
 beyond it); what the API would refuse gets HTTP 400 with its error body,
 ``{"type": "error", "error": {"type": "invalid_request_error", "message": "<path>: ..."}}``.
@@ -61,7 +61,7 @@ from ._messages_rules import (
     redacted_data,
     sign_thinking,
 )
-from ._messages_shape import Invalid, check_shape
+from ._shape import Invalid, check_shape
 
 __all__ = [
     "DEFAULT_SECRET",

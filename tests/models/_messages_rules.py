@@ -1,7 +1,7 @@
 """The Messages API's rules beyond the shape of a body, and the fake's thinking signatures.
 
 ``check_request`` first checks the body's shape against the SDK's request types (see
-``_messages_shape``), then the rules the real API enforces that no type can say: how tool use
+``_shape``), then the rules the real API enforces that no type can say: how tool use
 and tool results pair up across turns, which signatures a thinking block must carry, how many
 cache breakpoints a request may set, and so on. Each check's docstring or comment names the
 behaviour of the real API it mirrors; messages quote the real API's where known. Where the
@@ -29,7 +29,7 @@ from anthropic.types.message_create_params import (
     MessageCreateParamsStreaming,
 )
 
-from ._messages_shape import Invalid, Path, check_shape
+from ._shape import Invalid, Path, check_shape
 
 DEFAULT_SECRET = b"tether-fake-messages-api"
 """The key thinking signatures are made with. Every fake shares it by default, so a history

@@ -16,6 +16,7 @@ from tether.models import (
     AnthropicModel,
     Model,
     ModelReply,
+    OpenAIModel,
     ScriptedModel,
     check_reply_blocks,
 )
@@ -28,6 +29,7 @@ def test_public_names() -> None:
             "AnthropicModel",
             "Model",
             "ModelReply",
+            "OpenAIModel",
             "ScriptedModel",
             "SystemPrompt",
             "check_reply_blocks",
@@ -46,8 +48,9 @@ def test_importing_models_does_not_import_the_sdk() -> None:
         import sys
         import tether.models
         tether.models.AnthropicModel("claude-haiku-4-5", stop_sequences=["END"])
+        tether.models.OpenAIModel("gpt-5-mini", api="responses", temperature=0)
         tether.models.ScriptedModel(["hello"])
-        print(sorted(m for m in sys.modules if m.split(".")[0] == "anthropic"))
+        print(sorted(m for m in sys.modules if m.split(".")[0] in ("anthropic", "openai")))
         """
     )
     done = subprocess.run(
@@ -58,8 +61,12 @@ def test_importing_models_does_not_import_the_sdk() -> None:
 
 def test_both_adapters_satisfy_the_protocol() -> None:
     # Checked by mypy: both must be assignable to Model.
-    models: list[Model] = [ScriptedModel(["hi"]), AnthropicModel("claude-haiku-4-5")]
-    assert [m.name for m in models] == ["scripted", "claude-haiku-4-5"]
+    models: list[Model] = [
+        ScriptedModel(["hi"]),
+        AnthropicModel("claude-haiku-4-5"),
+        OpenAIModel("gpt-5-mini"),
+    ]
+    assert [m.name for m in models] == ["scripted", "claude-haiku-4-5", "gpt-5-mini"]
 
 
 def test_reply_as_message_is_a_copy() -> None:
@@ -114,6 +121,10 @@ def test_valid_blocks_are_returned_as_given() -> None:
         (
             [{"type": "thinking", "thinking": "hm"}],
             "block 0 (thinking): 'signature' must be a string (missing)",
+        ),
+        (
+            [{"type": "tool_use", "id": "t", "name": "x", "input": {}, "input_error": 1}],
+            "block 0 (tool_use): 'input_error' must be a string",
         ),
     ],
 )

@@ -72,6 +72,39 @@ async def test_a_call_cut_off_by_max_tokens_is_never_run(tmp_path: pathlib.Path)
     assert results[0]["is_error"] is True
 
 
+async def test_a_call_whose_arguments_could_not_be_read_is_answered_not_run(
+    tmp_path: pathlib.Path,
+) -> None:
+    """An adapter marks arguments that are not JSON with ``input_error``: that call gets an
+    error result in the answer's own group, its sibling runs, and the model sends it again."""
+    sent: list[str] = []
+    unreadable = {**use("call_1", "send_email", {}), "input_error": "not valid JSON: '{\"to\":'"}
+    good = use("call_2", "send_email", {"to": "sam@example.com", "body": "Hi Sam."})
+    script = [
+        [unreadable, good],
+        [use("call_3", "send_email", {"to": "dana@example.com", "body": "Hi Dana."})],
+        "both sent",
+    ]
+    view, model = await run(tmp_path, script, email_tools(sent))
+    assert view.status is RunStatus.DONE
+    assert sent == ["Hi Sam.", "Hi Dana."]
+    events = await read_events(tmp_path, RUN)
+    answer = of_type(events, ModelResponse)[0]
+    bad = result_of(events, "call_1")
+    assert bad.seq == answer.seq + 1  # decided in the answer's own group
+    assert not bad.ok
+    assert bad.content == (
+        "not run: the arguments of this call (send_email) could not be read: not valid JSON: "
+        "'{\"to\":'; send the call again with arguments that are one JSON object"
+    )
+    assert [s.call_id for s in of_type(events, ToolStarted)] == ["call_2", "call_3"]
+    results = model.requests[1]["messages"][-1]["content"]
+    assert [(r["tool_use_id"], r["is_error"]) for r in results] == [
+        ("call_1", True),
+        ("call_2", False),
+    ]
+
+
 async def test_a_text_answer_cut_off_by_max_tokens_says_so(tmp_path: pathlib.Path) -> None:
     view, _ = await run(tmp_path, [stopped("max_tokens", "The refund was")], email_tools([]))
     assert view.status is RunStatus.DONE

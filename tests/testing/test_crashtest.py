@@ -26,8 +26,8 @@ from tether.testing import (
     run_crashtest,
 )
 
-SHIPPED = ["kitebase", "mail", "all_policies"]
-POINTS = {"kitebase": 18, "mail": 17, "all_policies": 28}
+SHIPPED = ["kitebase", "mail", "all_policies", "openai_agent"]
+POINTS = {"kitebase": 18, "mail": 17, "all_policies": 28, "openai_agent": 22}
 """The crash points each shipped scenario passes in an uninterrupted run: one case each."""
 
 
@@ -67,6 +67,9 @@ def test_shipped_scenario_survives_a_kill_at_every_point(name: str) -> None:
         "tool_returned",
         "result_saved",
     }
+    if name == "openai_agent":
+        # Each refund has a key of its own although the server called both call_0.
+        assert report.baseline.ledger == {"refund A-1": 1, "refund A-2": 1}
     if name == "all_policies":
         # A kill inside notify_warehouse (policy escalate) parks the run; decide() looks the
         # call up in the shop and resolves it, and the run ends as the baseline did.

@@ -45,12 +45,17 @@ class Usage(msgspec.Struct, frozen=True, kw_only=True):
     ``input_tokens`` counts input read neither from nor into the prompt cache; the cache's two
     parts are apart, as the API bills them. Records written before they were apart folded both
     into ``input_tokens`` (and leave the cache fields 0), so totals read the same.
+
+    ``reasoning_tokens`` are the part of ``output_tokens`` the model spent reasoning, where the
+    API reports them (OpenAI's models do); they are already in ``output_tokens`` and so not
+    added to ``total`` again.
     """
 
     input_tokens: int = 0
     output_tokens: int = 0
     cache_creation_input_tokens: int = 0
     cache_read_input_tokens: int = 0
+    reasoning_tokens: int = 0
 
     @property
     def total(self) -> int:

@@ -2,8 +2,9 @@
 
 A ``Model`` is called with Anthropic Messages-API shaped plain dicts and returns a
 ``ModelReply`` of plain-dict content blocks. ``ScriptedModel`` answers deterministically from a
-script (tests, demos, crash matrices); ``AnthropicModel`` calls Claude through the official SDK,
-which is imported only when first needed.
+script (tests, demos, crash matrices); ``AnthropicModel`` calls Claude through the official SDK
+and ``OpenAIModel`` OpenAI's API or a server that speaks it (vLLM, Ollama, ...) through the
+``openai`` SDK (an optional extra); each SDK is imported only when first needed.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from ._base import ModelReply as ModelReply
 from ._base import SystemPrompt as SystemPrompt
 from ._base import check_reply_blocks as check_reply_blocks
 from ._base import text_sink as text_sink
+from ._openai import OpenAIModel as OpenAIModel
 from ._scripted import ScriptedModel as ScriptedModel
 
 __all__ = [
@@ -22,6 +24,7 @@ __all__ = [
     "AnthropicModel",
     "Model",
     "ModelReply",
+    "OpenAIModel",
     "ScriptedModel",
     "SystemPrompt",
     "check_reply_blocks",

@@ -13,10 +13,7 @@ timeline; a client passed in keeps its settings, and the runtime retries after i
 from __future__ import annotations
 
 import copy
-import email.utils
 import json
-import math
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, final
 
@@ -25,6 +22,7 @@ import anyio
 from .._errors import ModelError, ModelResponseError
 from ..journal._records import Usage
 from ._base import ModelReply, SystemPrompt, check_reply_blocks, text_sink
+from ._retry_after import retry_after
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -205,7 +203,7 @@ class AnthropicModel:
                 self._name,
                 _status_reason(exc),
                 transient=transient,
-                retry_after=_retry_after(exc) if transient else None,
+                retry_after=retry_after(exc.response.headers) if transient else None,
             ) from exc
         except anthropic.APITimeoutError as exc:
             raise ModelError(self._name, "request timed out", transient=True) from exc
@@ -358,35 +356,11 @@ _TRANSIENT_ERRORS = frozenset(
 """API error types worth asking again, whatever the HTTP status (a stream that breaks off with
 an ``error`` event arrives with the stream's status, 200)."""
 
-_MAX_RETRY_AFTER = 600.0
-
 
 def _error_type(exc: anthropic.APIStatusError) -> str | None:
     error = exc.body.get("error") if isinstance(exc.body, dict) else None
     kind = error.get("type") if isinstance(error, dict) else None
     return kind if isinstance(kind, str) else None
-
-
-def _retry_after(exc: anthropic.APIStatusError) -> float | None:
-    """The wait a response asked for: ``retry-after-ms``, or ``retry-after`` in seconds or as
-    an HTTP date; capped at ten minutes, ``None`` if absent or unreadable."""
-    headers = exc.response.headers
-    try:
-        if (ms := headers.get("retry-after-ms")) is not None:
-            return min(max(0.0, float(ms) / 1000), _MAX_RETRY_AFTER)
-        value = headers.get("retry-after")
-        if value is None:
-            return None
-        try:
-            seconds = float(value)
-        except ValueError:
-            when = email.utils.parsedate_to_datetime(value)
-            seconds = when.timestamp() - time.time()
-    except (TypeError, ValueError, OverflowError):
-        return None
-    if not math.isfinite(seconds):
-        return None
-    return min(max(0.0, seconds), _MAX_RETRY_AFTER)
 
 
 def _status_reason(exc: anthropic.APIStatusError) -> str:

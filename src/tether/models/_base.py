@@ -146,7 +146,11 @@ def check_reply_blocks(model_name: str, blocks: object) -> list[dict[str, Any]]:
     Each block must be a dict with a string ``"type"``. The types in ``BLOCK_TYPES`` must carry
     their fields: ``text`` a string ``text``; ``tool_use`` a non-empty string ``id`` and ``name``
     and a dict ``input``; ``thinking`` string ``thinking`` and ``signature``; ``redacted_thinking``
-    a string ``data``. ``tool_use`` ids must be unique within the reply. Blocks of other types
+    a string ``data``. A ``tool_use`` block may also carry ``input_error``, a string: the model
+    wrote arguments that are not a JSON object (an adapter for an API whose arguments arrive as
+    text sets it, with ``input`` empty, and says what was wrong), and the runtime answers the
+    call with an error result instead of running it. ``tool_use`` ids must be unique within
+    the reply. Blocks of other types
     (``server_tool_use``, ``web_search_tool_result``, types added later) are kept unchecked,
     and other keys are allowed and kept.
 
@@ -188,6 +192,10 @@ def check_reply_blocks(model_name: str, blocks: object) -> list[dict[str, Any]]:
                     model_name, f"block {index} ({block_type}): {field!r} is empty"
                 )
         if block_type == "tool_use":
+            if "input_error" in block and not isinstance(block["input_error"], str):
+                raise ModelResponseError(
+                    model_name, f"block {index} (tool_use): 'input_error' must be a string"
+                )
             call_id: str = block["id"]
             if call_id in seen_ids:
                 raise ModelResponseError(

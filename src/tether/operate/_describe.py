@@ -119,6 +119,8 @@ def describe(event: AnyEvent, names: dict[str, str], limit: int = 100) -> str:
                 f"cache: {event.usage.cache_creation_input_tokens} written, "
                 f"{event.usage.cache_read_input_tokens} read"
             )
+        if event.usage.reasoning_tokens:
+            parts.append(f"reasoning: {event.usage.reasoning_tokens} tokens")
         return shorten("; ".join(parts) or "(empty answer)", limit)
     if isinstance(event, ToolStarted):
         return f"{tool(event.call_id)} attempt {event.attempt}"

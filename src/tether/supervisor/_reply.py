@@ -26,6 +26,10 @@ def act_on_stop(stop_reason: str | None, uses: list[dict[str, Any]]) -> list[Eve
     says so. ``pause_turn``: nothing; the model is asked again with the paused turn as it is,
     and continues it. ``refusal``: the run fails, saying the model refused.
     ``model_context_window_exceeded``: the run fails, the conversation no longer fits.
+
+    Otherwise a call whose block carries ``input_error`` (the model wrote arguments that are
+    not a JSON object; see ``check_reply_blocks``) is not run either: it gets an error result
+    that says why, so the model can send it again, while the turn's other calls run.
     """
     if stop_reason == "max_tokens":
         if uses:
@@ -51,7 +55,16 @@ def act_on_stop(stop_reason: str | None, uses: list[dict[str, Any]]) -> list[Eve
         return [RunFinished(status=RunStatus.FAILED.value, reason=reason)]
     if not uses:
         return [RunFinished(status=RunStatus.DONE.value)]
-    return []
+    return [
+        ToolResult(
+            call_id=b["id"],
+            ok=False,
+            content=f"not run: the arguments of this call ({b['name']}) could not be read: "
+            f"{b['input_error']}; send the call again with arguments that are one JSON object",
+        )
+        for b in uses
+        if "input_error" in b
+    ]
 
 
 def unique_call_ids(message: dict[str, Any], state: RunState, run_id: str) -> None:

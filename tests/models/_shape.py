@@ -1,26 +1,30 @@
-"""The shape of a Messages API body, checked against the installed SDK's own types.
+"""The shape of an API request body, checked against the installed SDK's own types.
 
-The real API validates request bodies strictly: unknown keys at any level are refused with
-``Extra inputs are not permitted``, every error names the path of the offending value, and
-content blocks (like tools and thinking configs) are a union tagged by ``type`` whose tag
-appears in that path, e.g. ``messages.0.content.0.image.source.base64.media_type: Input
-should be 'image/jpeg', ...`` or ``thinking.enabled.budget_tokens: ...``.
+Used by the strict fakes of the Anthropic Messages API and of OpenAI's Chat Completions and
+Responses APIs (both SDKs are generated the same way: request bodies are ``TypedDict``s,
+answers pydantic models). The real APIs validate request bodies strictly: unknown keys at any
+level are refused with ``Extra inputs are not permitted``, every error names the path of the
+offending value, and content blocks (like tools and thinking configs) are a union tagged by
+``type`` whose tag appears in that path, e.g. ``messages.0.content.0.image.source.base64.
+media_type: Input should be 'image/jpeg', ...`` or ``thinking.enabled.budget_tokens: ...``.
 
 ``pydantic.TypeAdapter(MessageCreateParamsNonStreaming)`` alone does not do that, as checked
-against the installed pydantic 2.13 and SDK 2.14:
+against the installed pydantic 2.13 and SDK 2.14 (and the same holds for the ``openai`` SDK's
+``CompletionCreateParams`` and ``ResponseCreateParams``):
 
 - the SDK's TypedDicts carry no pydantic config, so unknown keys are silently dropped (and
   ``TypeAdapter(..., config=ConfigDict(extra="forbid"))`` is refused for a TypedDict);
-- ``Iterable[...]`` fields (``messages``, ``content``, ``tools``, ``system``) validate lazily
-  into a ``ValidatorIterator``: nothing inside ``messages`` is looked at unless iterated;
+- ``Iterable[...]`` fields (``messages``, ``content``, ``tools``, ``system``, ``input``)
+  validate lazily into a ``ValidatorIterator``: nothing inside ``messages`` is looked at
+  unless iterated;
 - the content unions are not discriminated, so an error lists every member of the union.
 
-So ``check_shape`` follows the SDK's annotations itself: every TypedDict (and, for content
-blocks the SDK lets a caller pass back as response models, every pydantic model) refuses keys
-it does not declare; a union whose members all declare a ``Literal`` ``type`` (or ``role``)
-dispatches on it; arrays must be JSON arrays; and each scalar goes through a strict pydantic
-``TypeAdapter``, whose messages are the ones the API's own (pydantic) errors carry. Only the
-first error is reported, as the API does.
+So ``check_shape`` follows the SDK's annotations itself: every TypedDict (and every pydantic
+model: content blocks the SDK lets a caller pass back as response models, and the answers a
+fake sends) refuses keys it does not declare; a union whose members all declare a ``Literal``
+``type`` (or ``role``) dispatches on it; arrays must be JSON arrays; and each scalar goes
+through a strict pydantic ``TypeAdapter``, whose messages are the ones the API's own
+(pydantic) errors carry. Only the first error is reported, as the API does.
 """
 
 from __future__ import annotations

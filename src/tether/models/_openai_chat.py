@@ -1,0 +1,296 @@
+"""The run's conversation as a Chat Completions request, and an answer back as content blocks.
+
+Requests. The system prompt is the first message (``role: system``). A user message's
+``tool_result`` blocks become ``role: tool`` messages, first and in order (the API wants
+them right after the assistant message whose ``tool_calls`` they answer, ``tool_call_id``
+equal to the call's ``id``: the id the run journaled, renamed or not); the rest of the
+message (text, images as ``image_url``, PDFs as ``file``) follows as one ``role: user``
+message, led by the images and documents that tool results held (a tool message takes text
+only). An assistant message is its text as ``content`` and its calls as ``tool_calls``
+(``type: function``, the arguments as JSON text); reasoning blocks are not sent back.
+
+Answers. ``choices[0].message`` becomes blocks in this order: ``openai_reasoning_content``
+(the ``reasoning_content`` or ``reasoning`` text some compatible servers add), ``text``,
+``openai_refusal`` (``{"refusal": ...}``), then one ``tool_use`` per tool call (a call
+without an id, as some servers send, is numbered ``call_N`` by its place, and a repeated id
+is renamed: ``distinct_ids``). The stop reason is
+the runtime's: ``refusal`` when the model refused or ``finish_reason`` is ``content_filter``,
+``max_tokens`` for ``length``, ``tool_use`` when there are calls, ``end_turn`` for ``stop``;
+any other finish reason is kept as it is. ``stop_details`` keeps ``finish_reason`` as sent.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._errors import ModelResponseError
+from ._base import ModelReply, SystemPrompt
+from ._openai_translate import (
+    NOT_SENT_BACK,
+    Untranslatable,
+    arguments_text,
+    blocks_of,
+    data_url,
+    distinct_ids,
+    result_text,
+    search_result_text,
+    system_text,
+    tool_function,
+    tool_use,
+    usage,
+)
+
+RESERVED_PARAMS = frozenset({"messages", "tools", "stream", "n", "functions", "function_call"})
+"""``chat.completions.create`` arguments the model supplies itself or cannot honour (``n``:
+one answer per call; ``functions``: the deprecated form of ``tools``)."""
+
+
+def request(
+    model: str,
+    system: SystemPrompt,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]],
+    params: dict[str, Any],
+    *,
+    stream: bool,
+) -> dict[str, Any]:
+    """The keyword arguments of one ``chat.completions.create`` call.
+
+    Raises:
+        Untranslatable: the conversation holds a block the API cannot take.
+    """
+    body: dict[str, Any] = {"model": model, "messages": chat_messages(system, messages)}
+    if tools:
+        body["tools"] = [{"type": "function", "function": tool_function(t)} for t in tools]
+    body.update(params)
+    if stream:
+        body["stream"] = True
+        body.setdefault("stream_options", {"include_usage": True})
+    else:
+        body.pop("stream_options", None)  # the API refuses it without streaming
+    return body
+
+
+def chat_messages(system: SystemPrompt, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The conversation as Chat Completions messages (see the module doc)."""
+    out: list[dict[str, Any]] = []
+    text = system_text(system)
+    if text is not None:
+        out.append({"role": "system", "content": text})
+    for index, message in enumerate(messages):
+        role = message.get("role")
+        blocks = blocks_of(message, index)
+        if role == "user":
+            out.extend(_user(blocks, index, message.get("content")))
+        elif role == "assistant":
+            out.append(_assistant(blocks, index))
+        else:
+            raise Untranslatable(f"messages.{index}.role: {role!r} is neither user nor assistant")
+    return out
+
+
+def _user(blocks: list[dict[str, Any]], index: int, content: object) -> list[dict[str, Any]]:
+    if isinstance(content, str):
+        return [{"role": "user", "content": content}]
+    out: list[dict[str, Any]] = []
+    parts: list[dict[str, Any]] = []
+    for j, block in enumerate(blocks):
+        where = f"messages.{index}.content.{j}"
+        if block.get("type") == "tool_result":
+            text, media = result_text(block)
+            out.append({"role": "tool", "tool_call_id": block.get("tool_use_id"), "content": text})
+            if media:
+                note = f"(the images and documents of the result of {block.get('tool_use_id')})"
+                parts.append({"type": "text", "text": note})
+                parts.extend(_part(m, f"{where}.content") for m in media)
+        else:
+            parts.append(_part(block, where))
+    if parts:
+        if len(parts) == 1 and parts[0]["type"] == "text":
+            out.append({"role": "user", "content": parts[0]["text"]})
+        else:
+            out.append({"role": "user", "content": parts})
+    return out
+
+
+def _part(block: dict[str, Any], where: str) -> dict[str, Any]:
+    kind = block.get("type")
+    if kind == "text":
+        return {"type": "text", "text": str(block.get("text", ""))}
+    if kind == "search_result":
+        return {"type": "text", "text": search_result_text(block)}
+    if kind == "image":
+        return {"type": "image_url", "image_url": {"url": data_url(block, where)}}
+    if kind == "document":
+        source = block.get("source")
+        if isinstance(source, dict) and source.get("type") == "text":
+            return {"type": "text", "text": str(source.get("data", ""))}
+        if isinstance(source, dict) and source.get("type") == "base64":
+            name = str(block.get("title") or "document.pdf")
+            return {"type": "file", "file": {"file_data": data_url(block, where), "filename": name}}
+        kind_of = source.get("type") if isinstance(source, dict) else None
+        raise Untranslatable(f"{where}: Chat Completions takes no {kind_of!r} document source")
+    raise Untranslatable(f"{where}: Chat Completions has no counterpart for a {kind!r} block")
+
+
+def _assistant(blocks: list[dict[str, Any]], index: int) -> dict[str, Any]:
+    texts: list[str] = []
+    refusals: list[str] = []
+    calls: list[dict[str, Any]] = []
+    for j, block in enumerate(blocks):
+        kind = block.get("type")
+        if kind == "text":
+            texts.append(str(block.get("text", "")))
+        elif kind == "tool_use":
+            function = {"name": block.get("name"), "arguments": arguments_text(block)}
+            calls.append({"id": block.get("id"), "type": "function", "function": function})
+        elif kind == "openai_refusal":
+            refusals.append(str(block.get("refusal", "")))
+        elif kind not in NOT_SENT_BACK:
+            raise Untranslatable(
+                f"messages.{index}.content.{j}: Chat Completions has no counterpart for an "
+                f"assistant {kind!r} block"
+            )
+    message: dict[str, Any] = {"role": "assistant"}
+    if texts or not (calls or refusals):
+        message["content"] = "\n\n".join(texts)
+    if refusals:
+        message["refusal"] = "\n\n".join(refusals)
+    if calls:
+        message["tool_calls"] = calls
+    return message
+
+
+# -- answers ----------------------------------------------------------------------------------
+
+
+def reply(model: str, completion: dict[str, Any]) -> ModelReply:
+    """A Chat Completions answer (as plain JSON) as the runtime's reply; the blocks are not yet
+    checked (``check_reply_blocks``).
+
+    Raises:
+        ModelResponseError: the answer has no choice, or a tool call with no function name.
+    """
+    counted = completion.get("usage") or {}
+    prompt_details = counted.get("prompt_tokens_details") or {}
+    tokens = usage(
+        prompt=counted.get("prompt_tokens"),
+        cached=prompt_details.get("cached_tokens"),
+        written=prompt_details.get("cache_write_tokens"),
+        output=counted.get("completion_tokens"),
+        reasoning=(counted.get("completion_tokens_details") or {}).get("reasoning_tokens"),
+    )
+    choices = completion.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise ModelResponseError(model, "the answer has no choices", usage=tokens)
+    choice = choices[0]
+    message: dict[str, Any] = choice["message"] if isinstance(choice.get("message"), dict) else {}
+    blocks: list[dict[str, Any]] = []
+    reasoning = message.get("reasoning_content") or message.get("reasoning")
+    if isinstance(reasoning, str) and reasoning:
+        blocks.append({"type": "openai_reasoning_content", "text": reasoning})
+    content = message.get("content")
+    if isinstance(content, list):  # some servers send content parts
+        content = "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    if isinstance(content, str) and content:
+        blocks.append({"type": "text", "text": content})
+    refusal = message.get("refusal")
+    if isinstance(refusal, str) and refusal:
+        blocks.append({"type": "openai_refusal", "refusal": refusal})
+    for n, call in enumerate(message.get("tool_calls") or []):
+        function = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(function, dict) or not function.get("name"):
+            raise ModelResponseError(
+                model, f"tool call {n}: no function name (a {call!r})", usage=tokens
+            )
+        call_id = call.get("id") or f"call_{n}"
+        blocks.append(tool_use(str(call_id), str(function["name"]), function.get("arguments")))
+    distinct_ids(blocks)
+    finish = choice.get("finish_reason")
+    return ModelReply(
+        content=blocks,
+        usage=tokens,
+        stop_reason=_stop_reason(finish, blocks),
+        stop_details={"finish_reason": finish} if isinstance(finish, str) else None,
+    )
+
+
+def _stop_reason(finish: object, blocks: list[dict[str, Any]]) -> str | None:
+    if finish == "content_filter" or any(b["type"] == "openai_refusal" for b in blocks):
+        return "refusal"
+    if finish == "length":
+        return "max_tokens"
+    if any(b["type"] == "tool_use" for b in blocks):
+        return "tool_use"
+    if finish in ("stop", "tool_calls", "function_call", None):
+        return "end_turn"
+    return str(finish)
+
+
+class StreamedAnswer:
+    """Rebuilds a Chat Completions answer from its streamed chunks (as plain JSON)."""
+
+    def __init__(self) -> None:
+        self._content: list[str] = []
+        self._refusal: list[str] = []
+        self._reasoning: list[str] = []
+        self._calls: dict[int, dict[str, Any]] = {}
+        self._finish: str | None = None
+        self._usage: dict[str, Any] | None = None
+
+    @property
+    def finished(self) -> bool:
+        """Whether a chunk said why the answer ended."""
+        return self._finish is not None
+
+    def add(self, chunk: dict[str, Any]) -> str:
+        """Take one chunk; returns the answer text it added (for people watching)."""
+        if isinstance(chunk.get("usage"), dict):
+            self._usage = chunk["usage"]
+        added = ""
+        for choice in chunk.get("choices") or []:
+            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+                continue
+            delta = choice.get("delta") or {}
+            if isinstance(delta.get("content"), str):
+                added = delta["content"]
+                self._content.append(added)
+            if isinstance(delta.get("refusal"), str):
+                self._refusal.append(delta["refusal"])
+            for key in ("reasoning_content", "reasoning"):
+                if isinstance(delta.get(key), str):
+                    self._reasoning.append(delta[key])
+            for piece in delta.get("tool_calls") or []:
+                self._add_call(piece)
+            if isinstance(choice.get("finish_reason"), str):
+                self._finish = choice["finish_reason"]
+        return added
+
+    def _add_call(self, piece: dict[str, Any]) -> None:
+        call = self._calls.setdefault(
+            int(piece.get("index", len(self._calls))),
+            {"id": "", "type": "function", "function": {"name": "", "arguments": ""}},
+        )
+        if piece.get("id") and not call["id"]:
+            call["id"] = piece["id"]
+        function = piece.get("function") or {}
+        if function.get("name") and not call["function"]["name"]:
+            call["function"]["name"] = function["name"]  # sent whole, in the call's first piece
+        if isinstance(function.get("arguments"), str):
+            call["function"]["arguments"] += function["arguments"]
+
+    def completion(self) -> dict[str, Any]:
+        """The whole answer, shaped like a non-streamed one."""
+        message: dict[str, Any] = {"role": "assistant", "content": "".join(self._content)}
+        if self._refusal:
+            message["refusal"] = "".join(self._refusal)
+        if self._reasoning:
+            message["reasoning_content"] = "".join(self._reasoning)
+        if self._calls:
+            message["tool_calls"] = [self._calls[i] for i in sorted(self._calls)]
+        completion: dict[str, Any] = {
+            "choices": [{"index": 0, "message": message, "finish_reason": self._finish}]
+        }
+        if self._usage is not None:
+            completion["usage"] = self._usage
+        return completion

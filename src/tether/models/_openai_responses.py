@@ -1,0 +1,282 @@
+"""The run's conversation as a Responses API request, and a response back as content blocks.
+
+Every request carries the whole conversation as ``input`` items (the journal is the run's
+state, so nothing relies on ``previous_response_id`` or on what the server stored), with the
+system prompt as ``instructions``.
+
+Requests. A user message's ``tool_result`` blocks become ``function_call_output`` items (by
+``call_id``: the id the run journaled), first; the rest (text as ``input_text``, images as
+``input_image``, PDFs as ``input_file``) follows as one user message. An assistant message
+becomes, block by block: the output ``message`` items its text came from (text blocks that
+carry an ``item_id`` are grouped back into their item, with ``annotations`` and ``phase``;
+text without one is a plain assistant message), a ``function_call`` item per ``tool_use``
+(with its ``item_id`` as the item's ``id``), and the opaque items as they came:
+``openai_reasoning`` blocks (the API pairs a reasoning item with the item that followed it,
+so both go back, in their order) and ``openai_item`` blocks (any other output item).
+
+Answers. Each output item becomes blocks, in order: a ``message`` one ``text`` block per
+``output_text`` part (``item_id``, and ``annotations`` and ``phase`` when present) and an
+``openai_refusal`` block per refusal; a ``function_call`` a ``tool_use`` block (``id`` the
+item's ``call_id``, renamed when an earlier call of the response has it, ``item_id`` its
+``id``); a ``reasoning`` item ``{"type":
+"openai_reasoning", "item": ...}``; any other item ``{"type": "openai_item", "item": ...}``.
+The stop reason: ``refusal`` for a refusal or an answer cut off by the content filter,
+``max_tokens`` for one cut off at ``max_output_tokens``, ``tool_use`` when there are calls,
+else ``end_turn``. ``stop_details`` keeps the status, and why an incomplete answer stopped.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._errors import ModelResponseError
+from ._base import ModelReply, SystemPrompt
+from ._openai_translate import (
+    NOT_SENT_BACK,
+    Untranslatable,
+    arguments_text,
+    blocks_of,
+    data_url,
+    distinct_ids,
+    result_text,
+    search_result_text,
+    system_text,
+    tool_function,
+    tool_use,
+    usage,
+)
+
+RESERVED_PARAMS = frozenset(
+    {"input", "instructions", "tools", "stream", "previous_response_id", "conversation"}
+)
+"""``responses.create`` arguments the model supplies itself, or that would have the server
+hold the conversation the journal already holds."""
+
+REASONING_KEYS = frozenset({"type", "id", "summary", "content", "encrypted_content", "status"})
+"""The fields of a reasoning item that go back in a request (its input type's)."""
+
+
+def request(
+    model: str,
+    system: SystemPrompt,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]],
+    params: dict[str, Any],
+    *,
+    stream: bool,
+) -> dict[str, Any]:
+    """The keyword arguments of one ``responses.create`` call.
+
+    Raises:
+        Untranslatable: the conversation holds a block the API cannot take.
+    """
+    body: dict[str, Any] = {"model": model, "input": input_items(messages)}
+    instructions = system_text(system)
+    if instructions is not None:
+        body["instructions"] = instructions
+    if tools:
+        # strict: the Responses API makes function tools strict unless told otherwise, and a
+        # strict schema must list every property as required, which a tool's need not.
+        body["tools"] = [{"type": "function", **tool_function(t), "strict": False} for t in tools]
+    body.update(params)
+    if stream:
+        body["stream"] = True
+    return body
+
+
+def input_items(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The conversation as Responses input items (see the module doc)."""
+    items: list[dict[str, Any]] = []
+    for index, message in enumerate(messages):
+        role = message.get("role")
+        blocks = blocks_of(message, index)
+        if role == "user":
+            items.extend(_user(blocks, index, message.get("content")))
+        elif role == "assistant":
+            items.extend(_assistant(blocks, index))
+        else:
+            raise Untranslatable(f"messages.{index}.role: {role!r} is neither user nor assistant")
+    return items
+
+
+def _user(blocks: list[dict[str, Any]], index: int, content: object) -> list[dict[str, Any]]:
+    if isinstance(content, str):
+        return [{"role": "user", "content": content}]
+    items: list[dict[str, Any]] = []
+    parts: list[dict[str, Any]] = []
+    for j, block in enumerate(blocks):
+        where = f"messages.{index}.content.{j}"
+        if block.get("type") == "tool_result":
+            text, media = result_text(block)
+            output: str | list[dict[str, Any]] = text
+            if media:
+                output = [{"type": "input_text", "text": text}] if text else []
+                output += [_part(m, f"{where}.content") for m in media]
+            call_id = block.get("tool_use_id")
+            items.append({"type": "function_call_output", "call_id": call_id, "output": output})
+        else:
+            parts.append(_part(block, where))
+    if parts:
+        items.append({"role": "user", "content": parts})
+    return items
+
+
+def _part(block: dict[str, Any], where: str) -> dict[str, Any]:
+    kind = block.get("type")
+    if kind == "text":
+        return {"type": "input_text", "text": str(block.get("text", ""))}
+    if kind == "search_result":
+        return {"type": "input_text", "text": search_result_text(block)}
+    if kind == "image":
+        return {"type": "input_image", "image_url": data_url(block, where), "detail": "auto"}
+    if kind == "document":
+        source = block.get("source")
+        if isinstance(source, dict) and source.get("type") == "text":
+            return {"type": "input_text", "text": str(source.get("data", ""))}
+        if isinstance(source, dict) and source.get("type") == "url":
+            return {"type": "input_file", "file_url": data_url(block, where)}
+        name = str(block.get("title") or "document.pdf")
+        return {"type": "input_file", "file_data": data_url(block, where), "filename": name}
+    raise Untranslatable(f"{where}: the Responses API has no counterpart for a {kind!r} block")
+
+
+def _assistant(blocks: list[dict[str, Any]], index: int) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    for j, block in enumerate(blocks):
+        kind = block.get("type")
+        if kind in ("text", "openai_refusal") and isinstance(block.get("item_id"), str):
+            part = _output_part(block)
+            last = items[-1] if items else {}
+            if last.get("type") == "message" and last.get("id") == block["item_id"]:
+                last["content"].append(part)
+                continue
+            message: dict[str, Any] = {
+                "type": "message",
+                "id": block["item_id"],
+                "role": "assistant",
+                "status": "completed",
+                "content": [part],
+            }
+            if isinstance(block.get("phase"), str):
+                message["phase"] = block["phase"]
+            items.append(message)
+        elif kind == "text":
+            items.append({"role": "assistant", "content": str(block.get("text", ""))})
+        elif kind == "tool_use":
+            call: dict[str, Any] = {
+                "type": "function_call",
+                "call_id": block.get("id"),
+                "name": block.get("name"),
+                "arguments": arguments_text(block),
+            }
+            if isinstance(block.get("item_id"), str):
+                call["id"] = block["item_id"]
+            items.append(call)
+        elif kind == "openai_reasoning" and isinstance(block.get("item"), dict):
+            items.append({k: v for k, v in block["item"].items() if k in REASONING_KEYS})
+        elif kind == "openai_item" and isinstance(block.get("item"), dict):
+            items.append(dict(block["item"]))
+        elif kind not in NOT_SENT_BACK and kind != "openai_refusal":
+            raise Untranslatable(
+                f"messages.{index}.content.{j}: the Responses API has no counterpart for an "
+                f"assistant {kind!r} block"
+            )
+    return items
+
+
+def _output_part(block: dict[str, Any]) -> dict[str, Any]:
+    if block["type"] == "openai_refusal":
+        return {"type": "refusal", "refusal": str(block.get("refusal", ""))}
+    return {
+        "type": "output_text",
+        "text": str(block.get("text", "")),
+        "annotations": list(block.get("annotations") or []),
+    }
+
+
+# -- answers ----------------------------------------------------------------------------------
+
+
+def reply(model: str, response: dict[str, Any]) -> ModelReply:
+    """A Responses API response (as plain JSON, its status not ``failed``) as the runtime's
+    reply; the blocks are not yet checked (``check_reply_blocks``).
+
+    Raises:
+        ModelResponseError: the response has no output list, or an item is malformed.
+    """
+    counted = response.get("usage") or {}
+    input_details = counted.get("input_tokens_details") or {}
+    tokens = usage(
+        prompt=counted.get("input_tokens"),
+        cached=input_details.get("cached_tokens"),
+        written=input_details.get("cache_write_tokens"),
+        output=counted.get("output_tokens"),
+        reasoning=(counted.get("output_tokens_details") or {}).get("reasoning_tokens"),
+    )
+    output = response.get("output")
+    if not isinstance(output, list):
+        raise ModelResponseError(model, "the response has no output list", usage=tokens)
+    blocks: list[dict[str, Any]] = []
+    for n, item in enumerate(output):
+        if not isinstance(item, dict):
+            raise ModelResponseError(model, f"output item {n} is not an object", usage=tokens)
+        kind = item.get("type")
+        if kind == "message":
+            blocks.extend(_message_blocks(item))
+        elif kind == "function_call":
+            if not item.get("name") or not item.get("call_id"):
+                raise ModelResponseError(
+                    model, f"output item {n} (function_call): no name or call_id", usage=tokens
+                )
+            extra = {"item_id": item["id"]} if isinstance(item.get("id"), str) else {}
+            blocks.append(
+                tool_use(str(item["call_id"]), str(item["name"]), item.get("arguments"), **extra)
+            )
+        elif kind == "reasoning":
+            blocks.append({"type": "openai_reasoning", "item": item})
+        else:
+            blocks.append({"type": "openai_item", "item": item})
+    distinct_ids(blocks)
+    status = response.get("status")
+    reason = (response.get("incomplete_details") or {}).get("reason")
+    details: dict[str, Any] = {"status": status}
+    if reason is not None:
+        details["incomplete_reason"] = reason
+    return ModelReply(
+        content=blocks,
+        usage=tokens,
+        stop_reason=_stop_reason(status, reason, blocks),
+        stop_details=details if status is not None else None,
+    )
+
+
+def _message_blocks(item: dict[str, Any]) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    keep: dict[str, Any] = {}
+    if isinstance(item.get("id"), str):
+        keep["item_id"] = item["id"]
+    if isinstance(item.get("phase"), str):
+        keep["phase"] = item["phase"]
+    for part in item.get("content") or []:
+        if not isinstance(part, dict):
+            continue
+        if part.get("type") == "output_text":
+            block: dict[str, Any] = {"type": "text", "text": part.get("text"), **keep}
+            if part.get("annotations"):
+                block["annotations"] = part["annotations"]
+            blocks.append(block)
+        elif part.get("type") == "refusal":
+            blocks.append({"type": "openai_refusal", "refusal": part.get("refusal"), **keep})
+    return blocks
+
+
+def _stop_reason(status: object, reason: object, blocks: list[dict[str, Any]]) -> str | None:
+    if reason == "content_filter" or any(b["type"] == "openai_refusal" for b in blocks):
+        return "refusal"
+    if status == "incomplete" and reason == "max_output_tokens":
+        return "max_tokens"
+    if any(b["type"] == "tool_use" for b in blocks):
+        return "tool_use"
+    if status == "incomplete" and isinstance(reason, str):
+        return reason
+    return "end_turn"

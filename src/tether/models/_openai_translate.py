@@ -1,0 +1,194 @@
+"""What the Chat Completions and Responses translations share: the run's conversation is
+Anthropic-shaped, and both OpenAI APIs take some of its pieces the same way.
+
+- The system prompt is text (a list of text blocks is joined, one blank line apart; their
+  ``cache_control`` has no counterpart and is dropped, as it is everywhere else).
+- A tool result is text the model reads, prefixed ``error: `` when the call failed (neither API
+  has an error flag); images and documents in it are sent beside it, as the API allows.
+- A call's arguments arrive as text and are parsed here into the ``tool_use`` block's
+  ``input``; text that is not one JSON object gives the block ``input_error`` instead (the
+  runtime answers that call with an error result and does not run it), and such a call goes
+  back to the API with ``{}`` as its arguments, since some servers parse what they are sent.
+- A call's id is the server's. A compatible server may give two calls of one answer the same
+  id (or none); the later ones are renamed here (``call_0-2``), so the answer's ids are
+  distinct, and the runtime renames any id an earlier turn of the run used.
+- Tokens: OpenAI counts cached input inside the prompt's tokens; ``Usage`` keeps them apart.
+
+Nothing here imports the SDK: the translations work on plain JSON values.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from ..journal._records import Usage
+from ._base import SystemPrompt
+
+ARGUMENT_ECHO = 300
+"""Characters of unreadable arguments quoted back to the model in the call's error result."""
+
+NOT_SENT_BACK = frozenset({"thinking", "redacted_thinking", "openai_reasoning_content"})
+"""Assistant block types with no counterpart in a request: reasoning another API (or a
+compatible server's extension) produced. They stay in the journal, for people to read."""
+
+
+class Untranslatable(ValueError):
+    """The conversation holds something the chosen API cannot take; says what and where."""
+
+
+def system_text(system: SystemPrompt) -> str | None:
+    """The system prompt as one text, or ``None`` when there is none."""
+    if system is None:
+        return None
+    if isinstance(system, str):
+        return system or None
+    texts = [str(block.get("text", "")) for block in system]
+    return "\n\n".join(t for t in texts if t) or None
+
+
+def blocks_of(message: Mapping[str, Any], index: int) -> list[dict[str, Any]]:
+    """A message's content as a list of blocks (a string is one text block)."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}] if content else []
+    if isinstance(content, list) and all(isinstance(b, dict) for b in content):
+        return content
+    raise Untranslatable(f"messages.{index}.content: expected a string or a list of blocks")
+
+
+def tool_function(tool: Mapping[str, Any]) -> dict[str, Any]:
+    """An Anthropic tool definition's name, description and JSON schema, OpenAI-named."""
+    function: dict[str, Any] = {"name": tool["name"]}
+    if tool.get("description"):
+        function["description"] = tool["description"]
+    function["parameters"] = tool.get("input_schema") or {"type": "object", "properties": {}}
+    return function
+
+
+def tool_use(call_id: str, name: str, arguments: object, **extra: Any) -> dict[str, Any]:
+    """A ``tool_use`` block for a call whose arguments came as ``arguments`` (text).
+
+    Empty text is no arguments (``{}``); text that is not one JSON object leaves ``input``
+    empty and says why in ``input_error``.
+    """
+    block: dict[str, Any] = {"type": "tool_use", "id": call_id, "name": name, "input": {}}
+    if not isinstance(arguments, str):
+        block["input_error"] = f"the arguments are not text but {type(arguments).__name__}"
+    elif arguments.strip():
+        try:
+            parsed = json.loads(arguments)
+        except ValueError as exc:
+            block["input_error"] = f"they are not valid JSON ({exc}): {_echo(arguments)}"
+        else:
+            if isinstance(parsed, dict):
+                block["input"] = parsed
+            else:
+                block["input_error"] = (
+                    f"they are JSON but not an object ({type(parsed).__name__}): {_echo(arguments)}"
+                )
+    block.update(extra)
+    return block
+
+
+def distinct_ids(blocks: list[dict[str, Any]]) -> None:
+    """Rename, in place, a ``tool_use`` block whose id an earlier block of the same answer has
+    (``call_0`` twice becomes ``call_0`` and ``call_0-2``), never to an id the answer uses."""
+    uses = [b for b in blocks if b.get("type") == "tool_use"]
+    taken = {b["id"] for b in uses}
+    seen: set[str] = set()
+    for block in uses:
+        call_id = block["id"]
+        if call_id in seen:
+            n = 2
+            while f"{call_id}-{n}" in taken:
+                n += 1
+            block["id"] = f"{call_id}-{n}"
+            taken.add(block["id"])
+        seen.add(block["id"])
+
+
+def _echo(text: str) -> str:
+    if len(text) <= ARGUMENT_ECHO:
+        return repr(text)
+    return f"{text[:ARGUMENT_ECHO]!r}... ({len(text)} characters)"
+
+
+def arguments_text(block: Mapping[str, Any]) -> str:
+    """The arguments of a journaled ``tool_use`` block as the API takes them back."""
+    if "input_error" in block:
+        return "{}"
+    return json.dumps(block.get("input", {}), ensure_ascii=False, separators=(",", ":"))
+
+
+def result_text(block: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]]]:
+    """A ``tool_result`` block as the text the model reads and the other blocks in it
+    (images, documents) to be sent beside it."""
+    content = block.get("content")
+    media: list[dict[str, Any]] = []
+    if content is None:
+        text = ""
+    elif isinstance(content, str):
+        text = content
+    elif isinstance(content, list):
+        texts = []
+        for part in content:
+            if isinstance(part, dict) and part.get("type") == "text":
+                texts.append(str(part.get("text", "")))
+            elif isinstance(part, dict) and part.get("type") == "search_result":
+                texts.append(search_result_text(part))
+            elif isinstance(part, dict):
+                media.append(part)
+        text = "\n\n".join(texts)
+    else:
+        text = json.dumps(content, ensure_ascii=False)
+    if block.get("is_error"):
+        text = f"error: {text}"
+    return text, media
+
+
+def search_result_text(block: Mapping[str, Any]) -> str:
+    """A ``search_result`` block (title, source and text content) as plain text."""
+    lines = [str(block.get("title", "")), str(block.get("source", ""))]
+    for part in block.get("content") or []:
+        if isinstance(part, dict) and part.get("type") == "text":
+            lines.append(str(part.get("text", "")))
+    return "\n".join(line for line in lines if line)
+
+
+def data_url(block: Mapping[str, Any], where: str) -> str:
+    """The URL of an image or document block's source: its own for a ``url`` source, a
+    ``data:`` URL for a ``base64`` one."""
+    source = block.get("source")
+    if isinstance(source, dict):
+        if source.get("type") == "url" and isinstance(source.get("url"), str):
+            return str(source["url"])
+        if source.get("type") == "base64" and isinstance(source.get("data"), str):
+            media_type = source.get("media_type", "application/octet-stream")
+            return f"data:{media_type};base64,{source['data']}"
+    kind = source.get("type") if isinstance(source, dict) else None
+    raise Untranslatable(f"{where}: a {block.get('type')} block with a {kind!r} source")
+
+
+def usage(
+    *,
+    prompt: object,
+    cached: object = 0,
+    written: object = 0,
+    output: object = 0,
+    reasoning: object = 0,
+) -> Usage:
+    """``Usage`` from OpenAI's counts, where the prompt's tokens include the cached ones."""
+
+    def count(value: object) -> int:
+        return value if isinstance(value, int) and value > 0 else 0
+
+    read, write = count(cached), count(written)
+    return Usage(
+        input_tokens=max(0, count(prompt) - read - write),
+        output_tokens=count(output),
+        cache_creation_input_tokens=write,
+        cache_read_input_tokens=read,
+        reasoning_tokens=count(reasoning),
+    )
