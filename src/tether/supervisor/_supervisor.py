@@ -180,6 +180,8 @@ class Supervisor:
         async with AsyncExitStack() as stack:
             if not self._store.entered:
                 await stack.enter_async_context(self._store)
+            # Tools from sources (MCP servers) are registered now, and closed after the runs.
+            await stack.enter_async_context(self._rt.tools.open_sources())
             stack.push_async_callback(self._close_handed)  # runs after the children ended
             self._tg = await stack.enter_async_context(anyio.create_task_group())
             stack.callback(self._tg.cancel_scope.cancel)
