@@ -142,7 +142,7 @@ class Supervisor:
         self._store = store
         self._rt = Runtime(
             model=model,
-            tools=tools or ToolRegistry(),
+            tools=tools if tools is not None else ToolRegistry(),
             load_blob=store.load_blob,
             max_restarts=max_restarts,
             app_version=app_version,
