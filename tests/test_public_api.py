@@ -10,9 +10,10 @@ import pytest
 import tether
 import tether.bench
 import tether.journal
+import tether.mcp
 import tether.testing
 
-MODULES = [tether, tether.bench, tether.journal, tether.testing]
+MODULES = [tether, tether.bench, tether.journal, tether.mcp, tether.testing]
 
 
 def isort_key(name: str) -> tuple[int, str]:
