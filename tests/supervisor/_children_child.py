@@ -1,7 +1,8 @@
 """``python -m tests.supervisor._children_child ROOT``: start (or resume) a lead run whose tool
 starts a researcher child run; prints ``lead done: ANSWER; researcher answered N time(s)``.
 
-The researcher's answers are counted in ``ROOT/researcher`` (one line per answer its model
+The store is ``ROOT/store``, or the PostgreSQL schema ``TETHER_TEST_STORE`` names. The
+researcher's answers are counted in ``ROOT/researcher`` (one line per answer its model
 gave), so a test can tell whether a crash made it run twice.
 """
 
@@ -17,6 +18,7 @@ import anyio
 import tether
 from tether.supervisor import RunStatus, Supervisor
 
+from ._helpers import child_store
 from .test_children import PARENT, answer, lead_tools
 
 
@@ -30,7 +32,9 @@ async def main(root: pathlib.Path) -> None:
         return answer(messages)
 
     model = tether.ScriptedModel(counting)
-    async with Supervisor(tether.FileStore(root / "store"), model=model, tools=lead_tools()) as sup:
+    async with Supervisor(
+        child_store(root), model=model, tools=lead_tools(), sweep_interval=0.2
+    ) as sup:
         with contextlib.suppress(tether.RunExistsError):
             await sup.start(PARENT, "a customer asks about refunds")
         with anyio.fail_after(30):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import pathlib
 import random
 from collections import Counter
@@ -18,6 +19,7 @@ from tether.journal import (
     Event,
     ModelResponse,
     RunStarted,
+    Store,
     ToolResult,
     ToolStarted,
 )
@@ -31,6 +33,22 @@ _E = TypeVar("_E")
 
 WAIT = 10.0
 """Upper bound for any single wait in these tests; a healthy run takes milliseconds."""
+
+STORE_ENV = "TETHER_TEST_STORE"
+"""Set to ``URL#SCHEMA`` for a test's child process to serve that PostgreSQL schema."""
+
+
+def child_store(root: pathlib.Path) -> Store:
+    """The store a test's child process serves: the PostgreSQL schema ``TETHER_TEST_STORE``
+    names (leases of 0.5 s, so that a later process takes over a killed one's runs quickly),
+    or a ``FileStore`` in ``root/store``."""
+    spec = os.environ.get(STORE_ENV)
+    if not spec:
+        return tether.FileStore(root / "store")
+    from tether.postgres import PostgresStore
+
+    url, _, schema = spec.partition("#")
+    return PostgresStore(url, schema=schema, lease_ttl=0.5)
 
 
 async def _no_blob(ref: BlobRef) -> Any:

@@ -1,5 +1,6 @@
 """``python -m tests.supervisor._wait_child ROOT start|resume``: a run whose call sleeps 2 s.
 
+The store is ``ROOT/store``, or the PostgreSQL schema ``TETHER_TEST_STORE`` names.
 ``start`` creates it and prints ``waiting`` once it parks (then idles until killed);
 ``resume`` serves the store until the run is done and prints ``done after S``, S the seconds
 from the start of the sleep to the wake-up, read from the journal.
@@ -15,6 +16,8 @@ import anyio
 import tether
 from tether.journal import ToolResult, Waiting
 from tether.supervisor import RunStatus, Supervisor
+
+from ._helpers import child_store
 
 use = tether.ScriptedModel.tool_use
 
@@ -33,8 +36,7 @@ def app() -> tuple[tether.ScriptedModel, tether.ToolRegistry]:
 
 async def main(root: pathlib.Path, mode: str) -> None:
     model, tools = app()
-    store = tether.FileStore(root / "store")
-    async with Supervisor(store, model=model, tools=tools, sweep_interval=0.2) as sup:
+    async with Supervisor(child_store(root), model=model, tools=tools, sweep_interval=0.2) as sup:
         if mode == "start":
             await sup.start("run-1", "check o-1")
             assert await sup.wait("run-1", timeout=30) is RunStatus.WAITING
@@ -43,7 +45,7 @@ async def main(root: pathlib.Path, mode: str) -> None:
         with anyio.fail_after(30):
             while (await sup.inspect("run-1")).status is not RunStatus.DONE:
                 await anyio.sleep(0.02)
-    async with tether.FileStore(root / "store") as check:
+    async with child_store(root) as check:
         journal = await check.read("run-1")
     waiting = next(e for e in journal if isinstance(e, Waiting))
     result = next(e for e in journal if isinstance(e, ToolResult))

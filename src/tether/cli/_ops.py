@@ -22,7 +22,7 @@ import msgspec
 
 from .._errors import JournalLockedError, RunStateError
 from ..journal._records import Budgets, Decision, Event, Resolved, Retried, RunFinished, Signal
-from ..supervisor._answers import answer_problem
+from ..supervisor._answers import answer_problem, repeated
 from ..supervisor._state import Call, RunState, RunStatus, fold
 from ..tools._waits import wait_for
 from ._view import as_json, call_text, execute, open_store, shorten, using
@@ -175,11 +175,14 @@ async def _append(
             # records it at its next pause.
             state = fold(await store.read(args.run))
             record = checked(state)
-            await store.post(args.run, record)
+            if not repeated(state, record):
+                await store.post(args.run, record)
             return record, state
         async with journal:
             state = fold(journal.events)
             record = checked(state)
+            if repeated(state, record):
+                return record, state
             (written,) = await journal.append([record])
     return written, state
 
@@ -313,10 +316,13 @@ def _signal(args: argparse.Namespace) -> int:
 
     async def command() -> int:
         record, state = await _append(args, check)
-        again = " (already delivered: it counts once)" if signal_id in state.signal_ids else ""
-        print(
-            f"recorded: signal {args.name} ({signal_id}) to run {args.run}{again} {_where(record)}"
-        )
+        if signal_id in state.signal_ids:
+            print(
+                f"already recorded: signal {args.name} ({signal_id}) to run {args.run}; "
+                "delivered again, it counts once"
+            )
+            return 0
+        print(f"recorded: signal {args.name} ({signal_id}) to run {args.run} {_where(record)}")
         print(CONTINUES)
         return 0
 

@@ -31,7 +31,7 @@ def answer_problem(state: RunState, answer: Event | AnyEvent, now: float) -> str
     if state.finished is not None:
         return f"run already finished ({state.finished.status})"
     if isinstance(answer, (RunFinished, Signal)):
-        return None  # a signal delivered twice is recorded twice and counts once
+        return None  # (a signal delivered again is acknowledged: see ``repeated``)
     if isinstance(answer, ChildEnded):
         call = state.calls.get(answer.call_id)
         wait = None if call is None else call.wait
@@ -55,6 +55,12 @@ def answer_problem(state: RunState, answer: Event | AnyEvent, now: float) -> str
             return f"call {call.id!r} ({call.name}) {why}"
         return None
     return f"a {type(answer).__name__} record is not an answer a person can give"
+
+
+def repeated(state: RunState, answer: Event | AnyEvent) -> bool:
+    """Whether ``answer`` is a signal the run has recorded already (by its id): delivered
+    again, as a webhook's retry is, it is acknowledged and not recorded a second time."""
+    return isinstance(answer, Signal) and answer.signal_id in state.signal_ids
 
 
 def _decision_problem(state: RunState, answer: Decision, now: float) -> str | None:

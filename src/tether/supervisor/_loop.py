@@ -47,7 +47,7 @@ from ..journal._store import RunJournal
 from ..models._base import text_sink
 from ..tools._context import ToolContext
 from ..tools._spec import ToolSpec
-from ._answers import answer_problem
+from ._answers import answer_problem, repeated
 from ._attempt import attempt as run_attempt
 from ._attempt import cancelled_from_outside, error_result, ok_result
 from ._backoff import MODEL_RETRY, sleep_unless
@@ -499,6 +499,8 @@ class _Drive:
         recorded = False
         for answer in answers:
             problem = answer_problem(self.state, answer, self.rt.clock())
+            if problem is None and repeated(self.state, answer):
+                continue  # a signal delivered twice while the run was held
             if problem is None:
                 await self._append([answer])
                 recorded = True

@@ -46,7 +46,7 @@ from ..journal._store import RunJournal, Store
 from ..models._base import Model, SystemPrompt
 from ..tools._registry import ToolRegistry
 from ..tools._waits import wait_for
-from ._answers import answer_problem
+from ._answers import answer_problem, repeated
 from ._backoff import STORE_RETRY_CAP, Backoff
 from ._children import child_budgets, child_ended
 from ._entry import Entry as _Entry
@@ -623,12 +623,16 @@ class Supervisor:
                 problem = answer_problem(state, record, self._rt.clock())
                 if problem is not None:
                     raise RunStateError(run_id, problem) from None
-                await self._store.post(run_id, record)
+                if not repeated(state, record):
+                    await self._store.post(run_id, record)
                 return False
             async with journal:
-                problem = answer_problem(fold(journal.events), record, self._rt.clock())
+                state = fold(journal.events)
+                problem = answer_problem(state, record, self._rt.clock())
                 if problem is not None:
                     raise RunStateError(run_id, problem)
+                if repeated(state, record):
+                    return False
                 await journal.append([record])
         return True
 
