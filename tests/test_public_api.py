@@ -11,9 +11,10 @@ import tether
 import tether.bench
 import tether.journal
 import tether.mcp
+import tether.otel
 import tether.testing
 
-MODULES = [tether, tether.bench, tether.journal, tether.mcp, tether.testing]
+MODULES = [tether, tether.bench, tether.journal, tether.mcp, tether.otel, tether.testing]
 
 
 def isort_key(name: str) -> tuple[int, str]:
