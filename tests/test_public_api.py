@@ -10,10 +10,20 @@ import pytest
 import tether
 import tether.bench
 import tether.journal
+import tether.mcp
 import tether.operate
+import tether.otel
 import tether.testing
 
-MODULES = [tether, tether.bench, tether.journal, tether.operate, tether.testing]
+MODULES = [
+    tether,
+    tether.bench,
+    tether.journal,
+    tether.mcp,
+    tether.operate,
+    tether.otel,
+    tether.testing,
+]
 
 
 def isort_key(name: str) -> tuple[int, str]:

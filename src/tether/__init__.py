@@ -21,6 +21,7 @@ from ._errors import JournalVersionError as JournalVersionError
 from ._errors import LeaseLostError as LeaseLostError
 from ._errors import ModelError as ModelError
 from ._errors import ModelResponseError as ModelResponseError
+from ._errors import OutcomeUnknownError as OutcomeUnknownError
 from ._errors import RecordTooLargeError as RecordTooLargeError
 from ._errors import RunExistsError as RunExistsError
 from ._errors import RunNotFoundError as RunNotFoundError
@@ -30,6 +31,7 @@ from ._errors import TetherError as TetherError
 from ._errors import ToolArgumentsError as ToolArgumentsError
 from ._errors import ToolDefinitionError as ToolDefinitionError
 from ._errors import ToolError as ToolError
+from ._errors import ToolUnavailableError as ToolUnavailableError
 from ._errors import UnknownToolError as UnknownToolError
 from ._version import __version__ as __version__
 from .journal import Budgets as Budgets
@@ -83,6 +85,7 @@ __all__ = [
     "ModelReply",
     "ModelResponseError",
     "OpenAIModel",
+    "OutcomeUnknownError",
     "PostgresStore",
     "RecordTooLargeError",
     "ReplayPolicy",
@@ -105,6 +108,7 @@ __all__ = [
     "ToolError",
     "ToolRegistry",
     "ToolSpec",
+    "ToolUnavailableError",
     "UnknownToolError",
     "Wait",
     "__version__",

@@ -14,7 +14,9 @@
     ├── ToolError                        a problem with a tool's definition or a call to it
     │   ├── ToolDefinitionError          a tool that cannot be registered (bad signature, policy)
     │   ├── UnknownToolError             a call names a tool (or version) the registry lacks
-    │   └── ToolArgumentsError           a call's arguments do not match the tool's schema
+    │   ├── ToolArgumentsError           a call's arguments do not match the tool's schema
+    │   ├── OutcomeUnknownError          an attempt ended with no result: it may have had its effect
+    │   └── ToolUnavailableError         the tool's service could not be reached: nothing was sent
     ├── StoreSchemaError                 the database's schema is newer, or cannot be set up
     └── JournalError                     anything about one journal file (or a run's inbox)
         ├── JournalCorruptError          damage followed by valid data (path, offset, seq, reason)
@@ -351,6 +353,24 @@ class UnknownToolError(ToolError):
 
 class ToolArgumentsError(ToolError):
     """A call's arguments do not match the tool's input schema."""
+
+
+class OutcomeUnknownError(ToolError):
+    """An attempt ended without a result and may have had its effect (a connection lost mid-call).
+
+    A tool raises it when it cannot tell whether what it asked for happened. The runtime treats
+    the attempt like one whose process died: its outcome is unknown, and the tool's replay
+    policy decides what comes next (run again, verify, escalate), while ``retries`` are left
+    (see ``ToolRegistry.tool``). It never becomes an error result on its own.
+    """
+
+
+class ToolUnavailableError(ToolError):
+    """The tool could not reach what it calls (a server that is down), and nothing was sent.
+
+    A known failure: in a tool's ``retry_on`` it is tried again whatever the policy; otherwise
+    it is the call's error result. Tools from MCP servers raise it when no session can be had.
+    """
 
 
 class RunStateError(TetherError, ValueError):

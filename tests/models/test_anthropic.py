@@ -126,6 +126,7 @@ async def test_tool_use_reply_becomes_plain_dicts() -> None:
     assert all(type(block) is dict for block in reply.content)
     assert reply.usage == Usage(input_tokens=25, output_tokens=12)
     assert reply.stop_reason == "tool_use"
+    assert reply.response_id == "msg_01XYZ"  # journaled, and traced as gen_ai.response.id
     [sent] = api.requests
     assert sent == {
         "model": MODEL,

@@ -15,6 +15,7 @@ def test_all_lists_exactly_the_public_names() -> None:
         "ReplayPolicy",
         "ToolContext",
         "ToolRegistry",
+        "ToolSource",
         "ToolSpec",
         "Wait",
         "sleep_for",

@@ -147,6 +147,7 @@ class RunStarted(Event, frozen=True, kw_only=True, tag="run_started"):
     budgets: Budgets = msgspec.field(default_factory=Budgets)
     parent: str | None = None
     parent_call: str | None = None
+    trace: dict[str, str] | None = None  # W3C trace context of the run (tether.otel), if traced
 
 
 class ModelResponse(Event, frozen=True, kw_only=True, tag="model_response"):
@@ -161,6 +162,7 @@ class ModelResponse(Event, frozen=True, kw_only=True, tag="model_response"):
     usage: Usage = msgspec.field(default_factory=Usage)
     stop_reason: str | None = None
     stop_details: dict[str, JSONValue] | None = None
+    response_id: str | None = None  # the provider's id of the response, when it gives one
 
 
 class ToolStarted(Event, frozen=True, kw_only=True, tag="tool_started"):

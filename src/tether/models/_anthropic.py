@@ -311,6 +311,9 @@ class AnthropicModel:
             usage=usage,
             stop_reason=getattr(response, "stop_reason", None),
             stop_details=details if isinstance(details, dict) else None,
+            response_id=response_id
+            if isinstance(response_id := getattr(response, "id", None), str)
+            else None,
         )
 
 

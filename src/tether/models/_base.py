@@ -76,12 +76,15 @@ class ModelReply(msgspec.Struct, frozen=True, kw_only=True):
         stop_reason: why the model stopped (``"end_turn"``, ``"tool_use"``, ``"max_tokens"``,
             ``"pause_turn"``, ``"refusal"``, ...), or ``None`` when the model does not say.
         stop_details: anything more the model said about why it stopped, as plain JSON.
+        response_id: the provider's id of the response (``msg_...``), when it gives one;
+            journaled with the answer, and reported by tracing as ``gen_ai.response.id``.
     """
 
     content: list[dict[str, Any]]
     usage: Usage = msgspec.field(default_factory=Usage)
     stop_reason: str | None = None
     stop_details: dict[str, Any] | None = None
+    response_id: str | None = None
 
     def as_message(self) -> dict[str, Any]:
         """The reply as an assistant message to append to the conversation.

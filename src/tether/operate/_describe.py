@@ -160,7 +160,7 @@ def describe(event: AnyEvent, names: dict[str, str], limit: int = 100) -> str:
             text += f"; asked again at +{max(0.0, event.retry_at - event.at):.1f}s"
         return shorten(text, limit)
     if isinstance(event, ToolFailed):
-        what = "timed out" if event.timed_out else "failed"
+        what = "ended, outcome unknown" if event.timed_out else "failed"
         text = f"{tool(event.call_id)} attempt {event.attempt} {what}: {event.error}"
         return shorten(text, limit)
     if isinstance(event, Parked):

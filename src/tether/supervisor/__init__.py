@@ -15,6 +15,7 @@ from ._status import run_status as run_status
 from ._supervisor import RunView as RunView
 from ._supervisor import StatusChange as StatusChange
 from ._supervisor import Supervisor as Supervisor
+from ._telemetry import RunTelemetry as RunTelemetry
 from ._worker import WorkerApp as WorkerApp
 from ._worker import load_app as load_app
 from ._worker import run_worker as run_worker
@@ -22,6 +23,7 @@ from ._worker import run_worker as run_worker
 __all__ = [
     "Outcome",
     "RunState",
+    "RunTelemetry",
     "RunStatus",
     "RunView",
     "StatusChange",

@@ -3,6 +3,13 @@
 Whatever the tool raises is that call's outcome, ``SystemExit``, ``KeyboardInterrupt`` and a
 stray ``CancelledError`` included: one poisoned call never ends the process and the other
 runs in it. Only the run's own cancellation propagates.
+
+Two endings are not results. A timeout and ``OutcomeUnknownError`` (a tool that lost its
+connection mid-call) leave the outcome unknown: a ``tool_failed`` record with ``timed_out``,
+which the replay decision treats like a call whose process died, under the tool's policy.
+``timed_out`` is the field an older reader already takes as "outcome unknown", so such a
+journal never reads to it as a failure that is safe to run again. An exception in the tool's
+``retry_on`` is a known failure: ``tool_failed`` without ``timed_out``.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ from typing import Any
 
 import anyio
 
+from .._errors import OutcomeUnknownError
 from ..journal._format import MAX_RUN_ID_LEN as MAX_RUN_ID
 from ..journal._records import Event, ToolFailed, ToolResult, Waiting
 from ..tools._content import ContentBlocks
@@ -35,9 +43,9 @@ async def attempt(
 ) -> Event:
     """Run one attempt (``ctx.attempt``) of ``call`` and return the record of how it ended.
 
-    A timeout (``spec.timeout``) and an exception in ``spec.retry_on`` give ``tool_failed``
-    (what comes next is the call's replay decision); anything else the tool raises is an error
-    result.
+    A timeout (``spec.timeout``), ``OutcomeUnknownError`` and an exception in ``spec.retry_on``
+    give ``tool_failed`` (what comes next is the call's replay decision); anything else the
+    tool raises is an error result.
 
     On cancellation (the run's own): propagates; the attempt's outcome stays unknown.
     """
@@ -52,6 +60,8 @@ async def attempt(
         if cancelled_from_outside():
             raise
         return error_result(call, "the tool raised CancelledError (nothing cancelled it)")
+    except OutcomeUnknownError as exc:  # it may have happened: the policy decides, as after a crash
+        return failed(call, spec, ctx, exc.reason, timed_out=True, clock=clock, jitter=jitter)
     except BaseException as exc:  # the model hears what went wrong, as an error result
         if spec.retry_on and isinstance(exc, spec.retry_on):
             error = f"{type(exc).__name__}: {exc}"
@@ -108,7 +118,8 @@ def ok_result(call: Call, content: Any, attempt: int, run_id: str) -> Event:
             child=child,
         )
     if isinstance(content, ContentBlocks):
-        return ToolResult(call_id=call.id, ok=True, content=content.blocks, blocks=True)
+        ok = not content.error
+        return ToolResult(call_id=call.id, ok=ok, content=content.blocks, blocks=True)
     return ToolResult(call_id=call.id, ok=True, content=content)
 
 

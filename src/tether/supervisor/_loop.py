@@ -73,6 +73,8 @@ from ._runtime import Runtime as Runtime
 from ._runtime import Suspend, definitions, spec_for
 from ._state import Call, RunState, RunStatus, fold
 from ._status import Outcome, run_deadline, run_status
+from ._telemetry import ChatTelemetry, DriveTelemetry
+from ._traced import chat_scope, open_drive, started_seq, tool_scope
 
 log = logging.getLogger("tether.supervisor")
 
@@ -115,13 +117,21 @@ async def drive(
     stepper = _Drive(journal, rt, alone=alone)
     try:
         await stepper.load()
-        return await stepper.run(fresh=fresh, prior=prior)
+        stepper.begin_trace(fresh=fresh, prior=prior)
+        outcome = await stepper.run(fresh=fresh, prior=prior)
+        stepper.end_trace(status=outcome.status.value, reason=outcome.reason)
+        return outcome
     except Suspend:
         await stepper.suspend("the supervisor stopped (graceful shutdown)")
+        stepper.end_trace(status=None, reason="suspended: the supervisor stopped")
         return None
     except anyio.get_cancelled_exc_class():
         with anyio.move_on_after(SUSPEND_TIMEOUT, shield=True):
             await stepper.suspend("cancelled")
+        stepper.end_trace(status=None, reason="cancelled")
+        raise
+    except BaseException as exc:
+        stepper.end_trace(status=None, error=exc)
         raise
     finally:
         stepper.leave_alone()
@@ -139,6 +149,17 @@ class _Drive:
     prestarted: set[str] = field(default_factory=set)  # started with the answer, not yet run
     holds_gate: bool = False
     resume_record: Resumed | None = None  # written just before the drive's first step
+    trace: DriveTelemetry | None = None  # this drive as reported to tracing, if traced
+
+    def begin_trace(self, *, fresh: bool, prior: Interruption | None) -> None:
+        self.trace = open_drive(self.rt, self.state, self.journal.run_id, fresh=fresh, prior=prior)
+
+    def end_trace(
+        self, *, status: str | None, reason: str = "", error: BaseException | None = None
+    ) -> None:
+        trace, self.trace = self.trace, None
+        if trace is not None:
+            trace.end(status=status, reason=reason, error=error)
 
     async def load(self) -> None:
         await _load_blobs(self.journal, self.rt, self.blobs)
@@ -258,25 +279,26 @@ class _Drive:
         messages = list(state.messages)
         counted = await self._enter_step()
         token = None if rt.on_text is None else text_sink.set(partial(rt.on_text, state.run_id))
+        failed: ModelError | None = None
         try:
             if rt.model_gate is not None:
                 async with rt.model_gate:
                     self._check_stopping()
-                    reply = await rt.model(
-                        system=state.manifest.system_prompt, messages=messages, tools=tools
-                    )
+                    with chat_scope(self.trace, self.state, messages) as chat:
+                        reply = await self._ask(messages, tools, chat)
             else:
-                reply = await rt.model(
-                    system=state.manifest.system_prompt, messages=messages, tools=tools
-                )
+                with chat_scope(self.trace, self.state, messages) as chat:
+                    reply = await self._ask(messages, tools, chat)
         except ModelError as exc:
-            await self._model_failed(exc)
-            return
+            failed = exc
         finally:
             if token is not None:
                 text_sink.reset(token)
             if counted:
                 rt.gate.leave_step()
+        if failed is not None:
+            await self._model_failed(failed)
+            return
         failpoint("model_answered")
         message = reply.as_message()
         unique_call_ids(message, state, self.journal.run_id)
@@ -294,6 +316,19 @@ class _Drive:
         await self._append([*records, *settled, *starts])
         self.prestarted.update(s.call_id for s in starts)
         failpoint("model_saved")
+
+    async def _ask(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        chat: ChatTelemetry | None,
+    ) -> Any:
+        reply = await self.rt.model(
+            system=self.state.manifest.system_prompt, messages=messages, tools=tools
+        )
+        if chat is not None:  # its record is the next one: no other step writes meanwhile
+            chat.answered(reply, seq=len(self.journal.events))
+        return reply
 
     async def _model_failed(self, exc: ModelError) -> None:
         """Journal a failed model call: ask again later, ask again now, or park the run."""
@@ -444,14 +479,22 @@ class _Drive:
         journal = self.journal
         if call.id in self.prestarted:  # its tool_started is durable already, and it has not run
             self.prestarted.discard(call.id)
+            dangling, seq = False, started_seq(self.journal, call.id) if self.trace else -1
         else:
-            await journal.append([ToolStarted(call_id=call.id, name=call.name, attempt=attempt)])
+            dangling = call.dangling  # the attempt before this one never ended
+            (started,) = await journal.append(
+                [ToolStarted(call_id=call.id, name=call.name, attempt=attempt)]
+            )
+            seq = started.seq
         failpoint("tool_started")
         await journal.fence()  # a worker paused past its lease must not act for the run any more
         ctx = ToolContext(run_id=journal.run_id, call_id=call.id, attempt=attempt)
-        outcome = await run_attempt(call, spec, ctx, clock=self.rt.clock, jitter=self.rt.jitter)
-        failpoint("tool_returned")
-        await journal.append([outcome])
+        with tool_scope(self.trace, call, spec, attempt, seq=seq, dangling=dangling) as traced:
+            outcome = await run_attempt(call, spec, ctx, clock=self.rt.clock, jitter=self.rt.jitter)
+            failpoint("tool_returned")
+            (saved,) = await journal.append([outcome])
+            if traced is not None:
+                traced.ended(saved, seq=saved.seq)
         failpoint("result_saved")
         if isinstance(outcome, Waiting) and outcome.child is not None:
             await self.rt.start_child(self.state, outcome)  # once the wait for it is durable
@@ -460,16 +503,18 @@ class _Drive:
         journal = self.journal
         await journal.fence()
         ctx = ToolContext(run_id=journal.run_id, call_id=call.id, attempt=call.attempts)
-        try:
-            landed = await spec.check_landed(call.input, ctx)
-        except anyio.get_cancelled_exc_class():
-            if cancelled_from_outside():
-                raise
-            landed, problem = None, "the verify function raised CancelledError"
-        except BaseException as exc:  # that call's error, never its siblings' cancellation
-            landed, problem = None, f"verify failed: {type(exc).__name__}: {exc}"
-        else:
-            problem = ""
+        seq = started_seq(self.journal, call.id) if self.trace else -1
+        with tool_scope(self.trace, call, spec, call.attempts, seq=seq, dangling=True, verify=True):
+            try:
+                landed = await spec.check_landed(call.input, ctx)
+            except anyio.get_cancelled_exc_class():
+                if cancelled_from_outside():
+                    raise
+                landed, problem = None, "the verify function raised CancelledError"
+            except BaseException as exc:  # that call's error, never its siblings' cancellation
+                landed, problem = None, f"verify failed: {type(exc).__name__}: {exc}"
+            else:
+                problem = ""
         if problem:
             await journal.append([error_result(call, problem)])
         elif landed is not None:

@@ -25,10 +25,10 @@ last attempt raised an error in ``retry_on``    ``Run`` again at its ``retry_at`
 last attempt ended in a wait (a sleep, an       ``Rest`` until its time or its event; then
 event: ``sleep_until``, ``wait_for``)           ``Record`` its result (the signal's payload,
                                                 or the wait's own result)
-last attempt timed out (outcome unknown)        as a dangling call, but only while retries
-                                                are left; none left: ``Verify`` once (a
+last attempt timed out, or raised               as a dangling call, but only while retries
+``OutcomeUnknownError`` (outcome unknown)       are left; none left: ``Verify`` once (a
                                                 ``verify`` tool), else ``Escalate`` or
-                                                ``Record`` the timeout as an error
+                                                ``Record`` the error
 ==============================================  ==============================================
 """
 
@@ -176,7 +176,10 @@ def _after_attempt(state: RunState, call: Call, spec: ToolSpec, now: float) -> S
         if not retries_left:
             return _error(call, f"{failed.error} (after {call.failures} attempts)")
         return _at(failed.retry_at, now, call.attempts + 1)
-    reason = f"{call.name} timed out (attempt {failed.attempt}): {failed.error}; outcome unknown"
+    reason = (
+        f"{call.name} attempt {failed.attempt} ended without a result ({failed.error}); "
+        "outcome unknown"
+    )
     if retries_left:
         step = _unknown_outcome(call, spec, reason)
         if isinstance(step, Run):

@@ -23,6 +23,7 @@ from ..tools._registry import ToolRegistry
 from ..tools._spec import ToolSpec
 from ._alone import StepGate
 from ._state import RunState
+from ._telemetry import RunTelemetry
 
 
 class Mailbox(Protocol):
@@ -64,6 +65,7 @@ class Runtime:
     read_run: Callable[[str], Awaitable[list[AnyEvent]]] = _no_runs
     on_text: Callable[[str, str], None] | None = None
     gate: StepGate = field(default_factory=StepGate)
+    telemetry: RunTelemetry | None = None
     definitions: dict[tuple[tuple[str, str, str], ...], list[dict[str, Any]]] = field(
         default_factory=dict
     )

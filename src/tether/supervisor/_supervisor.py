@@ -58,6 +58,7 @@ from ._runtime import Runtime
 from ._state import RunState, RunStatus, fold
 from ._status import Outcome, run_status
 from ._sweep import start_line, what_to_do
+from ._telemetry import RunTelemetry
 from ._timers import Timers
 
 log = logging.getLogger("tether.supervisor")
@@ -111,6 +112,9 @@ class Supervisor:
             model that streams, such as ``AnthropicModel``, streams while it is set), for
             people watching; the text is never made durable (the answer is journaled once,
             whole, when it ends). It must not block.
+        telemetry: where the runs' work is reported: ``tether.otel.OpenTelemetry()`` for
+            spans and metrics per the GenAI semantic conventions; ``None`` (the default)
+            reports nothing and imports nothing.
         clock, sleep, jitter: wall-clock time (deadlines, retry times), waiting (backoff,
             timers) and the jitter source (``[0, 1)``), injectable so tests need not wait.
     """
@@ -132,6 +136,7 @@ class Supervisor:
         sweep_interval: float | None = 5.0,
         resume: bool = True,
         on_text: Callable[[str, str], None] | None = None,
+        telemetry: RunTelemetry | None = None,
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
         jitter: Callable[[], float] = random.random,
@@ -141,7 +146,7 @@ class Supervisor:
         self._store = store
         self._rt = Runtime(
             model=model,
-            tools=tools or ToolRegistry(),
+            tools=tools if tools is not None else ToolRegistry(),
             load_blob=store.load_blob,
             max_restarts=max_restarts,
             app_version=app_version,
@@ -153,6 +158,7 @@ class Supervisor:
             mailbox=store,
             on_text=on_text,
             read_run=store.read,
+            telemetry=telemetry,
         )
         self._rt.start_child = self._start_child
         self._sleep = sleep
@@ -179,6 +185,8 @@ class Supervisor:
         async with AsyncExitStack() as stack:
             if not self._store.entered:
                 await stack.enter_async_context(self._store)
+            # Tools from sources (MCP servers) are registered now, and closed after the runs.
+            await stack.enter_async_context(self._rt.tools.open_sources())
             stack.push_async_callback(self._close_handed)  # runs after the children ended
             self._tg = await stack.enter_async_context(anyio.create_task_group())
             stack.callback(self._tg.cancel_scope.cancel)
@@ -270,8 +278,13 @@ class Supervisor:
             else [dict(m) for m in prompt]
         )
         manifest = build_manifest(self._rt, system=system, app_version=self._app_version)
+        telemetry = self._rt.telemetry
         started = RunStarted(
-            run_id=run_id, manifest=manifest, messages=messages, budgets=budgets or Budgets()
+            run_id=run_id,
+            manifest=manifest,
+            messages=messages,
+            budgets=budgets or Budgets(),
+            trace=None if telemetry is None else telemetry.run_context(run_id),
         )
         journal: RunJournal | None = await self._store.create(run_id, [started])
         assert journal is not None
@@ -498,6 +511,7 @@ class Supervisor:
             budgets=child_budgets(parent, spec.get("budgets")),
             parent=parent.run_id,
             parent_call=waiting.call_id,
+            trace=None if self._rt.telemetry is None else self._rt.telemetry.run_context(child_id),
         )
         try:
             journal = await self._store.create(child_id, [started])

@@ -12,6 +12,7 @@ from ._context import ToolContext as ToolContext
 from ._policy import ApprovalTimeout as ApprovalTimeout
 from ._policy import ReplayPolicy as ReplayPolicy
 from ._registry import ToolRegistry as ToolRegistry
+from ._sources import ToolSource as ToolSource
 from ._spec import ToolSpec as ToolSpec
 from ._waits import Wait as Wait
 from ._waits import sleep_for as sleep_for
@@ -25,6 +26,7 @@ __all__ = [
     "ReplayPolicy",
     "ToolContext",
     "ToolRegistry",
+    "ToolSource",
     "ToolSpec",
     "Wait",
     "sleep_for",

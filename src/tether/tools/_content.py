@@ -4,6 +4,7 @@ A tool's return value is normally encoded as JSON and sent as one text block. A 
 an image to show (a screenshot, a chart), a document (a PDF), or text it wants kept apart
 returns ``ContentBlocks([...])`` instead: the blocks go into the ``tool_result`` unchanged.
 They are journaled like any result (in the blob store when large) and replayed exactly.
+With ``error=True`` the blocks are an error result (``is_error``), the model reading why.
 """
 
 from __future__ import annotations
@@ -30,19 +31,23 @@ class ContentBlocks:
             "source": {"type": "base64", "media_type": "image/png", "data": ...}}``,
             ``{"type": "document", "source": {...}}``, ``{"type": "search_result", ...}``.
             Other keys (``cache_control``, ``citations``, ``title``) are kept.
+        error: the blocks say why the call failed: an error result the model reads as given
+            (a known failure, never run again on its own).
 
     Raises:
         ToolError: a block is not one of those, lacks its ``text`` or ``source``, or is not
             JSON-able (raised when the tool returns it, naming the tool).
     """
 
-    __slots__ = ("blocks",)
+    __slots__ = ("blocks", "error")
 
-    def __init__(self, blocks: Sequence[dict[str, Any]]) -> None:
+    def __init__(self, blocks: Sequence[dict[str, Any]], *, error: bool = False) -> None:
         self.blocks = list(blocks)
+        self.error = bool(error)
 
     def __repr__(self) -> str:
-        return f"ContentBlocks({[b.get('type') for b in self.blocks]!r})"
+        error = ", error=True" if self.error else ""
+        return f"ContentBlocks({[b.get('type') for b in self.blocks]!r}{error})"
 
     def checked(self, tool: str) -> list[dict[str, Any]]:
         """The blocks as plain JSON values, checked.

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any, TypeVar, final, overload
 
 from .._errors import ToolDefinitionError, UnknownToolError
 from ..journal._records import ToolPin
 from ._policy import ApprovalTimeout, ApprovalTimeoutName, PolicyName, ReplayPolicy
+from ._schema_tool import ArgsValidator, build_schema_spec
+from ._sources import ToolSource
 from ._spec import ToolFunction, ToolSpec, build_spec
 from ._waits import Wait, sleep_for
 
@@ -52,6 +55,9 @@ class ToolRegistry:
     def __init__(self) -> None:
         # name -> version -> spec; names keep their first-registration order.
         self._tools: dict[str, dict[str, ToolSpec]] = {}
+        self._sources: list[ToolSource] = []
+        self._open: AsyncExitStack | None = None
+        self._openers = 0
 
     @overload
     def tool(self, fn: _F, /) -> _F: ...
@@ -212,6 +218,117 @@ class ToolRegistry:
             retry_on=retry_on,
             cache_control=cache_control,
         )
+        self._add(spec)
+        return spec
+
+    def register_schema(
+        self,
+        fn: ToolFunction,
+        *,
+        name: str,
+        input_schema: dict[str, Any],
+        version: str = "1",
+        description: str = "",
+        policy: ReplayPolicy | PolicyName = ReplayPolicy.ESCALATE,
+        verify: ToolFunction | None = None,
+        approval: bool = False,
+        approval_timeout: float | None = None,
+        on_approval_timeout: ApprovalTimeout | ApprovalTimeoutName | None = None,
+        timeout: float | None = None,
+        retries: int = 0,
+        retry_on: type[BaseException] | tuple[type[BaseException], ...] = (),
+        cache_control: dict[str, Any] | None = None,
+        check_args: ArgsValidator | None = None,
+    ) -> ToolSpec:
+        """Register a tool described by a JSON schema rather than by a signature.
+
+        For tools whose contract comes from elsewhere (an MCP server): ``fn`` is called as
+        ``await fn(arguments, ctx)`` with the checked arguments (a dict, a copy of the model's)
+        and the call's ``ToolContext``; ``verify``, for ``policy="verify"``, likewise. The
+        schema is pinned as given (its hash covers name, version, description and schema, as
+        for any tool), so a changed schema stops resumed runs as ``needs_attention``.
+
+        Arguments are checked before ``fn`` runs: an object, its ``required`` properties
+        present, no unknown property when ``additionalProperties`` is ``false``, and each
+        top-level property of its declared JSON ``type``; ``check_args``, when given, is a
+        fuller check run after that, returning the problem in words or ``None``.
+
+        Takes the other options of ``tool``.
+
+        Raises:
+            ToolDefinitionError: as for ``tool``; also a schema that is not a JSON object
+                schema (``"type": "object"``), a function that is not ``async``. Nothing is
+                registered then.
+        """
+        spec = build_schema_spec(
+            fn,
+            name=name,
+            input_schema=input_schema,
+            version=version,
+            description=description,
+            policy=policy,
+            verify=verify,
+            approval=approval,
+            approval_timeout=approval_timeout,
+            on_approval_timeout=on_approval_timeout,
+            timeout=timeout,
+            retries=retries,
+            retry_on=retry_on,
+            cache_control=cache_control,
+            check_args=check_args,
+        )
+        self._add(spec)
+        return spec
+
+    def unregister(self, name: str) -> None:
+        """Remove every version of tool ``name`` (a source whose tools changed re-registers).
+
+        Runs that pinned it stop as ``needs_attention`` on their next resume in a process
+        without it, as for any tool that is gone.
+
+        Raises:
+            UnknownToolError: no tool by that name.
+        """
+        self._versions_of(name)
+        del self._tools[name]
+
+    def add_source(self, source: ToolSource) -> None:
+        """Have ``source`` register its tools (an MCP server's) when a supervisor opens.
+
+        A ``Supervisor`` given this registry enters ``open_sources()`` on entry and leaves it
+        on exit, after its runs have stopped: the source registers its tools then, keeps its
+        connections for the calls, and closes them last.
+        """
+        self._sources.append(source)
+
+    @asynccontextmanager
+    async def open_sources(self) -> AsyncIterator[ToolRegistry]:
+        """Open every added source (registering its tools) until the block ends.
+
+        Nested and repeated entries share one opening: the first opens the sources, the last
+        to leave closes them, so several supervisors may share a registry.
+
+        Raises:
+            Exception: whatever a source raises while it opens (an MCP server that cannot be
+                reached: ``ToolUnavailableError``); the sources opened before it are closed.
+
+        On cancellation: the sources opened so far are closed, and it propagates.
+        """
+        if self._open is None:
+            async with AsyncExitStack() as stack:
+                for source in self._sources:
+                    await stack.enter_async_context(source.opened(self))
+                self._open = stack.pop_all()
+        self._openers += 1
+        try:
+            yield self
+        finally:
+            self._openers -= 1
+            if self._openers == 0 and self._open is not None:
+                stack, self._open = self._open, None
+                await stack.aclose()
+
+    def _add(self, spec: ToolSpec) -> None:
         known = self._tools.get(spec.name, {})
         key = _version_key(spec.version)
         for other in known:
@@ -220,7 +337,6 @@ class ToolRegistry:
                 raise ToolDefinitionError(spec.name, f"version {spec.version!r} {same}")
         known = {**known, spec.version: spec}
         self._tools[spec.name] = dict(sorted(known.items(), key=lambda item: _version_key(item[0])))
-        return spec
 
     def add_sleep_tool(self, *, max_seconds: float, name: str = "sleep") -> ToolSpec:
         """Register a tool the model may call to wait a while (at most ``max_seconds``).

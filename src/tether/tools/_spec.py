@@ -24,6 +24,13 @@ from ._waits import Wait
 ToolFunction = Callable[..., Awaitable[Any]]
 """An ``async def`` function registered as a tool, or as a tool's ``verify`` function."""
 
+ArgsCheck = Callable[[dict[str, Any]], dict[str, Any]]
+"""Checks a call's arguments (a JSON object) and returns what the tool is called with; raises
+``ToolArgumentsError``."""
+
+Caller = Callable[[dict[str, Any], ToolContext], Awaitable[Any]]
+"""Calls a tool (or verify) function with checked arguments and the call's context."""
+
 _E = TypeVar("_E", ReplayPolicy, ApprovalTimeout)
 
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -69,15 +76,16 @@ class ToolSpec:
     retries: int = 0
     retry_on: tuple[type[BaseException], ...] = ()
     cache_control: dict[str, Any] | None = None
-    _args_type: type[msgspec.Struct] = field(repr=False)
     _schema_json: str = field(repr=False)
-    _ctx_param: str | None = field(repr=False)
-    _verify_ctx_param: str | None = field(repr=False)
+    _check: ArgsCheck = field(repr=False)
+    _call: Caller = field(repr=False)
+    _verify_call: Caller | None = field(repr=False)
+    _takes_ctx: bool = field(repr=False)
 
     @property
     def takes_ctx(self) -> bool:
-        """Whether ``fn`` declares a ``ToolContext`` parameter."""
-        return self._ctx_param is not None
+        """Whether ``fn`` is given the call's ``ToolContext``."""
+        return self._takes_ctx
 
     @property
     def input_schema(self) -> dict[str, Any]:
@@ -116,29 +124,29 @@ class ToolSpec:
     def validate(self, args: object) -> dict[str, Any]:
         """Check the model's arguments against the schema and convert them to Python values.
 
-        Nested types are built as declared (a ``msgspec.Struct`` or dataclass parameter
-        receives an instance), defaults are filled in, and unknown fields are refused.
+        For a tool registered from a signature, nested types are built as declared (a
+        ``msgspec.Struct`` or dataclass parameter receives an instance), defaults are filled
+        in, and unknown fields are refused. For one registered from a JSON schema
+        (``ToolRegistry.register_schema``) the arguments are checked against it and kept as
+        they are.
 
         Args:
             args: the ``input`` of the model's ``tool_use`` block.
 
         Returns:
-            Keyword arguments for the tool function, without the ``ToolContext``.
+            The arguments the tool function is called with (keyword arguments, without the
+            ``ToolContext``; or the checked object for a schema tool).
 
         Raises:
             ToolArgumentsError: ``args`` is not an object, lacks a required field, has an
-                unknown one or a value of the wrong type; msgspec's message names the field's
+                unknown one or a value of the wrong type; the message names the field's
                 path (``$.address.zip``).
         """
         if not isinstance(args, dict):
             raise ToolArgumentsError(
                 self.name, f"arguments must be a JSON object, got {type(args).__name__}"
             )
-        try:
-            value = msgspec.convert(args, self._args_type)
-        except msgspec.ValidationError as exc:
-            raise ToolArgumentsError(self.name, str(exc)) from exc
-        return {name: getattr(value, name) for name in self._args_type.__struct_fields__}
+        return self._check(args)
 
     async def invoke(self, args: object, ctx: ToolContext) -> Any:
         """Validate ``args`` and run the tool once.
@@ -163,10 +171,7 @@ class ToolSpec:
             ToolError: the return value cannot be encoded as JSON.
             Exception: whatever the tool itself raises, unchanged.
         """
-        kwargs = self.validate(args)
-        if self._ctx_param is not None:
-            kwargs[self._ctx_param] = ctx
-        return self._to_json(await self.fn(**kwargs), "result")
+        return self._to_json(await self._call(self.validate(args), ctx), "result")
 
     async def check_landed(self, args: object, ctx: ToolContext) -> Any | None:
         """Ask the ``verify`` function whether a dangling call's effect happened.
@@ -186,17 +191,14 @@ class ToolSpec:
             ToolArgumentsError: ``args`` do not match the schema.
             Exception: whatever the verify function itself raises, unchanged.
         """
-        if self.verify is None:
+        if self._verify_call is None:
             raise ToolError(self.name, f"version {self.version} has no verify function")
-        kwargs = self.validate(args)
-        if self._verify_ctx_param is not None:
-            kwargs[self._verify_ctx_param] = ctx
-        result = await self.verify(**kwargs)
+        result = await self._verify_call(self.validate(args), ctx)
         return None if result is None else self._to_json(result, "verify function's result")
 
     def _to_json(self, value: object, what: str) -> Any:
         if isinstance(value, ContentBlocks):
-            return ContentBlocks(value.checked(self.name))  # checked, as plain JSON blocks
+            return ContentBlocks(value.checked(self.name), error=value.error)  # as plain JSON
         if isinstance(value, Wait):
             try:
                 return value.plain()
@@ -231,27 +233,88 @@ def build_spec(
     Raises:
         ToolDefinitionError: naming the tool and what is wrong.
     """
-    tool = _tool_name(fn, name)
-    if not isinstance(version, str) or not version:
-        raise ToolDefinitionError(tool, f"version must be a non-empty string, got {version!r}")
-    replay = _choice(tool, "policy", ReplayPolicy, policy)
-
+    tool = tool_name(fn, name)
+    options = check_options(
+        tool,
+        version=version,
+        policy=policy,
+        verify=verify,
+        approval=approval,
+        approval_timeout=approval_timeout,
+        on_approval_timeout=on_approval_timeout,
+        timeout=timeout,
+        retries=retries,
+        retry_on=retry_on,
+        cache_control=cache_control,
+    )
     sig = read_signature(tool, fn, what="function")
     args = args_type(tool, fn, sig)
     schema = input_schema(tool, args, sig)
 
-    verify_ctx: str | None = None
-    if replay is ReplayPolicy.VERIFY:
-        if verify is None:
-            raise ToolDefinitionError(tool, "policy 'verify' needs a verify= function")
+    verify_call: Caller | None = None
+    if verify is not None:
         verify_sig = read_signature(tool, verify, what="verify function")
         _same_parameters(tool, sig.hints, verify_sig.hints)
-        verify_ctx = verify_sig.ctx_param
-    elif verify is not None:
+        verify_call = _keyword_caller(verify, verify_sig.ctx_param)
+
+    text = _first_paragraph(inspect.getdoc(fn)) if description is None else description.strip()
+    return assemble(
+        tool,
+        options,
+        description=text,
+        schema=schema,
+        fn=fn,
+        verify=verify,
+        check=_struct_check(tool, args),
+        call=_keyword_caller(fn, sig.ctx_param),
+        verify_call=verify_call,
+        takes_ctx=sig.ctx_param is not None,
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class Options:
+    """A tool's options, checked: what ``check_options`` returns to ``assemble``."""
+
+    version: str
+    policy: ReplayPolicy
+    approval: bool
+    approval_timeout: float | None
+    on_approval_timeout: ApprovalTimeout
+    timeout: float | None
+    retries: int
+    retry_on: tuple[type[BaseException], ...]
+    cache_control: dict[str, Any] | None
+
+
+def check_options(
+    tool: str,
+    *,
+    version: str,
+    policy: ReplayPolicy | PolicyName,
+    verify: object | None,
+    approval: bool,
+    approval_timeout: float | None,
+    on_approval_timeout: ApprovalTimeout | ApprovalTimeoutName | None,
+    timeout: float | None,
+    retries: int,
+    retry_on: type[BaseException] | tuple[type[BaseException], ...],
+    cache_control: dict[str, Any] | None,
+) -> Options:
+    """Check the options every tool takes, however its arguments are described.
+
+    Raises:
+        ToolDefinitionError: naming the tool and what is wrong.
+    """
+    if not isinstance(version, str) or not version:
+        raise ToolDefinitionError(tool, f"version must be a non-empty string, got {version!r}")
+    replay = _choice(tool, "policy", ReplayPolicy, policy)
+    if replay is ReplayPolicy.VERIFY and verify is None:
+        raise ToolDefinitionError(tool, "policy 'verify' needs a verify= function")
+    if replay is not ReplayPolicy.VERIFY and verify is not None:
         raise ToolDefinitionError(
             tool, f"verify= is only used with policy 'verify', not {replay.value!r}"
         )
-
     if not approval and (approval_timeout is not None or on_approval_timeout is not None):
         raise ToolDefinitionError(
             tool, "approval_timeout and on_approval_timeout need approval=True"
@@ -271,33 +334,86 @@ def build_spec(
         ApprovalTimeout,
         ApprovalTimeout.REJECT if on_approval_timeout is None else on_approval_timeout,
     )
-
     attempt_timeout, retry_count, retry_types = _retry_options(tool, timeout, retries, retry_on)
-
-    text = _first_paragraph(inspect.getdoc(fn)) if description is None else description.strip()
-    schema_json = json.dumps(schema, separators=(",", ":"), ensure_ascii=False)
-    contract = {"name": tool, "version": version, "description": text, "input_schema": schema}
-    canonical = json.dumps(contract, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return ToolSpec(
-        name=tool,
+    return Options(
         version=version,
-        description=text,
         policy=replay,
         approval=bool(approval),
         approval_timeout=None if approval_timeout is None else float(approval_timeout),
         on_approval_timeout=on_timeout,
-        fn=fn,
-        verify=verify,
-        schema_hash=hashlib.sha256(canonical.encode()).hexdigest(),
         timeout=attempt_timeout,
         retries=retry_count,
         retry_on=retry_types,
         cache_control=_cache_control(tool, cache_control),
-        _args_type=args,
-        _schema_json=schema_json,
-        _ctx_param=sig.ctx_param,
-        _verify_ctx_param=verify_ctx,
     )
+
+
+def assemble(
+    tool: str,
+    options: Options,
+    *,
+    description: str,
+    schema: dict[str, Any],
+    fn: ToolFunction,
+    verify: ToolFunction | None,
+    check: ArgsCheck,
+    call: Caller,
+    verify_call: Caller | None,
+    takes_ctx: bool,
+) -> ToolSpec:
+    """The ``ToolSpec`` of checked parts; its ``schema_hash`` covers the contract the model
+    sees (name, version, description, input schema)."""
+    schema_json = json.dumps(schema, separators=(",", ":"), ensure_ascii=False)
+    contract = {
+        "name": tool,
+        "version": options.version,
+        "description": description,
+        "input_schema": schema,
+    }
+    canonical = json.dumps(contract, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return ToolSpec(
+        name=tool,
+        version=options.version,
+        description=description,
+        policy=options.policy,
+        approval=options.approval,
+        approval_timeout=options.approval_timeout,
+        on_approval_timeout=options.on_approval_timeout,
+        fn=fn,
+        verify=verify,
+        schema_hash=hashlib.sha256(canonical.encode()).hexdigest(),
+        timeout=options.timeout,
+        retries=options.retries,
+        retry_on=options.retry_on,
+        cache_control=options.cache_control,
+        _schema_json=schema_json,
+        _check=check,
+        _call=call,
+        _verify_call=verify_call,
+        _takes_ctx=takes_ctx,
+    )
+
+
+def _struct_check(tool: str, args: type[msgspec.Struct]) -> ArgsCheck:
+    def check(value: dict[str, Any]) -> dict[str, Any]:
+        try:
+            converted = msgspec.convert(value, args)
+        except msgspec.ValidationError as exc:
+            raise ToolArgumentsError(tool, str(exc)) from exc
+        return {name: getattr(converted, name) for name in args.__struct_fields__}
+
+    return check
+
+
+def _keyword_caller(fn: ToolFunction, ctx_param: str | None) -> Caller:
+    """Call ``fn`` with the checked arguments as keywords (and the context, if it takes one)."""
+
+    def call(kwargs: dict[str, Any], ctx: ToolContext) -> Awaitable[Any]:
+        if ctx_param is not None:
+            kwargs = {**kwargs, ctx_param: ctx}
+        return fn(**kwargs)
+
+    return call
 
 
 def _retry_options(
@@ -341,7 +457,7 @@ def _cache_control(tool: str, value: dict[str, Any] | None) -> dict[str, Any] | 
     return plain
 
 
-def _tool_name(fn: ToolFunction, name: str | None) -> str:
+def tool_name(fn: ToolFunction, name: str | None) -> str:
     if name is None:
         name = getattr(fn, "__name__", None)
         if not isinstance(name, str):
