@@ -157,8 +157,11 @@ def test_tether_runs_and_show_link_parent_and_child(tmp_path: pathlib.Path) -> N
     runs = subprocess.run(
         [*cli, "runs", "--root", str(tmp_path)], capture_output=True, text=True, check=True
     )
-    child_line = next(line for line in runs.stdout.splitlines() if line.startswith(CHILD))
-    assert f"child of {PARENT}" in child_line
+    lines = runs.stdout.splitlines()
+    (child_at,) = [i for i, line in enumerate(lines) if line.split()[0] == CHILD]
+    assert lines[child_at].startswith(f"  {CHILD}")  # indented under its parent
+    assert lines[child_at - 1].startswith(PARENT)
+    assert f"child of {PARENT}" in lines[child_at]
     show = subprocess.run(
         [*cli, "show", "--root", str(tmp_path), PARENT], capture_output=True, text=True, check=True
     )

@@ -15,7 +15,7 @@ from typing import Any
 import msgspec
 
 from ..operate._describe import describe, format_age, shorten
-from ..operate._summary import load_summaries, load_summary
+from ..operate._summary import as_tree, load_summaries, load_summary
 from ..supervisor._state import RunStatus
 from ._gc import add_gc_command
 from ._ops import add_op_commands
@@ -109,10 +109,10 @@ def _runs(args: argparse.Namespace) -> int:
             print("no runs" + (" with that status" if args.status else f" in {store_label(args)}"))
             return 0
         rows = [["RUN", "STATUS", "AGE", "MODEL", "TOOLS", "RESTARTS", "WAITING / REASON"]]
-        for s in summaries:
+        for depth, s in as_tree(summaries):  # a child run under its parent, indented
             rows.append(
                 [
-                    s.run_id,
+                    "  " * depth + s.run_id,
                     s.status,
                     format_age(s.age(now)),
                     str(s.model_calls),

@@ -20,6 +20,7 @@ from ._answer import signal as signal
 from ._describe import describe as describe
 from ._summary import RunSummary as RunSummary
 from ._summary import Waiting as Waiting
+from ._summary import as_tree as as_tree
 from ._summary import load_summaries as load_summaries
 from ._summary import load_summary as load_summary
 from ._summary import summarize as summarize
@@ -28,6 +29,7 @@ __all__ = [
     "Recorded",
     "RunSummary",
     "Waiting",
+    "as_tree",
     "cancel",
     "decide",
     "describe",

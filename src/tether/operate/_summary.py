@@ -282,3 +282,22 @@ async def load_summaries(store: Store) -> list[RunSummary]:
                 out.append(unreadable(name.removesuffix(".journal"), reason))
         out.sort(key=lambda s: s.run_id)
     return out
+
+
+def as_tree(summaries: list[RunSummary]) -> list[tuple[int, RunSummary]]:
+    """``summaries`` with every child run right under its parent, and its depth (0 for a run
+    with no parent in the list), each level in the order given."""
+    ids = {s.run_id for s in summaries}
+    children: dict[str | None, list[RunSummary]] = {}
+    for s in summaries:
+        children.setdefault(s.parent if s.parent in ids else None, []).append(s)
+    out: list[tuple[int, RunSummary]] = []
+    stack = [(0, s) for s in reversed(children.get(None, []))]
+    while stack:
+        depth, s = stack.pop()
+        out.append((depth, s))
+        stack += [(depth + 1, c) for c in reversed(children.get(s.run_id, []))]
+    if len(out) < len(summaries):  # parents naming each other (hand-made journals): flat
+        seen = {id(s) for _, s in out}
+        out += [(0, s) for s in summaries if id(s) not in seen]
+    return out
