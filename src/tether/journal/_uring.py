@@ -36,9 +36,10 @@ import platform
 import sys
 from collections import deque
 from collections.abc import Callable
-from typing import Protocol, final
+from typing import final
 
 from .._errors import JournalRemovedError
+from ._target import CommitTarget, Pending
 
 _SYS_SETUP, _SYS_ENTER, _SYS_REGISTER = 425, 426, 427
 _OP_FSYNC, _OP_WRITE = 3, 23
@@ -120,33 +121,8 @@ class _Cqe(ctypes.Structure):
     _fields_ = [("user_data", ctypes.c_uint64), ("res", ctypes.c_int32), ("flags", ctypes.c_uint32)]
 
 
-class RingTarget(Protocol):
-    """The thread-side half of one open journal, as the ring needs it."""
-
-    fd: int
-    pending: list[tuple[bytes, asyncio.Future[None], Callable[[BaseException | None], None]]]
-    scheduled: bool
-    failed: BaseException | None
-
-    def plan_write(self, data: bytes) -> tuple[bytes, int, int]:
-        """``data`` with any preallocation zeros, its file offset, and the new allocated end."""
-        ...
-
-    def written(self, end: int, alloc_end: int) -> None:
-        """Record that everything up to ``end`` is durable and space up to ``alloc_end``."""
-        ...
-
-    def cut_back(self) -> None:
-        """Cut the file back to the last durable end after a failure (best effort)."""
-        ...
-
-    def check_named(self) -> None:
-        """Raise ``JournalRemovedError`` if the file was removed or replaced while held."""
-        ...
-
-
-_Batch = list[tuple[bytes, asyncio.Future[None], Callable[[BaseException | None], None]]]
-Deliver = Callable[[RingTarget, _Batch, BaseException | None], None]
+_Batch = list[Pending]
+Deliver = Callable[[CommitTarget, _Batch, BaseException | None], None]
 
 
 @final
@@ -156,7 +132,7 @@ class _Pair:
     __slots__ = ("batch", "buf", "end", "fres", "new_alloc", "offset", "target", "unlinked", "wres")
 
     def __init__(
-        self, target: RingTarget, batch: _Batch, buf: bytes, offset: int, end: int, new_alloc: int
+        self, target: CommitTarget, batch: _Batch, buf: bytes, offset: int, end: int, new_alloc: int
     ) -> None:
         self.target = target
         self.batch = batch
@@ -211,7 +187,7 @@ class Ring:
         self._deliver = deliver
         self._pairs: dict[int, _Pair] = {}
         self._next_id = 1
-        self._waiting: deque[RingTarget] = deque()
+        self._waiting: deque[CommitTarget] = deque()
         self._unsubmitted = 0
         self._queued: deque[_Pair] = deque()  # pairs not wholly taken by the kernel yet
         self._half = False  # the first of those has had its write taken, not its sync
@@ -263,7 +239,7 @@ class Ring:
 
     # --- the loop side ---------------------------------------------------------------------
 
-    def start(self, target: RingTarget) -> None:
+    def start(self, target: CommitTarget) -> None:
         """Send ``target``'s pending groups to the kernel (or queue it while the ring is full).
 
         The caller has set ``target.scheduled``; it stays set until the journal has nothing
@@ -418,7 +394,7 @@ class Ring:
         pair.target.written(pair.end, pair.new_alloc)
         self._finish(pair.target, pair.batch, None)
 
-    def _finish(self, target: RingTarget, batch: _Batch, error: BaseException | None) -> None:
+    def _finish(self, target: CommitTarget, batch: _Batch, error: BaseException | None) -> None:
         if error is not None and target.failed is None:
             # The journal's one batch in flight has ended, so nothing more of it can land:
             # cut off whatever part reached the file (a blocking ftruncate, on this rare path).
