@@ -1,26 +1,30 @@
 """Appends through io_uring: the same journal as through the writer threads, failures included.
 
-Skipped where the kernel (or the platform) gives no ring. The SIGKILL matrix in
-``tests/crash/test_sigkill_writer.py`` runs over both paths.
+Skipped where the kernel (or the platform) gives no ring. The fault tests of ``test_faults.py``
+(short writes, ``ENOSPC``, ``EIO``) and the SIGKILL matrix in ``tests/crash/test_sigkill_writer.py``
+run over both paths; here are the kernel's own failures and what only the ring has (its slots,
+its completion indices, the choice of path).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-import ctypes
 import errno
 import os
 import pathlib
 import random
-from collections import deque
 from collections.abc import AsyncIterator
 
 import anyio
 import pytest
 
 from tether import JournalBrokenError
-from tether.journal import FileStore, Journal, ToolResult, verify_file
-from tether.journal._uring import _OP_WRITE, Ring, _Cqe
+from tether.journal import FileOps, FileStore, Journal, ToolResult, verify_file
+from tether.journal._file import reaches_ring
+from tether.journal._target import CommitTarget, Pending
+from tether.journal._uring import MAX_IN_FLIGHT, Ring, cq_indices, open_ring
+from tether.journal._writer import create_file
 from tether.testing import FaultyFileOps
 
 
@@ -33,13 +37,22 @@ async def ring_store(root: pathlib.Path) -> AsyncIterator[FileStore]:
         yield store
 
 
-def swap_descriptor(journal: Journal, flags: int) -> None:
-    """Put ``/dev/null`` opened with ``flags`` where the journal's descriptor is."""
-    null = os.open(os.devnull, flags)
-    try:
-        os.dup2(null, journal._file.fd)
-    finally:
-        os.close(null)
+class SwappingOps(FileOps):
+    """Puts ``/dev/null``, opened with ``flags``, where the descriptor of the next write the
+    ring queues is, so that the kernel's own write or sync of it fails."""
+
+    def __init__(self) -> None:
+        self.flags: int | None = None
+
+    def submit_pwrite(self, fd: int, size: int, offset: int) -> int:
+        if self.flags is not None:
+            null = os.open(os.devnull, self.flags)
+            try:
+                os.dup2(null, fd)
+            finally:
+                os.close(null)
+            self.flags = None
+        return size
 
 
 def results(prefix: str, sizes: list[int]) -> list[ToolResult]:
@@ -79,51 +92,25 @@ async def test_concurrent_appends_to_many_journals_read_back_in_order(
         verify_file(str(path))
 
 
-async def test_a_short_write_is_finished_and_synced(
-    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The kernel may write less than asked; the rest goes out in a new write+sync pair."""
-    original = Ring._push
-    cut = {"count": 0}
-
-    def push_short(
-        self: Ring,
-        opcode: int,
-        fd: int,
-        flags: int,
-        user_data: int,
-        off: int,
-        addr: int,
-        length: int,
-        op_flags: int,
-    ) -> None:
-        if opcode == _OP_WRITE and length > 1000:  # ask the kernel for fewer bytes than sent
-            cut["count"] += 1
-            length = 1000
-        original(self, opcode, fd, flags, user_data, off, addr, length, op_flags)
-
-    monkeypatch.setattr(Ring, "_push", push_short)
-    async with ring_store(tmp_path) as store:
-        journal = await store.create("r")
-        stamped = await journal.append(results("big", [5000, 2500]))
-        assert [e.seq for e in stamped] == [0, 1]
-        assert cut["count"] > 1  # several rounds of 1,000 bytes
-        await journal.aclose()
-    async with FileStore(tmp_path) as store:
-        events = await store.read("r")
-    assert [len(str(e.content)) for e in events if isinstance(e, ToolResult)] == [5000, 2500]
+@contextlib.asynccontextmanager
+async def swapping_store(root: pathlib.Path) -> AsyncIterator[tuple[FileStore, SwappingOps]]:
+    ops = SwappingOps()
+    async with FileStore(root, redact=None, file_ops=ops) as store:
+        if not store.uses_io_uring:
+            pytest.skip("io_uring is not available here")
+        yield store, ops
 
 
 async def test_a_failed_write_poisons_only_its_journal(tmp_path: pathlib.Path) -> None:
-    async with ring_store(tmp_path) as store:
+    async with swapping_store(tmp_path) as (store, ops):
         bad = await store.create("bad")
         good = await store.create("good")
         await bad.append(results("a", [10]))
-        # Put a read-only descriptor where the journal's is: the kernel's write gets EBADF.
-        swap_descriptor(bad, os.O_RDONLY)
+        ops.flags = os.O_RDONLY  # the kernel's write gets EBADF
         with pytest.raises(JournalBrokenError) as info:
             await bad.append(results("b", [10]))
         assert isinstance(info.value.__cause__, OSError)
+        assert info.value.__cause__.errno == errno.EBADF
         assert "io_uring write" in str(info.value.__cause__)
         with pytest.raises(JournalBrokenError):  # never retried, never written
             await bad.append(results("c", [10]))
@@ -135,15 +122,71 @@ async def test_a_failed_write_poisons_only_its_journal(tmp_path: pathlib.Path) -
         await good.aclose()
 
 
-async def test_threads_when_asked_or_when_file_ops_are_custom(
+async def test_a_failed_sync_poisons_its_journal(tmp_path: pathlib.Path) -> None:
+    async with swapping_store(tmp_path) as (store, ops):
+        journal = await store.create("r")
+        # /dev/null takes the write but refuses fdatasync (EINVAL): a sync that ran and failed.
+        ops.flags = os.O_WRONLY
+        with pytest.raises(JournalBrokenError) as info:
+            await journal.append(results("a", [10]))
+        assert "io_uring fdatasync" in str(info.value.__cause__)
+        with pytest.raises(JournalBrokenError):
+            await journal.append(results("b", [10]))
+        assert journal.events == []
+        await journal.aclose()
+
+
+class NoSync(FaultyFileOps):
+    """Syncs replaced by nothing: the ring, which would sync, cannot follow it."""
+
+    def fdatasync(self, fd: int) -> None:
+        return None
+
+
+class CountedSync(FaultyFileOps):
+    """Changes ``fdatasync`` and its ring hook alike: the ring can follow it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.syncs = 0
+
+    def fdatasync(self, fd: int) -> None:
+        self.syncs += 1
+        super().fdatasync(fd)
+
+    def submit_fdatasync(self, fd: int) -> None:
+        self.syncs += 1
+        super().submit_fdatasync(fd)
+
+
+def test_which_file_layers_the_ring_can_follow() -> None:
+    assert reaches_ring(FileOps())
+    assert reaches_ring(FaultyFileOps())
+    assert reaches_ring(SwappingOps())  # a hook alone changes nothing the ring bypasses
+    assert reaches_ring(CountedSync())
+    assert not reaches_ring(NoSync())
+
+
+async def test_which_path_a_store_appends_through(
     tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    async with FileStore(tmp_path / "probe") as store:
+        available = store.uses_io_uring
     async with FileStore(tmp_path / "a", io_uring=False) as store:
         assert not store.uses_io_uring
-    async with FileStore(tmp_path / "b", file_ops=FaultyFileOps()) as store:
-        assert not store.uses_io_uring  # injected faults must reach every write and sync
+    for ring in (True, False):
+        ops = CountedSync()
+        async with FileStore(tmp_path / f"b-{ring}", file_ops=ops, io_uring=ring) as store:
+            assert store.uses_io_uring == (ring and available)  # its faults reach the ring
+            journal = await store.create("r")
+            before = ops.syncs
+            await journal.append(results("a", [10]))
+            assert ops.syncs == before + 1  # the append's one sync, whichever path made it
+            await journal.aclose()
+    async with FileStore(tmp_path / "c", file_ops=NoSync()) as store:
+        assert not store.uses_io_uring  # the ring would sync what this layer says it does not
     monkeypatch.setenv("TETHER_IO_URING", "0")
-    async with FileStore(tmp_path / "c") as store:
+    async with FileStore(tmp_path / "d") as store:
         assert not store.uses_io_uring
 
 
@@ -164,58 +207,60 @@ async def test_a_kernel_that_refuses_a_ring_leaves_the_threads(
         await journal.aclose()
 
 
-async def test_a_failed_sync_poisons_its_journal(tmp_path: pathlib.Path) -> None:
-    async with ring_store(tmp_path) as store:
-        journal = await store.create("r")
-        # /dev/null takes the write but refuses fdatasync (EINVAL): a sync that ran and failed.
-        swap_descriptor(journal, os.O_WRONLY)
-        with pytest.raises(JournalBrokenError) as info:
-            await journal.append(results("a", [10]))
-        assert "io_uring fdatasync" in str(info.value.__cause__)
-        with pytest.raises(JournalBrokenError):
-            await journal.append(results("b", [10]))
-        assert journal.events == []
-        await journal.aclose()
+async def test_journals_take_turns_when_the_ring_is_full(tmp_path: pathlib.Path) -> None:
+    """Busy journals cannot keep every slot: one that waits for a slot gets the next free one.
 
+    A ring of two slots, driven as ``GroupCommitter`` drives it: every busy journal always
+    has a group pending while one is in flight, and is given it again as soon as it lands.
+    """
+    loop = asyncio.get_running_loop()
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    files = [create_file(str(runs), name, FileOps()) for name in ("busy0", "busy1", "late")]
+    busy, late = files[:2], files[2]
+    landed: dict[str, int] = {}
+    done = False
 
-async def test_journals_take_turns_when_the_ring_is_full(
-    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Busy journals cannot keep every slot: one that waits for a slot gets the next free one."""
-    monkeypatch.setattr("tether.journal._uring.MAX_IN_FLIGHT", 2)
-    async with ring_store(tmp_path) as store:
-        busy = [await store.create(f"busy{i}") for i in range(2)]
-        late = await store.create("late")
-        done = anyio.Event()
+    def submit(target: CommitTarget) -> asyncio.Future[None]:
+        fut: asyncio.Future[None] = loop.create_future()
+        target.pending.append((b"", fut, lambda error: None))
+        if not target.scheduled:
+            target.scheduled = True
+            assert ring is not None
+            ring.start(target)
+        return fut
 
-        async def hammer(journal: Journal) -> None:
-            while not done.is_set():
-                await journal.append(results("h", [10]))
+    def deliver(target: CommitTarget, batch: list[Pending], error: BaseException | None) -> None:
+        assert error is None
+        name = os.path.basename(getattr(target, "path", ""))
+        landed[name] = landed.get(name, 0) + len(batch)
+        for _, fut, _ in batch:
+            fut.set_result(None)
+        if target is not late and not done:
+            submit(target)  # at once, before the ring looks at who waits
 
+    with pytest.raises(ValueError, match="max_in_flight"):
+        open_ring(deliver, workers=2, max_in_flight=MAX_IN_FLIGHT + 1)
+    ring = open_ring(deliver, workers=2, max_in_flight=2)
+    if ring is None:
+        pytest.skip("io_uring is not available here")
+    try:
         with anyio.fail_after(20):
-            async with anyio.create_task_group() as tg:
-                for journal in busy:
-                    for _ in range(2):  # always a group pending while one is in flight
-                        tg.start_soon(hammer, journal)
-                await anyio.sleep(0.05)
-                await late.append(results("late", [10]))
-                done.set()
-        assert len(late.events) == 1
-        for journal in [*busy, late]:
-            await journal.aclose()
+            for target in busy:
+                submit(target)
+                submit(target)
+            await submit(late)
+        assert landed["late.journal"] == 1
+        assert landed["busy0.journal"] >= 1
+        assert landed["busy1.journal"] >= 1
+    finally:
+        done = True
+        await ring.aclose()
+        for target in files:
+            target.close(trim=True)
 
 
-@pytest.mark.timeout(10)
 def test_completion_indices_wrap_at_32_bits() -> None:
     """The kernel's ring indices are 32-bit counters: reaping across the wrap ends."""
-    ring = object.__new__(Ring)
-    ring._cq_head, ring._cq_tail = ctypes.c_uint32(0xFFFFFFFF), ctypes.c_uint32(1)
-    ring._cq_mask = 7
-    ring._cqes = (_Cqe * 8)()  # two completions waiting, for no pair: skipped
-    ring._efd = os.eventfd(0, os.EFD_NONBLOCK)
-    ring._pairs, ring._waiting, ring._drained, ring._closed = {}, deque(), None, False
-    try:
-        ring._reap()
-        assert ring._cq_head.value == 1
-    finally:
-        os.close(ring._efd)
+    assert list(cq_indices(0xFFFFFFFE, 1)) == [0xFFFFFFFE, 0xFFFFFFFF, 0]
+    assert list(cq_indices(5, 5)) == []

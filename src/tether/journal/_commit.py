@@ -13,8 +13,9 @@ appender awaits. Appends that arrive while a journal is syncing ride on its next
 The same threads run the blocking calls that open, create and close journals (``run``), whose
 results ride the same batched wake-ups.
 
-Per journal, at most one thread works at a time (the ``scheduled`` flag), so writes to one file
-are never concurrent and stay in ``seq`` order. Different journals sync in parallel, which lets
+Per journal, at most one thread works at a time (the ``scheduled`` flag; ``_target`` says who
+changes which field of a journal, on both paths), so writes to one file are never concurrent
+and stay in ``seq`` order. Different journals sync in parallel, which lets
 the filesystem merge their flushes.
 
 A failed write or sync first cuts the file back to its last acknowledged end (``cut_back``),
@@ -33,47 +34,13 @@ import contextlib
 import queue
 import threading
 from collections.abc import Callable
-from typing import Any, Protocol, TypeVar, final
+from typing import Any, TypeVar, final
 
 import anyio
 
+from ._target import CommitTarget, Pending, Settle
 from ._uring import Ring, open_ring
 
-
-class CommitTarget(Protocol):
-    """The thread-side half of one open journal."""
-
-    lock: threading.Lock
-    fd: int
-    pending: list[_Pending]
-    scheduled: bool
-    failed: BaseException | None
-
-    def write_batch(self, data: bytes) -> None:
-        """Write ``data`` (whole framed groups) and make it durable; raise on any failure."""
-        ...
-
-    def plan_write(self, data: bytes) -> tuple[bytes, int, int]:
-        """``data`` with any preallocation zeros, its file offset, and the new allocated end."""
-        ...
-
-    def written(self, end: int, alloc_end: int) -> None:
-        """Record that everything up to ``end`` is durable and space up to ``alloc_end``."""
-        ...
-
-    def cut_back(self) -> None:
-        """Cut the file back to the last durable end after a failure (best effort)."""
-        ...
-
-    def check_named(self) -> None:
-        """Raise ``JournalRemovedError`` if the file was removed or replaced while held."""
-        ...
-
-
-Settle = Callable[[BaseException | None], None]
-"""Told a group's outcome on the event loop: ``None`` when durable, else the error."""
-
-_Pending = tuple[bytes, asyncio.Future[None], Settle]
 _Completion = tuple[asyncio.Future[Any], Settle | None, BaseException | None, Any]
 _T = TypeVar("_T")
 
@@ -263,7 +230,7 @@ class GroupCommitter:
         with contextlib.suppress(RuntimeError):  # a closed loop: nobody is waiting any more
             loop.call_soon_threadsafe(self._drain)
 
-    def _deliver(self, target: object, batch: list[_Pending], error: BaseException | None) -> None:
+    def _deliver(self, target: object, batch: list[Pending], error: BaseException | None) -> None:
         """Tell the outcome of a ring's batch, as ``_drain`` does for the threads'."""
         for _, fut, settle in batch:
             _resolve(fut, settle, error, None)

@@ -2,7 +2,16 @@
 
 This is the fault seam. Tests (and ``tether.testing.FaultyFileOps``) subclass it to return short
 writes, raise ``ENOSPC`` or ``EIO`` on a chosen call, without patching ``os`` for the whole
-process. All methods are blocking and run on writer threads, never on the event loop.
+process. The primitives are blocking and run on writer threads, never on the event loop.
+
+Appends through ``io_uring`` (``_uring``) make no ``pwrite`` or ``fdatasync`` call: the kernel
+does the writing and syncing. Before it queues each write and each sync, the ring asks this
+layer (``submit_pwrite``, ``submit_fdatasync``, called on the event loop), which may shorten
+the write or refuse either with an ``OSError``; the refusal then comes back to the ring as the
+kernel's result for that request, so the same faults reach both paths. A subclass that
+changes ``pwrite`` or ``fdatasync`` without changing the matching ``submit_`` hook in the same
+class cannot be followed by the ring, so a store given it keeps its appends on the writer
+threads (``reaches_ring``).
 
 A file that already exists is opened without blocking (``O_NONBLOCK``) and must then be a
 regular file: a FIFO named like a journal would otherwise block its opener for ever (a sweep,
@@ -114,6 +123,22 @@ class FileOps:
         else:
             os.fsync(fd)
 
+    def submit_pwrite(self, fd: int, size: int, offset: int) -> int:
+        """The ring is about to ask the kernel to write ``size`` bytes at ``offset`` to ``fd``:
+        how many of them to ask for (fewer makes a short write, which the ring finishes).
+
+        Raises:
+            OSError: the error the kernel's write then reports (nothing is written).
+        """
+        return size
+
+    def submit_fdatasync(self, fd: int) -> None:
+        """The ring is about to ask the kernel to ``fdatasync`` ``fd`` (after a whole write).
+
+        Raises:
+            OSError: the error the kernel's sync then reports (the write still runs).
+        """
+
     def ftruncate(self, fd: int, length: int) -> None:
         os.ftruncate(fd, length)
 
@@ -210,6 +235,20 @@ class FileOps:
             chunks.append(chunk)
             offset += len(chunk)
         return b"".join(chunks)
+
+
+def reaches_ring(ops: FileOps) -> bool:
+    """Whether every write and sync the ring would make for ``ops`` reaches ``ops`` too.
+
+    So for ``FileOps`` itself and ``FaultyFileOps``; not for a subclass whose nearest
+    ``pwrite`` (or ``fdatasync``) comes from a class that does not also define
+    ``submit_pwrite`` (or ``submit_fdatasync``), such as one that replaces syncs by nothing.
+    """
+    for primitive in ("pwrite", "fdatasync"):
+        owner = next(c for c in type(ops).__mro__ if primitive in vars(c))
+        if owner is not FileOps and f"submit_{primitive}" not in vars(owner):
+            return False
+    return True
 
 
 DEFAULT_FILE_OPS = FileOps()

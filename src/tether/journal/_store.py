@@ -28,7 +28,7 @@ import msgspec
 from .._errors import JournalIOError, RunNotFoundError
 from ._blobs import BlobStore
 from ._commit import GroupCommitter
-from ._file import DEFAULT_FILE_OPS, FileOps
+from ._file import DEFAULT_FILE_OPS, FileOps, reaches_ring
 from ._inbox import clear as clear_inbox
 from ._inbox import inbox_path
 from ._inbox import post as post_inbox
@@ -181,9 +181,11 @@ class FileStore:
             pass ``None`` to write events exactly as given.
         sync_threads: how many journals may fsync (or be opened, created, closed) at once.
         file_ops: the file layer (a fault-injecting one in tests).
-        io_uring: append through Linux ``io_uring`` where the kernel allows it (x86-64 only;
-            not with a custom ``file_ops``), instead of handing each batch to a writer thread.
-            The environment variable ``TETHER_IO_URING=0`` turns it off as well.
+        io_uring: append through Linux ``io_uring`` where the kernel allows it (x86-64 only),
+            instead of handing each batch to a writer thread; ``file_ops`` is asked before
+            each write and sync, so its faults apply (a layer whose writes or syncs the ring
+            cannot follow keeps the threads: see ``FileOps``). The environment variable
+            ``TETHER_IO_URING=0`` turns it off as well.
     """
 
     def __init__(
@@ -202,8 +204,9 @@ class FileStore:
         self.blobs = BlobStore(os.path.join(self.root, "blobs"), self._ops)
         self.blob_threshold = blob_threshold
         self._redact: Redactor | None = SecretRedactor() if redact is _DEFAULT else redact
-        # The ring bypasses FileOps, so injected faults (a FileOps subclass) keep the threads.
-        ring = io_uring and type(self._ops) is FileOps
+        # The ring asks FileOps before each write and sync; a layer it cannot follow keeps
+        # the appends on the threads.
+        ring = io_uring and reaches_ring(self._ops)
         self._committer = GroupCommitter(threads=sync_threads, io_uring=ring)
         self._open: set[Journal] = set()
         self._dir_fd: int | None = None

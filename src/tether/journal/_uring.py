@@ -17,6 +17,12 @@ a new pair. At most ``MAX_IN_FLIGHT`` pairs are out at once, few enough that the
 queue always has room for them and no completion is ever dropped; journals beyond that wait in
 turn.
 
+The journal's ``FileOps`` is asked before each write and sync is queued (``submit_pwrite``,
+``submit_fdatasync``), so a fault-injecting layer reaches this path as it reaches the threads:
+a shortened write is sent alone (and finished as a short write is), and a refused request is
+sent as a ``NOP`` in its place whose completion carries the refusal's ``errno``, so that an
+injected failure comes back through the same completions, in the same order, as a real one.
+
 Only used on x86-64 Linux: the shared ring indices are read and written through ``ctypes``
 without explicit barriers, which that architecture's ordering of plain loads and stores makes
 safe (and nothing else here relies on). Elsewhere, or where the kernel refuses a ring
@@ -35,13 +41,14 @@ import os
 import platform
 import sys
 from collections import deque
-from collections.abc import Callable
-from typing import Protocol, final
+from collections.abc import Callable, Iterator
+from typing import final
 
 from .._errors import JournalRemovedError
+from ._target import CommitTarget, Pending
 
 _SYS_SETUP, _SYS_ENTER, _SYS_REGISTER = 425, 426, 427
-_OP_FSYNC, _OP_WRITE = 3, 23
+_OP_NOP, _OP_FSYNC, _OP_WRITE = 0, 3, 23
 _IOSQE_IO_LINK = 1 << 2
 _FSYNC_DATASYNC = 1
 _REGISTER_EVENTFD = 4
@@ -120,43 +127,31 @@ class _Cqe(ctypes.Structure):
     _fields_ = [("user_data", ctypes.c_uint64), ("res", ctypes.c_int32), ("flags", ctypes.c_uint32)]
 
 
-class RingTarget(Protocol):
-    """The thread-side half of one open journal, as the ring needs it."""
-
-    fd: int
-    pending: list[tuple[bytes, asyncio.Future[None], Callable[[BaseException | None], None]]]
-    scheduled: bool
-    failed: BaseException | None
-
-    def plan_write(self, data: bytes) -> tuple[bytes, int, int]:
-        """``data`` with any preallocation zeros, its file offset, and the new allocated end."""
-        ...
-
-    def written(self, end: int, alloc_end: int) -> None:
-        """Record that everything up to ``end`` is durable and space up to ``alloc_end``."""
-        ...
-
-    def cut_back(self) -> None:
-        """Cut the file back to the last durable end after a failure (best effort)."""
-        ...
-
-    def check_named(self) -> None:
-        """Raise ``JournalRemovedError`` if the file was removed or replaced while held."""
-        ...
-
-
-_Batch = list[tuple[bytes, asyncio.Future[None], Callable[[BaseException | None], None]]]
-Deliver = Callable[[RingTarget, _Batch, BaseException | None], None]
+_Batch = list[Pending]
+Deliver = Callable[[CommitTarget, _Batch, BaseException | None], None]
 
 
 @final
 class _Pair:
     """One write+sync pair in the kernel, for one batch of one journal."""
 
-    __slots__ = ("batch", "buf", "end", "fres", "new_alloc", "offset", "target", "unlinked", "wres")
+    __slots__ = (
+        "batch",
+        "buf",
+        "end",
+        "fres",
+        "new_alloc",
+        "offset",
+        "sync_fault",
+        "target",
+        "unlinked",
+        "untaken",
+        "wres",
+        "write_fault",
+    )
 
     def __init__(
-        self, target: RingTarget, batch: _Batch, buf: bytes, offset: int, end: int, new_alloc: int
+        self, target: CommitTarget, batch: _Batch, buf: bytes, offset: int, end: int, new_alloc: int
     ) -> None:
         self.target = target
         self.batch = batch
@@ -167,6 +162,9 @@ class _Pair:
         self.wres: int | None = None
         self.fres: int | None = None
         self.unlinked = False  # its write and sync went to the kernel in different submits
+        self.untaken = 0  # of its requests (one or two), how many the kernel has not taken yet
+        self.write_fault: OSError | None = None  # refused by ``FileOps``: a NOP went instead
+        self.sync_fault: OSError | None = None
 
 
 def _check(result: int, what: str) -> int:
@@ -180,7 +178,16 @@ def _check(result: int, what: str) -> int:
 class Ring:
     """An ``io_uring`` instance driven from the event loop. Create with ``open_ring``."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, deliver: Deliver, workers: int) -> None:
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        deliver: Deliver,
+        workers: int,
+        *,
+        max_in_flight: int = MAX_IN_FLIGHT,
+    ) -> None:
+        if not 1 <= max_in_flight <= MAX_IN_FLIGHT:
+            raise ValueError(f"max_in_flight must be between 1 and {MAX_IN_FLIGHT}")
         self._libc = ctypes.CDLL(None, use_errno=True)
         self._libc.syscall.restype = ctypes.c_long
         params = _Params()
@@ -209,12 +216,12 @@ class Ring:
             raise
         self._loop = loop
         self._deliver = deliver
+        self._max_in_flight = max_in_flight
         self._pairs: dict[int, _Pair] = {}
         self._next_id = 1
-        self._waiting: deque[RingTarget] = deque()
+        self._waiting: deque[CommitTarget] = deque()
         self._unsubmitted = 0
         self._queued: deque[_Pair] = deque()  # pairs not wholly taken by the kernel yet
-        self._half = False  # the first of those has had its write taken, not its sync
         self._flush_scheduled = False
         self._closed = False
         self._drained: asyncio.Future[None] | None = None
@@ -263,14 +270,14 @@ class Ring:
 
     # --- the loop side ---------------------------------------------------------------------
 
-    def start(self, target: RingTarget) -> None:
+    def start(self, target: CommitTarget) -> None:
         """Send ``target``'s pending groups to the kernel (or queue it while the ring is full).
 
         The caller has set ``target.scheduled``; it stays set until the journal has nothing
         pending and nothing in flight.
         """
         error = target.failed or self._broken
-        if error is None and len(self._pairs) >= MAX_IN_FLIGHT:
+        if error is None and len(self._pairs) >= self._max_in_flight:
             self._waiting.append(target)
             return
         batch, target.pending = target.pending, []
@@ -287,15 +294,39 @@ class Ring:
         self._send(_Pair(target, batch, buf, offset, offset + len(data), new_alloc))
 
     def _send(self, pair: _Pair) -> None:
-        """Queue a write of ``pair.buf`` at ``pair.offset``, linked to a sync of the file."""
+        """Queue a write of ``pair.buf`` at ``pair.offset``, linked to a sync of the file, as
+        the journal's ``FileOps`` allows: a write it shortens goes alone (no sync: the rest
+        follows, as after a short write), and a request it refuses goes as a ``NOP``."""
         pid = self._next_id
         self._next_id += 1
         self._pairs[pid] = pair
         pair.wres = pair.fres = None
-        addr = ctypes.cast(ctypes.c_char_p(pair.buf), ctypes.c_void_p).value or 0
-        fd = pair.target.fd
-        self._push(_OP_WRITE, fd, _IOSQE_IO_LINK, pid << 1, pair.offset, addr, len(pair.buf), 0)
-        self._push(_OP_FSYNC, fd, 0, (pid << 1) | 1, 0, 0, 0, _FSYNC_DATASYNC)
+        fd, ops, size = pair.target.fd, pair.target.ops, len(pair.buf)
+        try:
+            length = ops.submit_pwrite(fd, size, pair.offset)
+        except OSError as exc:
+            length, pair.write_fault = 0, exc
+        whole = pair.write_fault is None and length >= size
+        if whole and pair.sync_fault is None:
+            try:
+                ops.submit_fdatasync(fd)
+            except OSError as exc:
+                pair.sync_fault = exc
+        if pair.write_fault is not None:
+            self._push(_OP_NOP, -1, 0, pid << 1, 0, 0, 0, 0)
+        else:
+            addr = ctypes.cast(ctypes.c_char_p(pair.buf), ctypes.c_void_p).value or 0
+            link = _IOSQE_IO_LINK if whole else 0
+            self._push(_OP_WRITE, fd, link, pid << 1, pair.offset, addr, min(length, size), 0)
+        if whole:
+            pair.untaken = 2
+            if pair.sync_fault is None:
+                self._push(_OP_FSYNC, fd, 0, (pid << 1) | 1, 0, 0, 0, _FSYNC_DATASYNC)
+            else:  # the write runs; the kernel cancels the NOP too if the write falls short
+                self._push(_OP_NOP, -1, 0, (pid << 1) | 1, 0, 0, 0, 0)
+        else:
+            pair.untaken = 1
+            pair.fres = -errno.ECANCELED  # no sync asked for: as if the kernel cancelled it
         self._queued.append(pair)
         if not self._flush_scheduled:
             self._flush_scheduled = True
@@ -349,38 +380,35 @@ class Ring:
         """Account for ``n`` requests the kernel took, oldest first (a pair's write, then its
         sync). A pair split between two submits had its write run unlinked: its sync may have
         finished first, so its completion does not count (``_settle`` sends it again)."""
-        if self._half:
-            self._queued.popleft()  # the sync of the pair whose write went last time
-            self._half = False
-            n -= 1
-        while n >= 2:
+        while n:
+            pair = self._queued[0]
+            took = min(n, pair.untaken)
+            pair.untaken -= took
+            n -= took
+            if pair.untaken:  # its write went, its sync waits for the next submit
+                pair.unlinked = True
+                return
             self._queued.popleft()
-            n -= 2
-        if n:
-            self._queued[0].unlinked = True
-            self._half = True
 
     def _reap(self) -> None:
         with contextlib.suppress(BlockingIOError):
             os.eventfd_read(self._efd)
         try:
-            head = self._cq_head.value
-            while head != self._cq_tail.value:
+            for head in cq_indices(self._cq_head.value, self._cq_tail.value):
                 cqe = self._cqes[head & self._cq_mask]
                 user_data, res = cqe.user_data, cqe.res
-                head = (head + 1) & _U32  # the kernel's indices wrap at 2**32
-                self._cq_head.value = head  # hand the slot back before acting on it
+                self._cq_head.value = (head + 1) & _U32  # hand the slot back before acting on it
                 pair = self._pairs.get(user_data >> 1)
                 if pair is None:
                     continue
                 if user_data & 1:
-                    pair.fres = res
+                    pair.fres = _result(res, pair.sync_fault)
                 else:
-                    pair.wres = res
+                    pair.wres = _result(res, pair.write_fault)
                 if pair.wres is not None and pair.fres is not None:
                     del self._pairs[user_data >> 1]
                     self._settle(pair)
-            while self._waiting and len(self._pairs) < MAX_IN_FLIGHT:
+            while self._waiting and len(self._pairs) < self._max_in_flight:
                 self.start(self._waiting.popleft())
         finally:
             if not self._closed and self._cq_head.value != self._cq_tail.value:
@@ -391,10 +419,10 @@ class Ring:
     def _settle(self, pair: _Pair) -> None:
         wres, fres = pair.wres or 0, pair.fres or 0
         if wres < 0:
-            self._finish(pair.target, pair.batch, _os_error(-wres, "write"))
+            self._finish(pair.target, pair.batch, pair.write_fault or _os_error(-wres, "write"))
             return
         if fres < 0 and fres != -errno.ECANCELED:  # a sync that ran and failed: never again
-            self._finish(pair.target, pair.batch, _os_error(-fres, "fdatasync"))
+            self._finish(pair.target, pair.batch, pair.sync_fault or _os_error(-fres, "fdatasync"))
             return
         if wres < len(pair.buf) or pair.unlinked:
             # Short (the kernel cancelled the linked sync): write the rest and sync. Unlinked:
@@ -412,13 +440,13 @@ class Ring:
             self._send(pair)
             return
         if fres < 0:
-            self._finish(pair.target, pair.batch, _os_error(-fres, "fdatasync"))
+            self._finish(pair.target, pair.batch, pair.sync_fault or _os_error(-fres, "fdatasync"))
             return
         self.syncs += 1
         pair.target.written(pair.end, pair.new_alloc)
         self._finish(pair.target, pair.batch, None)
 
-    def _finish(self, target: RingTarget, batch: _Batch, error: BaseException | None) -> None:
+    def _finish(self, target: CommitTarget, batch: _Batch, error: BaseException | None) -> None:
         if error is not None and target.failed is None:
             # The journal's one batch in flight has ended, so nothing more of it can land:
             # cut off whatever part reached the file (a blocking ftruncate, on this rare path).
@@ -437,10 +465,9 @@ class Ring:
         one. Pairs it has taken stay until their completions arrive (their buffers with them),
         and end as their results say; a write whose sync it never took fails."""
         self._broken = error
-        if self._half:  # its write is in the kernel; its sync never will be
+        if self._queued and self._queued[0].unlinked:  # its write is in; its sync never will be
             self._queued[0].fres = -errno.ECANCELED
             self._queued.popleft()
-            self._half = False
         unsent = [pair for pair in self._queued]
         self._queued.clear()
         for pair in unsent:
@@ -465,17 +492,38 @@ class Ring:
         self._unmap()
 
 
+def cq_indices(head: int, tail: int) -> Iterator[int]:
+    """The completion queue's indices from ``head`` up to ``tail``, which the kernel's 32-bit
+    counters can have wrapped past (``tail`` below ``head``)."""
+    while head != tail:
+        yield head
+        head = (head + 1) & _U32
+
+
+def _result(res: int, fault: OSError | None) -> int:
+    """A completion's result: the kernel's, or for a ``NOP`` sent in place of a request that
+    ``FileOps`` refused, the refusal's ``errno`` (unless the kernel cancelled the ``NOP``)."""
+    if fault is None or res < 0:
+        return res
+    return -(fault.errno or errno.EIO)
+
+
 def _os_error(code: int, what: str) -> OSError:
     return OSError(code, f"{os.strerror(code)} (io_uring {what})")
 
 
-def open_ring(deliver: Deliver, workers: int) -> Ring | None:
-    """A ring bound to the running loop, or ``None`` where ``io_uring`` cannot be used."""
+def open_ring(deliver: Deliver, workers: int, *, max_in_flight: int = MAX_IN_FLIGHT) -> Ring | None:
+    """A ring bound to the running loop, or ``None`` where ``io_uring`` cannot be used.
+
+    ``deliver`` is told each batch's outcome on the loop; at most ``workers`` kernel workers
+    sync at once, and at most ``max_in_flight`` write+sync pairs are out (``MAX_IN_FLIGHT``
+    at most).
+    """
     if sys.platform != "linux" or platform.machine() not in ("x86_64", "AMD64"):
         return None
     if os.environ.get("TETHER_IO_URING", "1") == "0":
         return None
     try:
-        return Ring(asyncio.get_running_loop(), deliver, workers)
+        return Ring(asyncio.get_running_loop(), deliver, workers, max_in_flight=max_in_flight)
     except OSError:
         return None

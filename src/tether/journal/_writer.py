@@ -40,13 +40,14 @@ from .._errors import (
     RunExistsError,
     RunNotFoundError,
 )
-from ._commit import GroupCommitter, Settle
+from ._commit import GroupCommitter
 from ._file import FileOps
 from ._format import HEADER_SIZE, build_group, encode_header, payload_crc
 from ._leftovers import keep_torn_tail
 from ._reader import Scan, scan
 from ._records import AnyEvent, Event
 from ._stamp import stamp_events
+from ._target import CommitTarget
 
 PREALLOC_MIN = 16 * 1024
 PREALLOC_MAX = 1024 * 1024
@@ -57,19 +58,15 @@ for a saving (one metadata flush) that is small next to the data itself."""
 Prepare = Callable[[Event], Awaitable[Event]]
 
 
-class JournalFile:
-    """The blocking, thread-side half of an open journal (one descriptor, one lock)."""
+class JournalFile(CommitTarget):
+    """The blocking, thread-side half of an open journal (one descriptor, one lock); what the
+    group commit shares with the event loop is described in ``CommitTarget``."""
 
     def __init__(self, path: str, fd: int, ops: FileOps, end: int, alloc_end: int) -> None:
+        super().__init__(fd, ops)
         self.path = path
-        self.fd = fd
-        self.ops = ops
         self.end = end
         self.alloc_end = alloc_end
-        self.lock = threading.Lock()
-        self.pending: list[tuple[bytes, asyncio.Future[None], Settle]] = []
-        self.scheduled = False
-        self.failed: BaseException | None = None
         self.syncs = 0
         self.watched = False  # a store's watch tells this file when its name goes (``_watch``)
         self.suspect = False  # set by that watch: the name was removed or replaced
@@ -103,17 +100,6 @@ class JournalFile:
         if not self.ops.same_file(self.fd, self.path):
             raise JournalRemovedError(self.path)
         self.suspect = False
-
-    def write_batch(self, data: bytes) -> None:
-        self.check_named()
-        buf, offset, alloc_end = self.plan_write(data)
-        try:
-            self.ops.write_all(self.fd, buf, offset)
-            self.ops.fdatasync(self.fd)
-        except BaseException:
-            self.cut_back()
-            raise
-        self.written(offset + len(data), alloc_end)
 
     def cut_back(self) -> None:
         """After a failed write or sync: cut the file back to the last acknowledged end.

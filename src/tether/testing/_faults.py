@@ -8,6 +8,12 @@ is affected, and ``os`` is never patched.
 Every call of every primitive is counted in ``calls``, faulted or not, so a test can assert that
 a poisoned journal never touches the disk again. Calls arrive from writer threads; every method
 is thread-safe.
+
+Both append paths meet the same faults. A store appending through ``io_uring`` asks
+``submit_pwrite`` and ``submit_fdatasync`` (on the event loop) before it queues each write and
+sync for the kernel; here they make the checks ``pwrite`` and ``fdatasync`` make, so the ring's
+writes and syncs are counted as ``pwrite`` and ``fdatasync``, cut short, or failed with the
+armed ``errno`` as the threads' calls are.
 """
 
 from __future__ import annotations
@@ -44,9 +50,12 @@ class FaultyFileOps(FileOps):
             assert faults.calls["fdatasync"] == 1
 
     Faults apply to the primitive operations named in ``OPS``. The compound ``write_all`` and
-    ``read_all`` are built from ``pwrite`` and ``pread``, so they meet the same faults.
-    Subclass it to add behaviour of your own (pausing a call, say); call ``super()`` to keep
-    the counting and the faults.
+    ``read_all`` are built from ``pwrite`` and ``pread``, so they meet the same faults, and the
+    writes and syncs of the ``io_uring`` path are counted and faulted as ``pwrite`` and
+    ``fdatasync``. Subclass it to add behaviour of your own (pausing a call, say); call
+    ``super()`` to keep the counting and the faults. A subclass that overrides ``pwrite`` or
+    ``fdatasync`` (and not the matching ``submit_`` hook) keeps a store's appends on the
+    writer threads, where its override is called.
     """
 
     OPS: ClassVar[frozenset[str]] = frozenset(
@@ -204,6 +213,10 @@ class FaultyFileOps(FileOps):
         n = self._limit_write(len(data))
         return super().pwrite(fd, data[:n], offset)
 
+    def submit_pwrite(self, fd: int, size: int, offset: int) -> int:
+        self._enter("pwrite")  # the ring's write: counted, cut short or failed as ``pwrite``
+        return self._limit_write(size)
+
     def pread(self, fd: int, size: int, offset: int) -> bytes:
         self._enter("pread")
         return super().pread(fd, size, offset)
@@ -223,6 +236,9 @@ class FaultyFileOps(FileOps):
     def fdatasync(self, fd: int) -> None:
         self._enter("fdatasync")
         super().fdatasync(fd)
+
+    def submit_fdatasync(self, fd: int) -> None:
+        self._enter("fdatasync")  # the ring's sync: counted and failed as ``fdatasync``
 
     def fsync(self, fd: int) -> None:
         self._enter("fsync")
