@@ -5,7 +5,8 @@ run id made from the parent's and the call's (``PARENT.CALL``), so a crash never
 twice: a creator that died before creating it leaves the parent's wait, and the parent's next
 drive creates it. When the child ends, a ``child_ended`` record in the parent carries its
 status, its answer and what it spent (counted into the parent's budgets); the call then gets
-the answer as its result.
+the answer as its result. Creating a child, and telling its parent that it ended, is the
+supervisor's (``Supervisor._start_child``, ``_tell_parent``); the parent's own drive looks too.
 """
 
 from __future__ import annotations
@@ -14,8 +15,30 @@ from typing import Any
 
 import msgspec
 
-from ..journal._records import Budgets, ChildEnded, Usage
+from ..journal._records import Budgets, ChildEnded, RunStarted, Usage, Waiting
+from ._manifest import build_manifest
+from ._runtime import Runtime
 from ._state import RunState
+
+
+def child_started(rt: Runtime, parent: RunState, waiting: Waiting, app_version: str) -> RunStarted:
+    """The ``run_started`` record of the child run ``waiting`` asks for: the model and tools
+    of this process, its budgets what it asked for within what the parent has left."""
+    spec = waiting.child
+    assert spec is not None
+    child_id = str(spec["run_id"])
+    system = spec.get("system")
+    return RunStarted(
+        run_id=child_id,
+        manifest=build_manifest(
+            rt, system=system if isinstance(system, str | list) else None, app_version=app_version
+        ),
+        messages=list(spec["messages"]),
+        budgets=child_budgets(parent, spec.get("budgets")),
+        parent=parent.run_id,
+        parent_call=waiting.call_id,
+        trace=None if rt.telemetry is None else rt.telemetry.run_context(child_id),
+    )
 
 
 def child_ended(call_id: str, child: RunState) -> ChildEnded | None:
