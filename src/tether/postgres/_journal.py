@@ -19,13 +19,15 @@ import asyncio
 import logging
 import time
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, final
+from typing import TYPE_CHECKING, Any, final
 
 import anyio
+import msgspec
 
 from .._errors import (
     JournalBrokenError,
     JournalClosedError,
+    JournalCorruptError,
     LeaseLostError,
 )
 from ..journal._records import (
@@ -36,6 +38,7 @@ from ..journal._records import (
     Retried,
     RunFinished,
     Signal,
+    decode_event,
 )
 from ..journal._stamp import stamp_events
 
@@ -58,6 +61,28 @@ def stamp(
         elif isinstance(ev, Retried):
             status = "active"
     return stamped, payloads, status
+
+
+def decode_rows(where: str, rows: list[Any]) -> list[AnyEvent]:
+    """The events of a run's ``(seq, payload)`` rows, checked to follow each other from 0.
+
+    Raises:
+        JournalCorruptError: a row is missing, does not decode, or holds another seq.
+    """
+    events: list[AnyEvent] = []
+    for expected, (seq, payload) in enumerate(rows):
+        if seq != expected:
+            raise JournalCorruptError(
+                where, seq, expected, f"rows skip from seq {expected} to {seq}"
+            )
+        try:
+            event = decode_event(payload)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise JournalCorruptError(where, seq, seq, f"payload does not decode: {exc}") from None
+        if event.seq != seq:
+            raise JournalCorruptError(where, seq, seq, f"row seq {seq} holds event seq {event.seq}")
+        events.append(event)
+    return events
 
 
 @final

@@ -16,7 +16,16 @@ Every lease time is the database's ``now()``: workers' clocks never decide who o
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
+from typing import TYPE_CHECKING, Any
+
+from .._errors import StoreSchemaError
+
+if TYPE_CHECKING:
+    import asyncpg
+
+log = logging.getLogger("tether.postgres")
 
 SCHEMA_VERSION = 2
 
@@ -198,3 +207,39 @@ class Sql:
             "ON CONFLICT (digest) DO NOTHING"
         )
         self.get_blob = f"SELECT data FROM {s}.blobs WHERE digest = $1"
+
+
+async def migrate(pool: asyncpg.Pool[Any], sql: Sql, where: str) -> None:
+    """Create the schema, or bring it to ``SCHEMA_VERSION``; refuse a newer one. ``where``
+    names the database in messages."""
+    async with pool.acquire() as conn, conn.transaction():
+        await conn.execute(sql.migration_lock, f"tether-schema-{sql.schema}")
+        await conn.execute(sql.create_schema)
+        await conn.execute(sql.create_meta)
+        value = await conn.fetchval(sql.get_version)
+        current = int(value) if value is not None else 0
+        if current > SCHEMA_VERSION:
+            raise StoreSchemaError(
+                f"{where} schema {sql.schema!r} is at version {current}; this "
+                f"tether knows up to {SCHEMA_VERSION}: upgrade tether"
+            )
+        for version in range(current + 1, SCHEMA_VERSION + 1):
+            await conn.execute(sql.migrations[version])
+            await conn.execute(sql.set_version, str(version))
+            log.info("schema %s migrated to version %d", sql.schema, version)
+
+
+async def check_schema(pool: asyncpg.Pool[Any], sql: Sql, where: str) -> None:
+    """Refuse a missing schema, or one at another version (a store opened with
+    ``create=False``); change nothing."""
+    where = f"{where} schema {sql.schema!r}"
+    exists = await pool.fetchval("SELECT to_regclass($1)", f"{sql.schema}.meta")
+    if exists is None:
+        raise StoreSchemaError(f"{where} holds no tether store (is the schema name right?)")
+    value = await pool.fetchval(sql.get_version)
+    current = int(value) if value is not None else 0
+    if current != SCHEMA_VERSION:
+        raise StoreSchemaError(
+            f"{where} is at version {current}; this tether uses {SCHEMA_VERSION}: "
+            + ("upgrade tether" if current > SCHEMA_VERSION else "start a worker to migrate it")
+        )

@@ -9,13 +9,15 @@ closing a run releases it. Every append names its epoch in the same statement as
 
 Decisions for a run another worker holds wait in the ``inbox`` table; a ``NOTIFY`` wakes the
 workers' sweeps (which also run on their interval, should a notification be missed).
+
+Where the rest is: ``_lease`` (claim, renew, release), ``_append`` (a write through a
+connection that drops, settled by reading), ``_listen`` (the change listener), ``_schema``
+(tables, statements, migrations), ``_connection`` (what counts as a lost connection).
 """
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
-import logging
 import os
 import secrets
 import socket
@@ -26,8 +28,6 @@ from typing import TYPE_CHECKING, Any, final
 from urllib.parse import urlsplit
 
 import anyio
-import anyio.abc
-import anyio.lowlevel
 import msgspec
 
 from .._errors import (
@@ -36,44 +36,23 @@ from .._errors import (
     JournalLockedError,
     RunExistsError,
     RunNotFoundError,
-    StoreSchemaError,
 )
 from ..journal._blobs import SUMMARY_CHARS
 from ..journal._records import AnyEvent, BlobRef, Event, decode_event, encode_event
 from ..journal._redact import Redactor, SecretRedactor
 from ..journal._runid import check_run_id
 from ..journal._store import DEFAULT_BLOB_THRESHOLD, RunStat, prepare_event
-from ._journal import PgJournal, stamp
-from ._schema import SCHEMA_VERSION, Sql
+from . import _append, _lease
+from ._connection import SESSION_SETTINGS, connection_errors, display, keep_session
+from ._journal import PgJournal, decode_rows, stamp
+from ._listen import Changes
+from ._schema import Sql, check_schema, migrate
 
 if TYPE_CHECKING:
     import asyncpg
 
-log = logging.getLogger("tether.postgres")
-
 _DEFAULT = object()
-LISTEN_KEEPALIVE = 5.0
 _READ_MANY = 500  # runs per statement of read_many: bounds one result set
-SESSION_SETTINGS = {"default_transaction_isolation": "read committed"}
-"""The fencing relies on READ COMMITTED's re-check of an updated row, whatever the database's
-default isolation is."""
-
-
-def connection_errors() -> tuple[type[BaseException], ...]:
-    """Errors after which a statement's outcome is unknown (the connection or server went)."""
-    import asyncpg
-
-    return (
-        OSError,
-        asyncio.TimeoutError,
-        asyncpg.InterfaceError,
-        asyncpg.PostgresConnectionError,
-        asyncpg.exceptions.OperatorInterventionError,  # admin/crash shutdown, query cancelled
-        asyncpg.exceptions.CannotConnectNowError,
-        # "cannot switch to state 12": the connection's protocol state went wrong under a
-        # statement (one cut off mid-flight), so its outcome is as unknown as after a drop.
-        asyncpg.exceptions.InternalClientError,
-    )
 
 
 @final
@@ -129,11 +108,11 @@ class PostgresStore:
         half-open connection would otherwise hang it forever)."""
         self._redact: Redactor | None = SecretRedactor() if redact is _DEFAULT else redact
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
-        self._display = _display(dsn)
+        self._display = display(dsn)
         self._pool: asyncpg.Pool[Any] | None = None
         self._held: dict[str, PgJournal | None] = {}
         self._taken: dict[str, list[int]] = {}
-        self._change = anyio.Event()
+        self._changes = Changes(dsn, self.sql.channel)
         self._stack: AsyncExitStack | None = None
         self._entered = False
         self._closed = False
@@ -149,15 +128,18 @@ class PostgresStore:
                 min_size=1,
                 max_size=self.pool_size,
                 command_timeout=None,
-                reset=_keep_session,
+                reset=keep_session,
                 server_settings=SESSION_SETTINGS,
             )
             stack.push_async_callback(self._close_pool)
-            await self._migrate()
+            if self.create_schema:
+                await migrate(self.pool, self.sql, self._display)
+            else:
+                await check_schema(self.pool, self.sql, self._display)
             tg = await stack.enter_async_context(anyio.create_task_group())
             stack.callback(tg.cancel_scope.cancel)
-            tg.start_soon(self._renewer, name="tether-lease-renewer")
-            tg.start_soon(self._listener, name="tether-change-listener")
+            tg.start_soon(_lease.renew_held, self, self._held.values, name="tether-lease-renewer")
+            tg.start_soon(self._changes.listen, name="tether-change-listener")
             self._stack = stack.pop_all()
         self._entered = True
         return self
@@ -197,43 +179,6 @@ class PostgresStore:
             )
         return self._pool
 
-    async def _migrate(self) -> None:
-        """Create the schema, or bring it to ``SCHEMA_VERSION``; refuse a newer one."""
-        sql = self.sql
-        if not self.create_schema:
-            await self._check_schema()
-            return
-        async with self.pool.acquire() as conn, conn.transaction():
-            await conn.execute(sql.migration_lock, f"tether-schema-{sql.schema}")
-            await conn.execute(sql.create_schema)
-            await conn.execute(sql.create_meta)
-            value = await conn.fetchval(sql.get_version)
-            current = int(value) if value is not None else 0
-            if current > SCHEMA_VERSION:
-                raise StoreSchemaError(
-                    f"{self._display} schema {sql.schema!r} is at version {current}; this "
-                    f"tether knows up to {SCHEMA_VERSION}: upgrade tether"
-                )
-            for version in range(current + 1, SCHEMA_VERSION + 1):
-                await conn.execute(sql.migrations[version])
-                await conn.execute(sql.set_version, str(version))
-                log.info("schema %s migrated to version %d", sql.schema, version)
-
-    async def _check_schema(self) -> None:
-        """Refuse a missing schema, or one at another version (``create=False``)."""
-        sql = self.sql
-        where = f"{self._display} schema {sql.schema!r}"
-        exists = await self.pool.fetchval("SELECT to_regclass($1)", f"{sql.schema}.meta")
-        if exists is None:
-            raise StoreSchemaError(f"{where} holds no tether store (is the schema name right?)")
-        value = await self.pool.fetchval(sql.get_version)
-        current = int(value) if value is not None else 0
-        if current != SCHEMA_VERSION:
-            raise StoreSchemaError(
-                f"{where} is at version {current}; this tether uses {SCHEMA_VERSION}: "
-                + ("upgrade tether" if current > SCHEMA_VERSION else "start a worker to migrate it")
-            )
-
     # ------------------------------------------------------------------ the Store protocol
 
     def where(self, run_id: str) -> str:
@@ -254,10 +199,10 @@ class PostgresStore:
             prepared = [await self.prepare(ev) for ev in events]
             stamped, payloads, finished = stamp(self.where(run_id), prepared, 0)
             if payloads:
-                if not await self._create_with_events(run_id, payloads, finished):
+                if not await _append.create_with_events(self, run_id, payloads, finished):
                     raise RunExistsError(run_id)
             else:
-                with _settled():
+                with _lease.settled():
                     epoch = await self.pool.fetchval(
                         self.sql.create_run, run_id, self.owner, self.lease_ttl
                     )
@@ -267,7 +212,7 @@ class PostgresStore:
             self._held.pop(run_id, None)
             raise
         journal = self._held[run_id] = PgJournal(self, run_id, 1, stamped)
-        await _hand_over(journal)
+        await _lease.hand_over(journal)
         return journal
 
     async def open(self, run_id: str) -> PgJournal:
@@ -281,52 +226,13 @@ class PostgresStore:
         self._check_local(run_id)
         self._held[run_id] = None
         try:
-            journal = await self._claim(run_id)
+            journal = await _lease.claim(self, run_id)
         except BaseException:
             self._held.pop(run_id, None)
             raise
         self._held[run_id] = journal
-        await _hand_over(journal)
+        await _lease.hand_over(journal)
         return journal
-
-    async def _claim(self, run_id: str) -> PgJournal:
-        """Claim and read; through a dropped connection or a restart, try again (a claim
-        that did land is this owner's, and claiming it again only moves the epoch on)."""
-        deadline = time.monotonic() + self.reconnect_timeout
-        delay = 0.05
-        while True:
-            started = time.monotonic()
-            try:
-                # One attempt is not cancelled half way: a claim that landed while its caller
-                # went away would hold the run, with no handle to renew or release it.
-                with _settled():
-                    async with self.pool.acquire() as conn:
-                        epoch = await conn.fetchval(
-                            self.sql.claim,
-                            run_id,
-                            self.owner,
-                            self.lease_ttl,
-                            timeout=self.statement_timeout,
-                        )
-                        if epoch is None:
-                            if await conn.fetchval(self.sql.exists, run_id) is None:
-                                raise RunNotFoundError(run_id)
-                            raise JournalLockedError(self.where(run_id))
-                        rows = await conn.fetch(self.sql.read, run_id)
-                        try:
-                            events = self._decode(run_id, rows)
-                        except JournalCorruptError:
-                            await conn.execute(self.sql.release, run_id, epoch, self.owner, False)
-                            raise
-            except connection_errors():
-                if time.monotonic() > deadline:
-                    raise
-                await anyio.sleep(delay)
-                delay = min(1.0, delay * 2)
-                continue
-            journal = PgJournal(self, run_id, epoch, events)
-            journal.valid_until = started + self.lease_ttl
-            return journal
 
     def _check_local(self, run_id: str) -> None:
         if self._closed:
@@ -347,24 +253,7 @@ class PostgresStore:
         return self._decode(run_id, rows)
 
     def _decode(self, run_id: str, rows: list[Any]) -> list[AnyEvent]:
-        events: list[AnyEvent] = []
-        for expected, (seq, payload) in enumerate(rows):
-            if seq != expected:
-                raise JournalCorruptError(
-                    self.where(run_id), seq, expected, f"rows skip from seq {expected} to {seq}"
-                )
-            try:
-                event = decode_event(payload)
-            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-                raise JournalCorruptError(
-                    self.where(run_id), seq, seq, f"payload does not decode: {exc}"
-                ) from None
-            if event.seq != seq:
-                raise JournalCorruptError(
-                    self.where(run_id), seq, seq, f"row seq {seq} holds event seq {event.seq}"
-                )
-            events.append(event)
-        return events
+        return decode_rows(self.where(run_id), rows)
 
     async def list_runs(self) -> list[str]:
         return [r[0] for r in await self._retry("fetch", self.sql.list_runs)]
@@ -463,7 +352,7 @@ class PostgresStore:
 
     async def changed(self) -> None:
         """Return at the next notification: an answer was queued or recorded somewhere."""
-        await self._change.wait()
+        await self._changes.wait()
 
     # ------------------------------------------------------------------ used by PgJournal
 
@@ -480,85 +369,18 @@ class PostgresStore:
     async def append_rows(
         self, journal: PgJournal, first: int, payloads: list[bytes], finished: str | None
     ) -> bool:
-        """Run the fenced append; ``False`` if it was rejected (stale epoch).
-
-        When the connection drops with the statement in flight, reconnect and read the rows to
-        learn whether it committed; send it again (fenced) only if it did not.
-        """
-        args = (journal.run_id, journal.epoch, self.owner, first, payloads, finished)
-        deadline = time.monotonic() + self.reconnect_timeout
-        while True:
-            backend: list[int] = []
-            try:
-                status = await self._send(backend, self.sql.append, *args)
-            except _unique_violation():
-                return False  # another writer has these seqs: we are not the owner any more
-            except connection_errors() as exc:
-                log.warning("run %s: connection lost during an append (%s)", journal.run_id, exc)
-                # The statement may still be running on its server process (waiting for the
-                # row lock, say): end that process first, so what we read next is final.
-                await self._end_backend(backend, deadline)
-                landed = await self._learn(journal.run_id, first, payloads)
-                if landed is not None:
-                    return landed
-                if time.monotonic() > deadline:
-                    raise
-                continue  # it never took effect: send it again, fenced as ever
-            if status != "INSERT 0 0":
-                return True
-            # Rejected. If an earlier attempt of this same group landed after all, it is ours.
-            return bool(await self._learn(journal.run_id, first, payloads))
-
-    async def _create_with_events(
-        self, run_id: str, payloads: list[bytes], finished: str | None
-    ) -> bool:
-        """Insert the run and its first events; ``False`` if the run exists (someone else's).
-
-        A dropped connection is settled as for appends: end the old server process, read the
-        rows, send again only if nothing landed.
-        """
-        args = (run_id, self.owner, self.lease_ttl, payloads, finished)
-        deadline = time.monotonic() + self.reconnect_timeout
-        while True:
-            backend: list[int] = []
-            try:
-                status = await self._send(backend, self.sql.create_run_with_events, *args)
-            except connection_errors() as exc:
-                log.warning("run %s: connection lost while creating it (%s)", run_id, exc)
-                await self._end_backend(backend, deadline)
-                landed = await self._learn(run_id, 0, payloads)
-                if landed is not None:
-                    return landed
-                if time.monotonic() > deadline:
-                    raise
-                continue
-            return status != "INSERT 0 0"
+        """Run the fenced append; ``False`` if it was rejected (stale epoch). A dropped
+        connection is settled by reading what landed (see ``_append``)."""
+        return await _append.append_rows(self, journal, first, payloads, finished)
 
     async def _send(self, backend: list[int], query: str, *args: Any) -> str:
-        """Execute ``query`` on a pooled connection, noting its server process id first."""
-        with _settled():
+        """Execute ``query`` on a pooled connection, noting its server process id first (the
+        one way a write that must be settled reaches the database)."""
+        with _lease.settled():
             async with self.pool.acquire() as conn:
                 backend.append(conn.get_server_pid())
                 status: str = await conn.execute(query, *args, timeout=self.statement_timeout)
         return status
-
-    async def _end_backend(self, backend: list[int], deadline: float) -> None:
-        """Terminate the server process that ran a statement whose outcome is unknown."""
-        if not backend:
-            return
-        try:
-            await self._retry("fetchval", self.sql.terminate, backend[0])
-        except connection_errors():
-            if time.monotonic() > deadline:
-                raise
-
-    async def _learn(self, run_id: str, first: int, payloads: list[bytes]) -> bool | None:
-        """Whether a group is in the database: True (all, equal), False (other data), None."""
-        end = first + len(payloads)
-        rows = await self._retry("fetch", self.sql.read_range, run_id, first, end)
-        if not rows:
-            return None
-        return [bytes(r[1]) for r in rows] == payloads
 
     async def _retry(self, method: str, query: str, *args: Any) -> Any:
         """Run an idempotent ``query`` until the database answers (up to ``reconnect_timeout``).
@@ -578,35 +400,11 @@ class PostgresStore:
                 delay = min(1.0, delay * 2)
 
     async def why_rejected(self, journal: PgJournal) -> str:
-        try:
-            row = await self.pool.fetchrow(self.sql.lease_of, journal.run_id)
-        except connection_errors():
-            return f"append at epoch {journal.epoch} rejected"
-        if row is None:
-            return "the run was removed"
-        owner, epoch, _next = row
-        holder = owner or "nobody"
-        return f"held by {holder} at epoch {epoch}; this worker had epoch {journal.epoch}"
+        return await _lease.why_rejected(self, journal)
 
     async def renew(self, journals: list[PgJournal]) -> None:
         """Extend the leases of ``journals`` in one statement; mark the refused ones lost."""
-        if not journals:
-            return
-        started = time.monotonic()
-        rows = await self.pool.fetch(
-            self.sql.renew,
-            self.owner,
-            self.lease_ttl,
-            [j.run_id for j in journals],
-            [j.epoch for j in journals],
-            timeout=self.statement_timeout,
-        )
-        renewed = {r[0] for r in rows}
-        for journal in journals:
-            if journal.run_id in renewed:
-                journal.valid_until = started + self.lease_ttl
-            elif journal.active:  # (a handle closed meanwhile released its lease itself)
-                journal.mark_lost(f"renewal at epoch {journal.epoch} refused")
+        await _lease.renew(self, journals)
 
     async def release(self, journal: PgJournal) -> None:
         """Give the run up (unless it was lost), and notify if an answer was recorded."""
@@ -614,93 +412,4 @@ class PostgresStore:
             del self._held[journal.run_id]
         if journal.lost:
             return
-        try:
-            await self.pool.execute(
-                self.sql.release,
-                journal.run_id,
-                journal.epoch,
-                self.owner,
-                journal.answered,
-                timeout=self.statement_timeout,
-            )
-        except connection_errors() as exc:
-            # The lease runs out by itself; this owner may also claim it again before then.
-            log.warning("run %s: could not release its lease (%s)", journal.run_id, exc)
-
-    # ------------------------------------------------------------------ background tasks
-
-    async def _renewer(self) -> None:
-        while True:
-            await anyio.sleep(self.lease_ttl / 3)
-            held = [j for j in self._held.values() if j is not None and j.active]
-            try:
-                await self.renew(held)
-            except Exception as exc:  # never take the host down: fence() asks again later
-                log.warning("lease renewal failed (%s); retrying", exc)
-
-    async def _listener(self) -> None:
-        """LISTEN for changes on a connection of its own; reconnect when it drops."""
-        import asyncpg
-
-        def notified(*_args: object) -> None:
-            self._change.set()
-            self._change = anyio.Event()
-
-        while True:
-            try:
-                conn = await asyncpg.connect(self.dsn, server_settings=SESSION_SETTINGS)
-            except Exception as exc:  # sweeps still find every change, later
-                log.warning("cannot listen for changes (%s); sweeps still run", exc)
-                await anyio.sleep(LISTEN_KEEPALIVE)
-                continue
-            try:
-                await conn.add_listener(self.sql.channel, notified)
-                while True:
-                    await anyio.sleep(LISTEN_KEEPALIVE)
-                    await conn.execute("SELECT 1")
-            except Exception as exc:
-                log.warning("change listener disconnected (%s); reconnecting", exc)
-                notified()  # something may have changed while nobody listened
-            finally:
-                conn.terminate()
-
-
-def _settled() -> anyio.CancelScope:
-    """Around one statement that takes a lease, from taking a pooled connection to giving it
-    back: it finishes (within the statement timeout) before a cancellation is delivered, so
-    the caller knows whether it holds the run."""
-    return anyio.CancelScope(shield=True)
-
-
-async def _hand_over(journal: PgJournal) -> None:
-    """Give ``journal`` to its caller, unless the caller was cancelled meanwhile: then release
-    the lease it will never use (a stopping supervisor must not leave runs locked)."""
-    try:
-        await anyio.lowlevel.checkpoint_if_cancelled()
-    except BaseException:
-        await journal.aclose()
-        raise
-
-
-async def _keep_session(conn: asyncpg.Connection[Any]) -> None:
-    """Pool connections change no session state (no LISTEN, SET or session locks), so the
-    default reset query, one more round trip per checkout, is skipped; asyncpg still rolls back
-    a transaction left open."""
-
-
-def _unique_violation() -> type[BaseException]:
-    import asyncpg
-
-    return asyncpg.exceptions.UniqueViolationError
-
-
-def _display(dsn: str) -> str:
-    """The DSN without its user and password, for messages (any host list is kept as is)."""
-    try:
-        parts = urlsplit(dsn)
-    except ValueError:
-        return "postgresql"
-    if not parts.scheme:
-        return "postgresql"
-    hosts = parts.netloc.rpartition("@")[2] or "localhost"
-    return f"{parts.scheme}://{hosts}{parts.path}"
+        await _lease.release(self, journal)

@@ -6,16 +6,19 @@ owner checks again when it folds them in (so an answer delivered twice is ignore
 time). It reads only the journal (the contracts the run pinned) and the time, never the
 application. ``record_answer`` is the one way an answer reaches a store: checked, then appended
 under the run's write lock, or queued in its inbox while another process holds the run; a
-signal the run already has (``repeated``) is acknowledged and neither.
+signal the run already has (``repeated``) is acknowledged and neither. ``fold_inbox`` is how
+the owner takes the queued answers in.
 """
 
 from __future__ import annotations
 
+import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from .._errors import JournalLockedError, RunStateError
+from .._failpoints import failpoint
 from ..journal._records import (
     AnyEvent,
     Budgets,
@@ -29,8 +32,11 @@ from ..journal._records import (
 )
 from ..journal._store import Store
 from ._budgets import budget_problem
+from ._runtime import Mailbox
 from ._state import RunState, RunStatus, fold
 from ._status import approval_deadline, pinned_tool, run_status
+
+log = logging.getLogger("tether.supervisor")
 
 
 def answer_problem(state: RunState, answer: Event | AnyEvent, now: float) -> str | None:
@@ -204,3 +210,35 @@ async def record_answer(
             return Recorded(record, state, repeated=True)
         (written,) = await journal.append([record])
     return Recorded(written, state)
+
+
+async def fold_inbox(
+    mailbox: Mailbox | None,
+    run_id: str,
+    state: RunState,
+    append: Callable[[list[Event]], Awaitable[None]],
+    *,
+    clock: Callable[[], float],
+) -> bool:
+    """Record the answers people queued while this process held the run's journal.
+
+    Each answer is checked against ``state`` as it stands when its turn comes (``append``
+    writes it and folds it into ``state``); one that no longer fits is logged and dropped, a
+    signal the run has already is skipped. Returns whether any answer was recorded.
+    """
+    if mailbox is None or not await mailbox.has_inbox(run_id):
+        return False
+    answers = await mailbox.take_inbox(run_id)
+    recorded = False
+    for answer in answers:
+        problem = answer_problem(state, answer, clock())
+        if problem is None and repeated(state, answer):
+            continue  # a signal delivered twice while the run was held
+        if problem is None:
+            await append([answer])
+            recorded = True
+        else:
+            log.warning("run %s: ignored a queued answer: %s", run_id, problem)
+    failpoint("inbox_folded")  # a crash here leaves them in both: the check above copes
+    await mailbox.clear_inbox(run_id, len(answers))
+    return recorded

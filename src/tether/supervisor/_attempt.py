@@ -135,3 +135,26 @@ def child_run_id(parent: str, call_id: str) -> str:
 
 def error_result(call: Call, message: str) -> ToolResult:
     return ToolResult(call_id=call.id, ok=False, content=message)
+
+
+async def verify(
+    call: Call, spec: ToolSpec, ctx: ToolContext, *, then_run: bool, otherwise: str, run_id: str
+) -> Event | None:
+    """Ask the tool's ``verify`` function whether the call's last attempt landed: the result to
+    record (what it found, ``otherwise`` when it found nothing, or the error it raised), or
+    ``None`` when it found nothing and the call runs again (``then_run``).
+
+    Whatever the function raises is the call's error result; only the run's own cancellation
+    propagates.
+    """
+    try:
+        landed = await spec.check_landed(call.input, ctx)
+    except anyio.get_cancelled_exc_class():
+        if cancelled_from_outside():
+            raise
+        return error_result(call, "the verify function raised CancelledError")
+    except BaseException as exc:  # that call's error, never its siblings' cancellation
+        return error_result(call, f"verify failed: {type(exc).__name__}: {exc}")
+    if landed is not None:
+        return ok_result(call, landed, call.attempts, run_id)
+    return None if then_run else error_result(call, otherwise)

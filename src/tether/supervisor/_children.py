@@ -5,17 +5,43 @@ run id made from the parent's and the call's (``PARENT.CALL``), so a crash never
 twice: a creator that died before creating it leaves the parent's wait, and the parent's next
 drive creates it. When the child ends, a ``child_ended`` record in the parent carries its
 status, its answer and what it spent (counted into the parent's budgets); the call then gets
-the answer as its result.
+the answer as its result. Creating a child, and telling its parent that it ended, is the
+supervisor's (``Supervisor._start_child``, ``_tell_parent``); the parent's drive looks too
+(``look_at_children``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import msgspec
 
-from ..journal._records import Budgets, ChildEnded, Usage
-from ._state import RunState
+from .._errors import RunNotFoundError
+from ..journal._records import Budgets, ChildEnded, Event, RunStarted, Usage, Waiting
+from ._manifest import build_manifest
+from ._runtime import Runtime
+from ._state import RunState, fold
+
+
+def child_started(rt: Runtime, parent: RunState, waiting: Waiting, app_version: str) -> RunStarted:
+    """The ``run_started`` record of the child run ``waiting`` asks for: the model and tools
+    of this process, its budgets what it asked for within what the parent has left."""
+    spec = waiting.child
+    assert spec is not None
+    child_id = str(spec["run_id"])
+    system = spec.get("system")
+    return RunStarted(
+        run_id=child_id,
+        manifest=build_manifest(
+            rt, system=system if isinstance(system, str | list) else None, app_version=app_version
+        ),
+        messages=list(spec["messages"]),
+        budgets=child_budgets(parent, spec.get("budgets")),
+        parent=parent.run_id,
+        parent_call=waiting.call_id,
+        trace=None if rt.telemetry is None else rt.telemetry.run_context(child_id),
+    )
 
 
 def child_ended(call_id: str, child: RunState) -> ChildEnded | None:
@@ -37,6 +63,36 @@ def child_ended(call_id: str, child: RunState) -> ChildEnded | None:
         model_calls=child.model_calls + child.child_model_calls,
         tool_calls=child.tool_calls + child.child_tool_calls,
     )
+
+
+async def look_at_children(
+    state: RunState, rt: Runtime, append: Callable[[list[Event]], Awaitable[None]]
+) -> bool:
+    """For each call waiting for a child run: record its end (``append``) if it has ended, or
+    start it if it does not exist (its creator stopped between journaling the wait and
+    creating it).
+
+    A child's own supervisor records the end in its parent as soon as the child ends; this
+    look covers a process that died in between. Returns whether an end was recorded.
+    """
+    recorded = False
+    for call in list(state.calls.values()):
+        wait = call.wait
+        if wait is None or wait.child is None:
+            continue
+        child = str(wait.child["run_id"])
+        if child in state.children:
+            continue
+        try:
+            events = await rt.read_run(child)
+        except RunNotFoundError:
+            await rt.start_child(state, wait)
+            continue
+        ended = child_ended(call.id, fold(events))
+        if ended is not None:
+            await append([ended])
+            recorded = True
+    return recorded
 
 
 def child_budgets(parent: RunState, asked: dict[str, Any] | None) -> Budgets:

@@ -1,14 +1,26 @@
-"""What the supervisor keeps and reports per run: its view, its status changes, its entry."""
+"""What the supervisor keeps and reports per run: its entry, its view, its status changes.
+
+``Board`` holds the entries of every run the supervisor knows of (a parked run costs only its
+entry) and tells each watcher (``Supervisor.events``) of every status change.
+"""
 
 from __future__ import annotations
 
+import logging
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, final
 
 import anyio
+from anyio.streams.memory import MemoryObjectSendStream
 
-from ._state import RunStatus
+from ._state import RunState, RunStatus
 from ._status import Outcome
+
+log = logging.getLogger("tether.supervisor")
+
+EVENT_BUFFER = 10_000
+"""Status changes buffered for a slow watcher before changes are dropped."""
 
 
 @dataclass(frozen=True)
@@ -27,6 +39,24 @@ class RunView:
     pending: tuple[str, ...]
     final_text: str | None
     events: int
+
+    @classmethod
+    def of(cls, run_id: str, state: RunState, outcome: Outcome, events: int) -> RunView:
+        """The view of a run whose journal (``events`` records) folded to ``state``."""
+        return cls(
+            run_id=run_id,
+            status=outcome.status,
+            reason=outcome.reason,
+            messages=state.messages,
+            model_calls=state.model_calls,
+            tool_calls=state.tool_calls,
+            input_tokens=state.input_tokens,
+            output_tokens=state.output_tokens,
+            restarts=state.restarts,
+            pending=outcome.pending,
+            final_text=state.final_text,
+            events=events,
+        )
 
 
 @dataclass(frozen=True)
@@ -82,3 +112,69 @@ class Entry:
         lock = self._lock
         if lock is not None and not lock.locked() and lock.statistics().tasks_waiting == 0:
             self._lock = None
+
+
+@final
+class Board:
+    """The entry of every run the supervisor knows of, and the watchers of their changes.
+
+    Args:
+        clock: wall-clock time, stamped on each ``StatusChange``.
+    """
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self.runs: dict[str, Entry] = {}
+        self._clock = clock
+        self._watchers: set[MemoryObjectSendStream[StatusChange]] = set()
+
+    def entry(self, run_id: str) -> Entry:
+        """The run's entry, made if the run had none."""
+        entry = self.runs.get(run_id)
+        if entry is None:
+            entry = self.runs[run_id] = Entry()
+        return entry
+
+    def set(self, run_id: str, outcome: Outcome, *, quiet: bool = False) -> None:
+        """Record a run's new status, wake its waiters and tell every watcher.
+
+        ``quiet``: not logged (a run found already finished is not news).
+        """
+        self.entry(run_id).set(outcome)
+        if not quiet:
+            log.info(
+                "run %s is %s%s",
+                run_id,
+                outcome.status.value,
+                f": {outcome.reason}" if outcome.reason else "",
+                extra={"run_id": run_id, "status": outcome.status.value, "reason": outcome.reason},
+            )
+        if not self._watchers:
+            return
+        change = StatusChange(
+            run_id, outcome.status, outcome.reason, outcome.pending, self._clock()
+        )
+        for send in list(self._watchers):
+            try:
+                send.send_nowait(change)
+            except anyio.WouldBlock:
+                log.warning("a status watcher is too slow; dropped a change of run %s", run_id)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                self._watchers.discard(send)
+
+    async def changes(self) -> AsyncIterator[StatusChange]:
+        """Every status change from now on, until ``close`` (see ``Supervisor.events``)."""
+        send, receive = anyio.create_memory_object_stream[StatusChange](EVENT_BUFFER)
+        self._watchers.add(send)
+        try:
+            async with receive:
+                async for change in receive:
+                    yield change
+        finally:
+            self._watchers.discard(send)
+            send.close()
+
+    def close(self) -> None:
+        """End every watcher's iteration."""
+        for send in self._watchers:
+            send.close()
+        self._watchers.clear()

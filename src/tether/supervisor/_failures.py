@@ -57,7 +57,7 @@ def _store_leaf(exc: BaseException) -> bool:
     if isinstance(exc, TimeoutError):
         return True
     if type(exc).__module__.partition(".")[0] == "asyncpg":
-        from ..postgres._store import connection_errors
+        from ..postgres._connection import connection_errors
 
         return isinstance(exc, connection_errors())
     return False

@@ -8,13 +8,14 @@ writes its intent before acting and its outcome before the next decision:
 - a tool's result is durable before the model is called again.
 
 The decisions live elsewhere, one place each: whether the run rests and why
-(``_status.run_status``), what happens to each tool call (``_replay.next_step``), what an
-answer's stop reason decides (``_reply``), whether a resume counts as an interruption and
-when a crash loop parks the run (``_resume``), budgets (``_budgets``), one tool attempt
-(``_attempt``). This module carries their answers out, and keeps a run's life apart from its
-process's: a graceful stop leaves a ``suspended`` record, a model that fails transiently is
-asked again within the run, and one that refuses for good parks the run for a person instead
-of failing it (DESIGN invariant 9).
+(``_status.run_status``), what happens to each tool call (``_replay.next_step``, gathered for
+a turn by ``plan_turn``), what a model's answer or failure decides (``_reply``), whether a
+resume counts as an interruption and when a crash loop parks the run (``_resume``), budgets
+(``_budgets``), one tool attempt (``_attempt``), queued answers (``_answers.fold_inbox``),
+child runs (``_children``). This module carries their answers out, and keeps a run's life
+apart from its process's: a graceful stop leaves a ``suspended`` record, a model that fails
+transiently is asked again within the run, and one that refuses for good parks the run for a
+person instead of failing it (DESIGN invariant 9).
 """
 
 from __future__ import annotations
@@ -27,59 +28,41 @@ from typing import Any
 
 import anyio
 
-from .._errors import ModelError, ModelResponseError, RunNotFoundError, ToolArgumentsError
+from .._errors import ModelError
 from .._failpoints import failpoint
 from ..journal._records import (
-    Escalated,
     Event,
-    ModelFailed,
     ModelResponse,
-    Parked,
     Resumed,
     RunFinished,
     Suspended,
-    ToolResult,
     ToolStarted,
-    Usage,
     Waiting,
 )
 from ..journal._store import RunJournal
 from ..models._base import text_sink
 from ..tools._context import ToolContext
 from ..tools._spec import ToolSpec
-from ._answers import answer_problem, repeated
+from ._answers import fold_inbox
 from ._attempt import attempt as run_attempt
-from ._attempt import cancelled_from_outside, error_result, ok_result
-from ._backoff import MODEL_RETRY, sleep_unless
+from ._attempt import verify as verify_landed
+from ._backoff import sleep_unless
 from ._budgets import budget_problem
-from ._children import child_ended
+from ._children import look_at_children
 from ._manifest import build_manifest as build_manifest
 from ._manifest import manifest_problem as manifest_problem
-from ._replay import (
-    SAFE_TO_REPEAT,
-    Escalate,
-    Record,
-    Rest,
-    RetryAt,
-    Run,
-    Verify,
-    WaitForPerson,
-    next_step,
-)
-from ._reply import act_on_stop, unique_call_ids
-from ._resume import cause_of, crash_loop_records, pinned_approval, was_interrupted
+from ._replay import Run, Verify, plan_turn
+from ._reply import act_on_stop, model_failed, starts_with_answer, unique_call_ids
+from ._resume import resumed, stopped_mid_work, was_interrupted
 from ._runtime import Interruption as Interruption
 from ._runtime import Runtime as Runtime
-from ._runtime import Suspend, definitions, spec_for
+from ._runtime import Suspend, definitions, load_blobs, spec_for
 from ._state import Call, RunState, RunStatus, fold
 from ._status import Outcome, run_deadline, run_status
 from ._telemetry import ChatTelemetry, DriveTelemetry
 from ._traced import chat_scope, open_drive, started_seq, tool_scope
 
 log = logging.getLogger("tether.supervisor")
-
-MALFORMED_LIMIT = 3
-"""Malformed answers in a row after which a run parks instead of asking the model again."""
 
 SUSPEND_TIMEOUT = 5.0
 """Seconds a cancelled run may take to record that it was suspended (best effort)."""
@@ -162,7 +145,7 @@ class _Drive:
             trace.end(status=status, reason=reason, error=error)
 
     async def load(self) -> None:
-        await _load_blobs(self.journal, self.rt, self.blobs)
+        await load_blobs(self.rt, self.journal.events, self.blobs)
         self.state = fold(self.journal.events, self.blobs)
         if self.state.started is None:
             raise ValueError(f"run {self.journal.run_id!r} has no run_started record")
@@ -187,7 +170,9 @@ class _Drive:
             outcome = run_status(state, rt.clock())
             if outcome.status is not RunStatus.RUNNING and await self._fold_inbox():
                 continue  # answers queued while this process held the journal: act on them
-            if outcome.status is RunStatus.WAITING and await self._look_at_children():
+            if outcome.status is RunStatus.WAITING and await look_at_children(
+                state, rt, self._append
+            ):
                 continue  # a child run it waits for has ended
             if outcome.status is not RunStatus.RUNNING:
                 deadline = run_deadline(state)
@@ -215,49 +200,22 @@ class _Drive:
         run that never gets to act in this process (it waits behind a suspect running alone,
         say) is not charged if the process dies meanwhile, since it was not running then.
         """
-        state, rt = self.state, self.rt
-        cause = prior or cause_of(state)
-        resumed = Resumed(
-            attempt=state.restarts + 1,
-            host=rt.host,
-            pid=os.getpid(),
-            cause=cause.cause,
-            charged=cause.charged,
-        )
-        limit = state.budgets.max_restarts
-        limit = rt.max_restarts if limit is None else limit
-        n = state.interruptions + cause.charged
-        if n <= limit:
-            self.resume_record = resumed
+        record, parking = resumed(self.journal.run_id, self.state, self.rt, prior)
+        if not parking:
+            self.resume_record = record
             return None
-        records: list[Event] = [resumed, *crash_loop_records(state, n, limit, cause.cause)]
-        log.error(
-            "run %s: stopped %d times in a row without progress; parked for a person (%s)",
-            self.journal.run_id,
-            n,
-            cause.cause,
-            extra={"run_id": self.journal.run_id},
-        )
-        await self._append(records)
-        return run_status(state, rt.clock())
+        await self._append([record, *parking])
+        return run_status(self.state, self.rt.clock())
 
     async def suspend(self, reason: str) -> None:
         """Record that this owner stopped on purpose (best effort: never raises)."""
         journal = self.journal
-        if journal.broken or not self.acted_or_resumed():
+        if journal.broken or not stopped_mid_work(self.state, self.rt.clock()):
             return
         try:
             await journal.append([Suspended(reason=reason, host=self.rt.host, pid=os.getpid())])
         except Exception as exc:  # a broken handle or a lost lease: the next owner charges it
             log.debug("run %s: could not record the suspension: %s", journal.run_id, exc)
-
-    def acted_or_resumed(self) -> bool:
-        """Whether there is a stop worth recording: the run is unfinished and not at rest."""
-        if self.state.finished is not None or self.state.started is None:
-            return False
-        if isinstance(self.state.last, Suspended):
-            return False
-        return run_status(self.state, self.rt.clock()).status is RunStatus.RUNNING
 
     def leave_alone(self) -> None:
         if self.holds_gate:
@@ -296,8 +254,8 @@ class _Drive:
                 text_sink.reset(token)
             if counted:
                 rt.gate.leave_step()
-        if failed is not None:
-            await self._model_failed(failed)
+        if failed is not None:  # ask again later, ask again now, or park the run
+            await self._append(model_failed(state, rt, self.journal.run_id, failed))
             return
         failpoint("model_answered")
         message = reply.as_message()
@@ -312,7 +270,7 @@ class _Drive:
         ]
         uses = [b for b in message["content"] if b.get("type") == "tool_use"]
         settled = act_on_stop(reply.stop_reason, uses)
-        starts = [] if settled else self._starts_with_answer(uses)
+        starts = [] if settled else starts_with_answer(state, rt, uses)
         await self._append([*records, *settled, *starts])
         self.prestarted.update(s.call_id for s in starts)
         failpoint("model_saved")
@@ -330,116 +288,15 @@ class _Drive:
             chat.answered(reply, seq=len(self.journal.events))
         return reply
 
-    async def _model_failed(self, exc: ModelError) -> None:
-        """Journal a failed model call: ask again later, ask again now, or park the run."""
-        state, rt, run_id = self.state, self.rt, self.journal.run_id
-        usage = exc.usage if isinstance(exc.usage, Usage) else Usage()
-        if isinstance(exc, ModelResponseError):
-            failed = ModelFailed(kind="malformed", error=exc.reason, usage=usage)
-            records: list[Event] = [failed]
-            if state.model_failures + 1 >= MALFORMED_LIMIT:
-                reason = (
-                    f"the model's answer was malformed {state.model_failures + 1} times in a row; "
-                    f"last: {exc.reason}"
-                )
-                records.append(Parked(reason=reason, cause="model"))
-            log.warning("run %s: the model's answer is malformed: %s", run_id, exc.reason)
-            await self._append(records)
-            return
-        if exc.transient:
-            delay = exc.retry_after
-            if delay is None:
-                delay = MODEL_RETRY.delay(state.model_failures + 1, rt.jitter)
-            retry_at = rt.clock() + delay
-            log.warning(
-                "run %s: model call failed (%s); asking again in %.1f s",
-                run_id,
-                exc.reason,
-                delay,
-                extra={"run_id": run_id},
-            )
-            await self._append(
-                [ModelFailed(kind="transient", error=exc.reason, retry_at=retry_at, usage=usage)]
-            )
-            return
-        log.error("run %s: the model refused the request: %s", run_id, exc.reason)
-        await self._append(
-            [Parked(reason=f"model {exc.model!r} refused the request: {exc.reason}", cause="model")]
-        )
-
-    def _starts_with_answer(self, uses: list[dict[str, Any]]) -> list[ToolStarted]:
-        """The ``tool_started`` records to write in the same group as the model's answer.
-
-        That saves one sync per call, and is done only where it changes nothing a person could
-        tell: every call of the turn runs at once (a known tool, valid arguments, no approval,
-        no timeout or retries of its own, within budget), each tool's policy makes running it
-        again harmless (``rerun`` or ``idempotency_key``), and the supervisor is not stopping.
-        If the process dies before such a call really ran, the resumed run finds it started
-        without a result and runs it under that policy, as after any crash between a call's
-        start and its result.
-        """
-        state, rt = self.state, self.rt
-        if rt.stopping.is_set():
-            return []
-        starts: list[ToolStarted] = []
-        for block in uses:
-            spec = spec_for(state, rt, block["name"])
-            if (
-                spec is None
-                or spec.approval
-                or pinned_approval(state, block["name"])
-                or spec.policy not in SAFE_TO_REPEAT
-                or spec.timeout is not None
-                or spec.retries
-            ):
-                return []
-            try:
-                spec.validate(block.get("input"))
-            except ToolArgumentsError:
-                return []
-            starts.append(ToolStarted(call_id=block["id"], name=block["name"], attempt=1))
-        if len({s.call_id for s in starts}) != len(starts):
-            return []  # a malformed turn: let the usual path deal with it
-        if starts and budget_problem(state, rt.clock(), for_model=False, starting=len(starts)):
-            return []
-        return starts
-
     # ------------------------------------------------------------------ tools
 
     async def _advance_calls(self) -> None:
         """Record what needs no tool run, then run every runnable call of the turn at once."""
         state, rt = self.state, self.rt
-        now = rt.clock()
-        records: list[Event] = []
-        runs: list[tuple[Call, ToolSpec, Run | Verify]] = []
-        later: list[tuple[Call, ToolSpec, RetryAt]] = []
-        taken: set[str] = set()  # signals given to a call in this round: one call each
-        for call in list(state.calls.values()):
-            if call.done or call.escalated:
-                continue
-            spec = spec_for(state, rt, call.name)
-            if spec is not None and call.id in self.prestarted:
-                runs.append((call, spec, Run(call.attempts)))  # checked when its start went out
-                continue
-            step = next_step(state, call, spec, now)
-            if isinstance(step, Record):
-                signal = next((r.signal_id for r in step.records if isinstance(r, ToolResult)), "")
-                if signal and signal in taken:
-                    continue  # another call of the turn takes it; this one looks again
-                taken.add(signal)
-                records.extend(step.records)
-            elif isinstance(step, Escalate):
-                records.append(Escalated(call_id=call.id, reason=step.reason))
-            elif isinstance(step, RetryAt):
-                assert spec is not None
-                later.append((call, spec, step))
-            elif isinstance(step, (Run, Verify)):
-                assert spec is not None
-                runs.append((call, spec, step))
-            else:
-                assert isinstance(step, WaitForPerson | Rest)
-        if records:
-            await self._append(records)
+        turn = plan_turn(state, partial(spec_for, state, rt), self.prestarted, rt.clock())
+        runs, later = turn.runs, turn.later
+        if turn.records:
+            await self._append(turn.records)
             return  # decide again on what the records changed
         if not runs and later:
             # Nothing to do before the next retry time: wait for it, then run what is due.
@@ -505,25 +362,13 @@ class _Drive:
         ctx = ToolContext(run_id=journal.run_id, call_id=call.id, attempt=call.attempts)
         seq = started_seq(self.journal, call.id) if self.trace else -1
         with tool_scope(self.trace, call, spec, call.attempts, seq=seq, dangling=True, verify=True):
-            try:
-                landed = await spec.check_landed(call.input, ctx)
-            except anyio.get_cancelled_exc_class():
-                if cancelled_from_outside():
-                    raise
-                landed, problem = None, "the verify function raised CancelledError"
-            except BaseException as exc:  # that call's error, never its siblings' cancellation
-                landed, problem = None, f"verify failed: {type(exc).__name__}: {exc}"
-            else:
-                problem = ""
-        if problem:
-            await journal.append([error_result(call, problem)])
-        elif landed is not None:
-            await journal.append([ok_result(call, landed, call.attempts, journal.run_id)])
-        elif step.then_run:
+            result = await verify_landed(
+                call, spec, ctx, then_run=step.then_run, otherwise=step.otherwise, run_id=ctx.run_id
+            )
+        if result is None:  # it did not land: run it again
             await self._run_call(call, spec, call.attempts + 1)
             return
-        else:
-            await journal.append([error_result(call, step.otherwise)])
+        await journal.append([result])
         failpoint("result_saved")
 
     # ------------------------------------------------------------------ plumbing
@@ -536,51 +381,10 @@ class _Drive:
         queued answer takes effect at the run's next pause. Returns whether any answer was
         recorded.
         """
-        mailbox = self.rt.mailbox
-        run_id = self.journal.run_id
-        if mailbox is None or not await mailbox.has_inbox(run_id):
-            return False
-        answers = await mailbox.take_inbox(run_id)
-        recorded = False
-        for answer in answers:
-            problem = answer_problem(self.state, answer, self.rt.clock())
-            if problem is None and repeated(self.state, answer):
-                continue  # a signal delivered twice while the run was held
-            if problem is None:
-                await self._append([answer])
-                recorded = True
-            else:
-                log.warning("run %s: ignored a queued answer: %s", run_id, problem)
-        failpoint("inbox_folded")  # a crash here leaves them in both: the check above copes
-        await mailbox.clear_inbox(run_id, len(answers))
-        return recorded
-
-    async def _look_at_children(self) -> bool:
-        """For each call waiting for a child run: record its end if it has ended, or start it
-        if it does not exist (its creator stopped between journaling the wait and creating it).
-
-        A child's own supervisor records the end in this run as soon as the child ends; this
-        look covers a process that died in between. Returns whether an end was recorded.
-        """
-        state, rt = self.state, self.rt
-        recorded = False
-        for call in list(state.calls.values()):
-            wait = call.wait
-            if wait is None or wait.child is None:
-                continue
-            child = str(wait.child["run_id"])
-            if child in state.children:
-                continue
-            try:
-                events = await rt.read_run(child)
-            except RunNotFoundError:
-                await rt.start_child(state, wait)
-                continue
-            ended = child_ended(call.id, fold(events))
-            if ended is not None:
-                await self._append([ended])
-                recorded = True
-        return recorded
+        rt = self.rt
+        return await fold_inbox(
+            rt.mailbox, self.journal.run_id, self.state, self._append, clock=rt.clock
+        )
 
     async def _pause_until(self, when: float) -> None:
         """Wait until wall-clock ``when``; stop waiting (``Suspend``) if the supervisor stops."""
@@ -622,20 +426,9 @@ class _Drive:
 
         Only the events not folded yet are looked at, so a step costs the same in a long run.
         """
-        await _load_blobs(self.journal, self.rt, self.blobs, self.state.applied)
+        await load_blobs(self.rt, self.journal.events, self.blobs, self.state.applied)
         self.state.catch_up(self.journal.events, self.blobs)
 
     async def _finish(self, status: RunStatus, reason: str) -> Outcome:
         await self._append([RunFinished(status=status.value, reason=reason)])
         return Outcome(status, reason)
-
-
-async def _load_blobs(
-    journal: RunJournal, rt: Runtime, blobs: dict[str, Any], start: int = 0
-) -> None:
-    """Load every blob the journal's events from ``start`` on refer to that ``blobs`` lacks."""
-    events = journal.events
-    for event in events[start:] if start else events:
-        ref = event.blob if isinstance(event, ToolResult) else None
-        if ref is not None and ref.digest not in blobs:
-            blobs[ref.digest] = await rt.load_blob(ref)

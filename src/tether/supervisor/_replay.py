@@ -34,7 +34,8 @@ last attempt timed out, or raised               as a dangling call, but only whi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable, Container
+from dataclasses import dataclass, field
 
 from .._errors import ToolArgumentsError
 from ..journal._records import Decision, Escalated, Event, ToolResult
@@ -99,6 +100,59 @@ Step = Run | Verify | Record | Escalate | WaitForPerson | Rest | RetryAt
 
 SAFE_TO_REPEAT = (ReplayPolicy.RERUN, ReplayPolicy.IDEMPOTENCY_KEY)
 """Policies under which running a call again is harmless."""
+
+
+@dataclass
+class Turn:
+    """What ``plan_turn`` found to do with the open calls of the model's latest turn.
+
+    Attributes:
+        records: to append first (the run then decides again on what they changed).
+        runs: calls to run or verify now, with their tool versions.
+        later: calls to run again at a retry time.
+    """
+
+    records: list[Event] = field(default_factory=list)
+    runs: list[tuple[Call, ToolSpec, Run | Verify]] = field(default_factory=list)
+    later: list[tuple[Call, ToolSpec, RetryAt]] = field(default_factory=list)
+
+
+def plan_turn(
+    state: RunState,
+    spec_of: Callable[[str], ToolSpec | None],
+    prestarted: Container[str],
+    now: float,
+) -> Turn:
+    """``next_step`` for every open call of the turn, gathered: ``spec_of`` gives the pinned
+    tool version of a name; the calls in ``prestarted`` were started in the answer's own
+    group, checked then, and run as they are. A signal goes to one call of the turn at most."""
+    turn = Turn()
+    taken: set[str] = set()  # signals given to a call in this round: one call each
+    for call in list(state.calls.values()):
+        if call.done or call.escalated:
+            continue
+        spec = spec_of(call.name)
+        if spec is not None and call.id in prestarted:
+            turn.runs.append((call, spec, Run(call.attempts)))  # checked when its start went out
+            continue
+        step = next_step(state, call, spec, now)
+        if isinstance(step, Record):
+            signal = next((r.signal_id for r in step.records if isinstance(r, ToolResult)), "")
+            if signal and signal in taken:
+                continue  # another call of the turn takes it; this one looks again
+            taken.add(signal)
+            turn.records.extend(step.records)
+        elif isinstance(step, Escalate):
+            turn.records.append(escalation(call.id, step.reason))
+        elif isinstance(step, RetryAt):
+            assert spec is not None
+            turn.later.append((call, spec, step))
+        elif isinstance(step, (Run, Verify)):
+            assert spec is not None
+            turn.runs.append((call, spec, step))
+        else:
+            assert isinstance(step, WaitForPerson | Rest)
+    return turn
 
 
 def next_step(state: RunState, call: Call, spec: ToolSpec | None, now: float) -> Step:

@@ -1,6 +1,7 @@
-"""What a model's reply decides before it is journaled: its stop reason, its call ids.
+"""What a model's reply decides before it is journaled: its stop reason, its call ids, the
+tool calls started in its group; and what a failed model call records.
 
-Both are decided in the answer's own group, so a crash between the answer and acting on it
+All are decided in the answer's own group, so a crash between the answer and acting on it
 replays the same decision.
 """
 
@@ -9,8 +10,25 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from ..journal._records import Event, RunFinished, ToolResult
+from .._errors import ModelError, ModelResponseError, ToolArgumentsError
+from ..journal._records import (
+    Event,
+    ModelFailed,
+    Parked,
+    RunFinished,
+    ToolResult,
+    ToolStarted,
+    Usage,
+)
+from ._backoff import MODEL_RETRY
+from ._budgets import budget_problem
+from ._replay import SAFE_TO_REPEAT
+from ._resume import pinned_approval
+from ._runtime import Runtime, spec_for
 from ._state import RunState, RunStatus
+
+MALFORMED_LIMIT = 3
+"""Malformed answers in a row after which a run parks instead of asking the model again."""
 
 log = logging.getLogger("tether.supervisor")
 
@@ -96,3 +114,73 @@ def unique_call_ids(message: dict[str, Any], state: RunState, run_id: str) -> No
             extra={"run_id": run_id},
         )
         block["id"] = new_id
+
+
+def starts_with_answer(
+    state: RunState, rt: Runtime, uses: list[dict[str, Any]]
+) -> list[ToolStarted]:
+    """The ``tool_started`` records to write in the same group as the model's answer.
+
+    That saves one sync per call, and is done only where it changes nothing a person could
+    tell: every call of the turn runs at once (a known tool, valid arguments, no approval,
+    no timeout or retries of its own, within budget), each tool's policy makes running it
+    again harmless (``rerun`` or ``idempotency_key``), and the supervisor is not stopping.
+    If the process dies before such a call really ran, the resumed run finds it started
+    without a result and runs it under that policy, as after any crash between a call's
+    start and its result.
+    """
+    if rt.stopping.is_set():
+        return []
+    starts: list[ToolStarted] = []
+    for block in uses:
+        spec = spec_for(state, rt, block["name"])
+        if (
+            spec is None
+            or spec.approval
+            or pinned_approval(state, block["name"])
+            or spec.policy not in SAFE_TO_REPEAT
+            or spec.timeout is not None
+            or spec.retries
+        ):
+            return []
+        try:
+            spec.validate(block.get("input"))
+        except ToolArgumentsError:
+            return []
+        starts.append(ToolStarted(call_id=block["id"], name=block["name"], attempt=1))
+    if len({s.call_id for s in starts}) != len(starts):
+        return []  # a malformed turn: let the usual path deal with it
+    if starts and budget_problem(state, rt.clock(), for_model=False, starting=len(starts)):
+        return []
+    return starts
+
+
+def model_failed(state: RunState, rt: Runtime, run_id: str, exc: ModelError) -> list[Event]:
+    """What to journal for a failed model call: ask again later, ask again now, or park."""
+    usage = exc.usage if isinstance(exc.usage, Usage) else Usage()
+    if isinstance(exc, ModelResponseError):
+        failed = ModelFailed(kind="malformed", error=exc.reason, usage=usage)
+        records: list[Event] = [failed]
+        if state.model_failures + 1 >= MALFORMED_LIMIT:
+            reason = (
+                f"the model's answer was malformed {state.model_failures + 1} times in a row; "
+                f"last: {exc.reason}"
+            )
+            records.append(Parked(reason=reason, cause="model"))
+        log.warning("run %s: the model's answer is malformed: %s", run_id, exc.reason)
+        return records
+    if exc.transient:
+        delay = exc.retry_after
+        if delay is None:
+            delay = MODEL_RETRY.delay(state.model_failures + 1, rt.jitter)
+        retry_at = rt.clock() + delay
+        log.warning(
+            "run %s: model call failed (%s); asking again in %.1f s",
+            run_id,
+            exc.reason,
+            delay,
+            extra={"run_id": run_id},
+        )
+        return [ModelFailed(kind="transient", error=exc.reason, retry_at=retry_at, usage=usage)]
+    log.error("run %s: the model refused the request: %s", run_id, exc.reason)
+    return [Parked(reason=f"model {exc.model!r} refused the request: {exc.reason}", cause="model")]

@@ -1,4 +1,5 @@
-"""Taking a run up again: was it interrupted, why, and is it the latest of a crash loop.
+"""Taking a run up again: was it interrupted, why, and is it the latest of a crash loop; and
+whether a drive that stops leaves a stop worth recording.
 
 Only an interruption that is the run's own counts: its process died while it was active, or its
 task raised. A graceful stop (``suspended``), a store that failed and a run that never took a
@@ -8,19 +9,65 @@ row without progress past the run's limit park it for a person (DESIGN invariant
 
 from __future__ import annotations
 
+import logging
+import os
+
 from ..journal._records import (
     Decision,
     Escalated,
     Event,
     Parked,
     Resolved,
+    Resumed,
     Retried,
     RunStarted,
     Suspended,
 )
-from ._runtime import Interruption
+from ._runtime import Interruption, Runtime
 from ._state import Call, RunState, RunStatus
 from ._status import run_status
+
+log = logging.getLogger("tether.supervisor")
+
+
+def resumed(
+    run_id: str, state: RunState, rt: Runtime, prior: Interruption | None
+) -> tuple[Resumed, list[Event]]:
+    """The ``resumed`` record of a drive that takes interrupted run ``run_id`` up again (its cause:
+    ``prior`` when this process saw it, else what the journal says), and the records that
+    park the run when this interruption is the latest of a crash loop past its limit (else
+    none)."""
+    cause = prior or cause_of(state)
+    record = Resumed(
+        attempt=state.restarts + 1,
+        host=rt.host,
+        pid=os.getpid(),
+        cause=cause.cause,
+        charged=cause.charged,
+    )
+    limit = state.budgets.max_restarts
+    limit = rt.max_restarts if limit is None else limit
+    n = state.interruptions + cause.charged
+    if n <= limit:
+        return record, []
+    log.error(
+        "run %s: stopped %d times in a row without progress; parked for a person (%s)",
+        run_id,
+        n,
+        cause.cause,
+        extra={"run_id": run_id},
+    )
+    return record, crash_loop_records(state, n, limit, cause.cause)
+
+
+def stopped_mid_work(state: RunState, now: float) -> bool:
+    """Whether a drive that stops now leaves a stop worth recording (``suspended``): the run
+    is unfinished, not at rest and not suspended already."""
+    if state.finished is not None or state.started is None:
+        return False
+    if isinstance(state.last, Suspended):
+        return False
+    return run_status(state, now).status is RunStatus.RUNNING
 
 
 def cause_of(state: RunState) -> Interruption:

@@ -2,7 +2,8 @@
 
 The supervisor builds one ``Runtime`` and hands it to every drive: the model and tools, the
 clock and sleep (injectable), the gate that lets a suspect run alone, the event that says the
-supervisor is stopping, and the store's inbox.
+supervisor is stopping, and the store's inbox. Beside it, what a drive asks of it: the tool
+version a run pinned, the tool definitions of a run, the blobs a run's results refer to.
 """
 
 from __future__ import annotations
@@ -10,14 +11,14 @@ from __future__ import annotations
 import random
 import socket
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import anyio
 
 from .._errors import UnknownToolError
-from ..journal._records import AnyEvent, Manifest, Waiting
+from ..journal._records import AnyEvent, Manifest, ToolResult, Waiting
 from ..models._base import Model
 from ..tools._registry import ToolRegistry
 from ..tools._spec import ToolSpec
@@ -103,3 +104,13 @@ def definitions(rt: Runtime, manifest: Manifest) -> list[dict[str, Any]]:
     if cached is None:
         cached = rt.definitions[key] = rt.tools.definitions(manifest.tools)
     return list(cached)
+
+
+async def load_blobs(
+    rt: Runtime, events: Sequence[AnyEvent], blobs: dict[str, Any], start: int = 0
+) -> None:
+    """Load every blob the ``events`` from ``start`` on refer to that ``blobs`` lacks."""
+    for event in events[start:] if start else events:
+        ref = event.blob if isinstance(event, ToolResult) else None
+        if ref is not None and ref.digest not in blobs:
+            blobs[ref.digest] = await rt.load_blob(ref)

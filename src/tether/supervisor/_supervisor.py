@@ -4,6 +4,11 @@ Each active run is a child task in the supervisor's task group. A child holds th
 (and its lock) only while it advances the run; a run that parks, waiting for a person, holds no
 task, no lock and no file descriptor. A decision or resolution is one durable record, appended
 under the journal's lock, after which a child picks the run up again.
+
+Where the rest is: ``_tasks`` (a task per active run), ``_sweep`` (finding runs to resume),
+``_entry`` (what is kept per run, and the status changes), ``_children`` (child runs),
+``_answers`` (checking and recording a person's answer), ``_restart`` (crashes and store
+failures).
 """
 
 from __future__ import annotations
@@ -11,24 +16,15 @@ from __future__ import annotations
 import contextlib
 import logging
 import random
-import resource
 import time
 import uuid
-from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
 from typing import Any, Literal, final
 
 import anyio
-import anyio.abc
-from anyio.streams.memory import MemoryObjectSendStream
 
-from .._errors import (
-    RunExistsError,
-    RunNotFoundError,
-    RunStateError,
-    TetherError,
-)
+from .._errors import RunExistsError, RunNotFoundError, RunStateError
 from ..journal._records import (
     Budgets,
     ChildEnded,
@@ -46,27 +42,20 @@ from ..models._base import Model, SystemPrompt
 from ..tools._registry import ToolRegistry
 from ..tools._waits import wait_for
 from ._answers import record_answer
-from ._backoff import STORE_RETRY_CAP, Backoff
-from ._children import child_budgets, child_ended
+from ._children import child_ended, child_started
+from ._entry import Board
 from ._entry import Entry as _Entry
 from ._entry import RunView as RunView
 from ._entry import StatusChange as StatusChange
-from ._failures import explain, is_store_failure
 from ._manifest import build_manifest
-from ._restart import OWNED_ELSEWHERE, drive_until_rest
 from ._runtime import Runtime
 from ._state import RunState, RunStatus, fold
 from ._status import Outcome, run_status
-from ._sweep import start_line, what_to_do
+from ._sweep import Sweeper, start_line
+from ._tasks import RunTasks
 from ._telemetry import RunTelemetry
-from ._timers import Timers
 
 log = logging.getLogger("tether.supervisor")
-
-EVENT_BUFFER = 10_000
-
-CHANGE_DEBOUNCE = 0.05
-"""Seconds to wait after a store reports a change before sweeping, so a burst costs one sweep."""
 
 REMOTE_POLL = 0.2
 """Seconds between looks at the journal of a run that another process is advancing."""
@@ -161,24 +150,26 @@ class Supervisor:
             telemetry=telemetry,
         )
         self._rt.start_child = self._start_child
-        self._sleep = sleep
-        self._jitter = jitter
         self._app_version = app_version
-        self._backoff = restart_backoff
-        self._max_backoff = max_backoff
         self._drain_timeout = drain_timeout
         self._resume = resume
         self._sweep_interval = sweep_interval
-        self._active = anyio.CapacityLimiter(max_active_runs or _default_active_limit())
-        self._watchers: set[MemoryObjectSendStream[StatusChange]] = set()
-        self._runs: dict[str, _Entry] = {}
-        self._handed: set[RunJournal] = set()
-        self._children = 0
-        self._idle: anyio.Event | None = None
-        self._draining = False
-        self._timers = Timers(clock, sleep, self._wake)
-        self._tg: anyio.abc.TaskGroup | None = None
-        self._sweeper_scope: anyio.CancelScope | None = None
+        self._board = Board(clock)
+        self._tasks = RunTasks(
+            store,
+            self._rt,
+            self._board,
+            limit=max_active_runs,
+            backoff=restart_backoff,
+            max_backoff=max_backoff,
+            sleep=sleep,
+            jitter=jitter,
+            tell_parent=self._tell_parent,
+        )
+        self._timers = self._tasks.timers
+        self._sweeper = Sweeper(
+            store, self._rt, self._board, self._tasks, tell_parent=self._tell_parent
+        )
         self._stack: AsyncExitStack | None = None
 
     async def __aenter__(self) -> Supervisor:
@@ -187,17 +178,17 @@ class Supervisor:
                 await stack.enter_async_context(self._store)
             # Tools from sources (MCP servers) are registered now, and closed after the runs.
             await stack.enter_async_context(self._rt.tools.open_sources())
-            stack.push_async_callback(self._close_handed)  # runs after the children ended
-            self._tg = await stack.enter_async_context(anyio.create_task_group())
-            stack.callback(self._tg.cancel_scope.cancel)
-            stack.callback(self._close_watchers)
+            stack.push_async_callback(self._tasks.close_handed)  # runs after the tasks ended
+            tg = self._tasks.tg = await stack.enter_async_context(anyio.create_task_group())
+            stack.callback(tg.cancel_scope.cancel)
+            stack.callback(self._board.close)
             await self._check_model()
-            self._tg.start_soon(self._timers.serve, name="tether-timers")
+            tg.start_soon(self._timers.serve, name="tether-timers")
             if self._resume:
-                counts = await self._sweep()
+                counts = await self._sweeper.sweep()
                 log.info("%s", start_line(self._store, counts))
                 if self._sweep_interval is not None:
-                    self._tg.start_soon(self._sweeper, name="tether-sweeper")
+                    tg.start_soon(self._sweeper.serve, self._sweep_interval, name="tether-sweeper")
             self._stack = stack.pop_all()
         return self
 
@@ -206,7 +197,7 @@ class Supervisor:
     ) -> None:
         stack, self._stack = self._stack, None
         try:
-            if stack is not None and not self._draining:
+            if stack is not None and not self._tasks.draining:
                 cancelled = exc_type is not None and issubclass(
                     exc_type, anyio.get_cancelled_exc_class()
                 )
@@ -215,7 +206,7 @@ class Supervisor:
         finally:
             if stack is not None:
                 await stack.aclose()
-            self._tg = None
+            self._tasks.tg = None
 
     async def drain(self) -> None:
         """Stop starting work, let what runs finish, then stop (what leaving the context does).
@@ -230,22 +221,11 @@ class Supervisor:
         On cancellation (a second signal, say): stops waiting; exiting then cancels the runs
         at once.
         """
-        if self._draining:
+        if self._tasks.draining:
             return
-        self._draining = True
         self._rt.stopping.set()
-        if self._sweeper_scope is not None:
-            self._sweeper_scope.cancel()
-        for entry in self._runs.values():
-            if entry.scope is not None and not entry.driving:
-                entry.scope.cancel()  # queued for a slot: nothing of it is in flight
-        with anyio.move_on_after(self._drain_timeout):
-            while self._children:
-                self._idle = anyio.Event()
-                await self._idle.wait()
-        for entry in self._runs.values():
-            if entry.scope is not None:
-                entry.scope.cancel()  # past the drain timeout: each records its suspension
+        self._sweeper.stop()
+        await self._tasks.drain(self._drain_timeout)
 
     # ------------------------------------------------------------------ public actions
 
@@ -270,7 +250,7 @@ class Supervisor:
             InvalidRunIdError: ``run_id`` is not a valid run id.
             RuntimeError: the supervisor is not entered, or is stopping.
         """
-        if self._tg is None or self._draining:
+        if not self._tasks.running:
             raise RuntimeError("the supervisor is not running (enter it, and do not drain it)")
         messages = (
             [{"role": "user", "content": prompt}]
@@ -288,12 +268,12 @@ class Supervisor:
         )
         journal: RunJournal | None = await self._store.create(run_id, [started])
         assert journal is not None
-        if len(self._handed) >= self._active.available_tokens:
+        if self._tasks.crowded():
             # No slot for it now: it waits without holding its journal (a descriptor).
             await journal.aclose()
             journal = None
-        self._set(run_id, Outcome(RunStatus.RUNNING))
-        self._spawn(run_id, journal, fresh=True)
+        self._board.set(run_id, Outcome(RunStatus.RUNNING))
+        self._tasks.spawn(run_id, journal, fresh=True)
 
     async def wait(
         self,
@@ -314,14 +294,14 @@ class Supervisor:
         """
         with anyio.fail_after(timeout):
             while True:
-                entry = self._runs.get(run_id)
+                entry = self._board.runs.get(run_id)
                 if entry is None or entry.remote:
                     # Not advanced here (another process has it, or nobody yet): watch the
                     # run as its journal tells it until it rests or this supervisor takes it.
                     status = (await self.inspect(run_id)).status
                     if status.resting:
                         return status
-                    entry = self._runs.get(run_id)
+                    entry = self._board.runs.get(run_id)
                     if entry is None:
                         await anyio.sleep(REMOTE_POLL)
                         continue
@@ -438,7 +418,7 @@ class Supervisor:
             entry.scope.cancel()
         record = RunFinished(status=RunStatus.CANCELLED.value, reason=reason)
         if await self._append_answer(run_id, entry, record):
-            self._set(run_id, Outcome(RunStatus.CANCELLED, reason))
+            self._board.set(run_id, Outcome(RunStatus.CANCELLED, reason))
         # Its children go with it (a child still running is cancelled as well).
         for call in fold(await self._store.read(run_id)).calls.values():
             wait = call.wait
@@ -456,23 +436,10 @@ class Supervisor:
         blobs: dict[str, Any] = {}
         state = fold(events, blobs)
         outcome = run_status(state, self._rt.clock())
-        entry = self._runs.get(run_id)
+        entry = self._board.runs.get(run_id)
         if entry is not None and (entry.status.resting or not outcome.status.resting):
             outcome = Outcome(entry.status, entry.reason, entry.pending)
-        return RunView(
-            run_id=run_id,
-            status=outcome.status,
-            reason=outcome.reason,
-            messages=state.messages,
-            model_calls=state.model_calls,
-            tool_calls=state.tool_calls,
-            input_tokens=state.input_tokens,
-            output_tokens=state.output_tokens,
-            restarts=state.restarts,
-            pending=outcome.pending,
-            final_text=state.final_text,
-            events=len(events),
-        )
+        return RunView.of(run_id, state, outcome, len(events))
 
     async def events(self) -> AsyncIterator[StatusChange]:
         """Every status change of every run from now on, as it happens.
@@ -481,45 +448,23 @@ class Supervisor:
         buffered (up to 10,000) for a slow reader; past that, changes are dropped with a
         warning rather than slowing the runs down.
         """
-        send, receive = anyio.create_memory_object_stream[StatusChange](EVENT_BUFFER)
-        self._watchers.add(send)
-        try:
-            async with receive:
-                async for change in receive:
-                    yield change
-        finally:
-            self._watchers.discard(send)
-            send.close()
+        async for change in self._board.changes():
+            yield change
 
     # ------------------------------------------------------------------ internals
 
     async def _start_child(self, parent: RunState, waiting: Waiting) -> None:
         """Create the child run ``waiting`` asks for (once: a run that exists is left as it is)
         and start it; its budgets are what it asked for within what the parent has left."""
-        spec = waiting.child
-        assert spec is not None
-        child_id = str(spec["run_id"])
-        system = spec.get("system")
-        started = RunStarted(
-            run_id=child_id,
-            manifest=build_manifest(
-                self._rt,
-                system=system if isinstance(system, str | list) else None,
-                app_version=self._app_version,
-            ),
-            messages=list(spec["messages"]),
-            budgets=child_budgets(parent, spec.get("budgets")),
-            parent=parent.run_id,
-            parent_call=waiting.call_id,
-            trace=None if self._rt.telemetry is None else self._rt.telemetry.run_context(child_id),
-        )
+        started = child_started(self._rt, parent, waiting, self._app_version)
+        child_id = started.run_id
         try:
             journal = await self._store.create(child_id, [started])
         except RunExistsError:
             return  # created before: it runs here or elsewhere, or ended already
-        self._entry(child_id).parent = (parent.run_id, waiting.call_id)
-        self._set(child_id, Outcome(RunStatus.RUNNING))
-        self._spawn(child_id, journal, fresh=True)
+        self._board.entry(child_id).parent = (parent.run_id, waiting.call_id)
+        self._board.set(child_id, Outcome(RunStatus.RUNNING))
+        self._tasks.spawn(child_id, journal, fresh=True)
 
     async def _tell_parent(self, child_id: str, parent: tuple[str, str]) -> None:
         """Record in the parent that its child ended (best effort: the parent also looks)."""
@@ -547,77 +492,18 @@ class Supervisor:
                 problem,
             )
 
-    def _set(self, run_id: str, outcome: Outcome, *, quiet: bool = False) -> None:
-        """Record a run's new status, wake its waiters and tell every watcher.
-
-        ``quiet``: not logged (a run found already finished is not news).
-        """
-        self._entry(run_id).set(outcome)
-        if not quiet:
-            log.info(
-                "run %s is %s%s",
-                run_id,
-                outcome.status.value,
-                f": {outcome.reason}" if outcome.reason else "",
-                extra={"run_id": run_id, "status": outcome.status.value, "reason": outcome.reason},
-            )
-        if not self._watchers:
-            return
-        change = StatusChange(
-            run_id, outcome.status, outcome.reason, outcome.pending, self._rt.clock()
-        )
-        for send in list(self._watchers):
-            try:
-                send.send_nowait(change)
-            except anyio.WouldBlock:
-                log.warning("a status watcher is too slow; dropped a change of run %s", run_id)
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                self._watchers.discard(send)
-
-    def _close_watchers(self) -> None:
-        for send in self._watchers:
-            send.close()
-        self._watchers.clear()
-
-    def _entry(self, run_id: str) -> _Entry:
-        entry = self._runs.get(run_id)
-        if entry is None:
-            entry = self._runs[run_id] = _Entry()
-        return entry
-
-    def _spawn(
-        self, run_id: str, journal: RunJournal | None, *, fresh: bool, alone: bool = False
-    ) -> None:
-        if self._tg is None:
-            raise RuntimeError("use the Supervisor as an async context manager")
-        if self._draining:
-            if journal is not None:
-                self._handed.add(journal)  # closed on exit
-            return
-        if journal is not None:
-            self._handed.add(journal)  # closed on exit if the child never gets to start
-        self._children += 1
-        self._tg.start_soon(self._child, run_id, journal, fresh, alone, name=f"tether-run-{run_id}")
-
-    async def _close_handed(self) -> None:
-        """Close journals handed to children that were cancelled before they started: a store
-        that outlives the supervisor would otherwise keep them open (and their runs held)."""
-        with anyio.CancelScope(shield=True):
-            while self._handed:
-                await self._handed.pop().aclose()
-
     async def _known(self, run_id: str) -> _Entry:
-        if run_id not in self._runs and not await self._store.exists(run_id):
+        if run_id not in self._board.runs and not await self._store.exists(run_id):
             raise RunNotFoundError(run_id)
-        return self._entry(run_id)
+        return self._board.entry(run_id)
 
     async def _record(
         self, run_id: str, record: Decision | Resolved | Retried | Signal | ChildEnded
     ) -> None:
         entry = await self._known(run_id)
         if await self._append_answer(run_id, entry, record):
-            self._set(run_id, Outcome(RunStatus.RUNNING))
-            self._spawn(run_id, None, fresh=False)
+            self._board.set(run_id, Outcome(RunStatus.RUNNING))
+            self._tasks.spawn(run_id, None, fresh=False)
 
     async def _append_answer(self, run_id: str, entry: _Entry, record: Event) -> bool:
         """Append a person's answer under the journal's lock; ``False`` if it went to the inbox
@@ -627,179 +513,6 @@ class Supervisor:
         against what its journal says so far and queued in the run's inbox; the owner records
         it at its next pause.
         """
-        async with entry.lock:  # waits while a child of this supervisor advances the run
+        async with entry.lock:  # waits while a task of this supervisor advances the run
             done = await record_answer(self._store, run_id, lambda _: record, clock=self._rt.clock)
         return not (done.queued or done.repeated)
-
-    async def _child(
-        self, run_id: str, journal: RunJournal | None, fresh: bool, alone: bool
-    ) -> None:
-        entry = self._entry(run_id)
-        try:
-            with anyio.CancelScope() as scope:
-                entry.scope = scope
-                try:
-                    if journal is not None:
-                        self._handed.discard(journal)
-                        try:
-                            self._active.acquire_nowait()
-                        except anyio.WouldBlock:
-                            # No slot yet: wait for one without holding a descriptor.
-                            with anyio.CancelScope(shield=True):
-                                await journal.aclose()
-                            journal = None
-                            await self._active.acquire()
-                    else:
-                        await self._active.acquire()
-                    try:
-                        async with entry.lock:
-                            entry.driving = True
-                            outcome = await self._run(run_id, journal, fresh, alone)
-                            journal = None  # _run closed it
-                    finally:
-                        entry.driving = False
-                        self._active.release()
-                    if outcome is not None:
-                        self._set(run_id, outcome)
-                        if outcome.wake_at is not None:
-                            self._timers.at(outcome.wake_at, run_id)
-                        if outcome.status.final and entry.parent is not None:
-                            await self._tell_parent(run_id, entry.parent)
-                finally:
-                    entry.scope = None
-                    entry.release_idle_lock()
-                    if journal is not None:  # cancelled while queued: never driven
-                        with anyio.CancelScope(shield=True):
-                            await journal.aclose()
-        finally:
-            self._children -= 1
-            if self._children == 0 and self._idle is not None:
-                self._idle.set()
-
-    async def _run(
-        self, run_id: str, journal: RunJournal | None, fresh: bool, alone: bool
-    ) -> Outcome | None:
-        """Drive the run until it rests (see ``_restart.drive_until_rest``)."""
-        outcome = await drive_until_rest(
-            self._store,
-            self._rt,
-            run_id,
-            journal,
-            fresh=fresh,
-            alone=alone,
-            crash_backoff=Backoff(self._backoff, self._max_backoff),
-            store_backoff=Backoff(self._backoff, STORE_RETRY_CAP),
-            sleep=self._sleep,
-            jitter=self._jitter,
-        )
-        if outcome is OWNED_ELSEWHERE:
-            self._entry(run_id).remote = True
-            return None
-        return outcome
-
-    def _wake(self, run_id: str) -> None:
-        """A timer fired: continue the run if it still rests here, not finished."""
-        entry = self._runs.get(run_id)
-        if self._draining or entry is None:
-            return
-        if entry.status.resting and not entry.status.final and entry.scope is None:
-            self._set(run_id, Outcome(RunStatus.RUNNING))
-            self._spawn(run_id, None, fresh=False)
-
-    async def _sweeper(self) -> None:
-        assert self._sweep_interval is not None
-        with anyio.CancelScope() as scope:
-            self._sweeper_scope = scope
-            while True:
-                with anyio.move_on_after(self._sweep_interval):
-                    await self._store.changed()  # another process wrote (where it can tell)
-                    await anyio.sleep(CHANGE_DEBOUNCE)
-                try:
-                    await self._sweep()
-                except Exception as exc:  # the store is unreachable for now: keep the worker up
-                    log.warning(
-                        "sweep failed (%s); trying again in %ss", explain(exc), self._sweep_interval
-                    )
-
-    async def _sweep(self) -> Counter[str]:
-        """Find runs to resume, take over or continue; skip what cannot have changed.
-
-        Runs whose process stopped while they were active, and that made no progress since
-        (suspects of a crash loop), are started after the others and each takes its first step
-        alone (see ``_alone``), so that a poisoned run cannot take the others down again.
-        Returns how many runs it found in each status (``"resumed"`` for those it started).
-        """
-        counts: Counter[str] = Counter()
-        listed = await self._store.run_stats()
-        stats = list(listed.items())
-        # Workers sweeping one store at the same moment then start on different runs, instead
-        # of all racing for the same ones in the same order.
-        random.shuffle(stats)
-        suspects: list[tuple[int, str]] = []
-        for run_id, run_stat in stats:
-            stat = run_stat.version
-            entry = self._runs.get(run_id)
-            if entry is not None:
-                if entry.scope is not None:
-                    continue  # advanced here right now
-                if entry.remote or (run_stat.inbox and not entry.status.final):
-                    # owned elsewhere: try its lock (free once the owner died); or answers wait
-                    if not entry.remote:
-                        self._set(run_id, Outcome(RunStatus.RUNNING))
-                    self._spawn(run_id, None, fresh=False)
-                    continue
-                if entry.seen == stat:
-                    continue  # at rest (or over), and nobody wrote to it since
-            try:
-                events = await self._store.read(run_id)
-                state = fold(events)
-            except (TetherError, ValueError, OSError) as exc:
-                if is_store_failure(exc):  # out of descriptors, memory, an I/O error: later
-                    log.warning("run %s cannot be read now (%s); next sweep", run_id, explain(exc))
-                    continue
-                log.error("run %s cannot be read: %s", run_id, explain(exc))
-                counts["unreadable"] += 1
-                self._set(run_id, Outcome(RunStatus.NEEDS_ATTENTION, str(exc)), quiet=True)
-                self._entry(run_id).seen = stat
-                continue
-            self._entry(run_id).seen = stat
-            started = state.started
-            if started is not None and started.parent and started.parent_call:
-                parent = (started.parent, started.parent_call)
-                self._entry(run_id).parent = parent
-                if state.finished is not None:  # its parent may not know yet (a crash between)
-                    await self._tell_parent(run_id, parent)
-            found = what_to_do(state, self._rt, inbox=run_stat.inbox, listed=listed)
-            if found is None:
-                continue
-            outcome = found.outcome
-            if found.alone:
-                suspects.append((state.interruptions, run_id))
-                continue
-            if found.spawn:
-                self._set(run_id, outcome)
-                self._spawn(run_id, None, fresh=False)
-                counts["resumed" if found.resumes else outcome.status.value] += 1
-                continue
-            counts[outcome.status.value] += 1
-            if entry is None or (entry.status, entry.reason) != (outcome.status, outcome.reason):
-                self._set(run_id, outcome, quiet=entry is None and outcome.status.final)
-            if outcome.wake_at is not None:
-                self._timers.at(outcome.wake_at, run_id)
-        counts["resumed"] += len(suspects)
-        for _count, run_id in sorted(suspects):
-            log.warning(
-                "run %s stopped mid-work without progress before; it takes its next step alone",
-                run_id,
-            )
-            self._set(run_id, Outcome(RunStatus.RUNNING))
-            self._spawn(run_id, None, fresh=False, alone=True)
-        return counts
-
-
-def _default_active_limit() -> int:
-    """Half the soft descriptor limit: each active run holds its journal open."""
-    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft == resource.RLIM_INFINITY:
-        return 10_000
-    return max(16, soft // 2)

@@ -3,20 +3,36 @@
 A sweep lists the store's runs and reads those that may have changed; for each it decides,
 from the journal alone (``run_status``) and the manifest this process can honour, whether to
 start it (resume it, let it take answers from its inbox, or, for a *suspect* of a crash loop,
-let it take its next step alone), or to note where it rests.
+let it take its next step alone), or to note where it rests. ``Sweeper`` sweeps once on the
+supervisor's entry, then whenever the store reports a change and at least every
+``sweep_interval`` seconds.
 """
 
 from __future__ import annotations
 
+import logging
+import random
 from collections import Counter
-from collections.abc import Container
+from collections.abc import Awaitable, Callable, Container
 from dataclasses import dataclass
+from typing import final
 
+import anyio
+
+from .._errors import TetherError
 from ..journal._store import Store
+from ._entry import Board
+from ._failures import explain, is_store_failure
 from ._manifest import manifest_problem
 from ._runtime import Runtime
-from ._state import RunState, RunStatus
+from ._state import RunState, RunStatus, fold
 from ._status import Outcome, run_status
+from ._tasks import RunTasks
+
+log = logging.getLogger("tether.supervisor")
+
+CHANGE_DEBOUNCE = 0.05
+"""Seconds to wait after a store reports a change before sweeping, so a burst costs one sweep."""
 
 
 @dataclass(frozen=True)
@@ -76,3 +92,125 @@ def start_line(store: Store, counts: Counter[str]) -> str:
     parts = [f"{counts['resumed']} resumed"] if counts["resumed"] else []
     parts += [f"{n} {status}" for status, n in sorted(counts.items()) if status != "resumed"]
     return f"serving {where}: {total} runs ({', '.join(parts)})"
+
+
+@final
+class Sweeper:
+    """The supervisor's sweeps of its store (``sweep``, and ``serve`` between them).
+
+    Args:
+        store, rt, board, tasks: the supervisor's store, runtime, board and run tasks.
+        tell_parent: called for a child run found ended, with its id and its parent's
+            ``(run, call)`` (the parent may not know yet: a crash in between).
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        rt: Runtime,
+        board: Board,
+        tasks: RunTasks,
+        *,
+        tell_parent: Callable[[str, tuple[str, str]], Awaitable[None]],
+    ) -> None:
+        self._store = store
+        self._rt = rt
+        self._board = board
+        self._tasks = tasks
+        self._tell_parent = tell_parent
+        self._scope: anyio.CancelScope | None = None
+
+    async def serve(self, interval: float) -> None:
+        """Sweep when the store reports a change, and at least every ``interval`` seconds,
+        until ``stop``; a sweep that fails (the store is unreachable) is tried at the next."""
+        with anyio.CancelScope() as scope:
+            self._scope = scope
+            while True:
+                with anyio.move_on_after(interval):
+                    await self._store.changed()  # another process wrote (where it can tell)
+                    await anyio.sleep(CHANGE_DEBOUNCE)
+                try:
+                    await self.sweep()
+                except Exception as exc:  # the store is unreachable for now: keep the worker up
+                    log.warning("sweep failed (%s); trying again in %ss", explain(exc), interval)
+
+    def stop(self) -> None:
+        """End ``serve``."""
+        if self._scope is not None:
+            self._scope.cancel()
+
+    async def sweep(self) -> Counter[str]:
+        """Find runs to resume, take over or continue; skip what cannot have changed.
+
+        Runs whose process stopped while they were active, and that made no progress since
+        (suspects of a crash loop), are started after the others and each takes its first step
+        alone (see ``_alone``), so that a poisoned run cannot take the others down again.
+        Returns how many runs it found in each status (``"resumed"`` for those it started).
+        """
+        board, tasks = self._board, self._tasks
+        counts: Counter[str] = Counter()
+        listed = await self._store.run_stats()
+        stats = list(listed.items())
+        # Workers sweeping one store at the same moment then start on different runs, instead
+        # of all racing for the same ones in the same order.
+        random.shuffle(stats)
+        suspects: list[tuple[int, str]] = []
+        for run_id, run_stat in stats:
+            stat = run_stat.version
+            entry = board.runs.get(run_id)
+            if entry is not None:
+                if entry.scope is not None:
+                    continue  # advanced here right now
+                if entry.remote or (run_stat.inbox and not entry.status.final):
+                    # owned elsewhere: try its lock (free once the owner died); or answers wait
+                    if not entry.remote:
+                        board.set(run_id, Outcome(RunStatus.RUNNING))
+                    tasks.spawn(run_id, None, fresh=False)
+                    continue
+                if entry.seen == stat:
+                    continue  # at rest (or over), and nobody wrote to it since
+            try:
+                events = await self._store.read(run_id)
+                state = fold(events)
+            except (TetherError, ValueError, OSError) as exc:
+                if is_store_failure(exc):  # out of descriptors, memory, an I/O error: later
+                    log.warning("run %s cannot be read now (%s); next sweep", run_id, explain(exc))
+                    continue
+                log.error("run %s cannot be read: %s", run_id, explain(exc))
+                counts["unreadable"] += 1
+                board.set(run_id, Outcome(RunStatus.NEEDS_ATTENTION, str(exc)), quiet=True)
+                board.entry(run_id).seen = stat
+                continue
+            board.entry(run_id).seen = stat
+            started = state.started
+            if started is not None and started.parent and started.parent_call:
+                parent = (started.parent, started.parent_call)
+                board.entry(run_id).parent = parent
+                if state.finished is not None:  # its parent may not know yet (a crash between)
+                    await self._tell_parent(run_id, parent)
+            found = what_to_do(state, self._rt, inbox=run_stat.inbox, listed=listed)
+            if found is None:
+                continue
+            outcome = found.outcome
+            if found.alone:
+                suspects.append((state.interruptions, run_id))
+                continue
+            if found.spawn:
+                board.set(run_id, outcome)
+                tasks.spawn(run_id, None, fresh=False)
+                counts["resumed" if found.resumes else outcome.status.value] += 1
+                continue
+            counts[outcome.status.value] += 1
+            if entry is None or (entry.status, entry.reason) != (outcome.status, outcome.reason):
+                board.set(run_id, outcome, quiet=entry is None and outcome.status.final)
+            if outcome.wake_at is not None:
+                tasks.timers.at(outcome.wake_at, run_id)
+        counts["resumed"] += len(suspects)
+        for _count, run_id in sorted(suspects):
+            log.warning(
+                "run %s stopped mid-work without progress before; it takes its next step alone",
+                run_id,
+            )
+            board.set(run_id, Outcome(RunStatus.RUNNING))
+            tasks.spawn(run_id, None, fresh=False, alone=True)
+        return counts
