@@ -95,7 +95,7 @@ def test_errors_share_one_root() -> None:
 
 
 def test_faulty_file_ops_is_a_file_ops() -> None:
-    assert issubclass(tether.testing.FaultyFileOps, tether.journal.FileOps)
+    assert issubclass(tether.testing.FaultyFileOps, tether.journal.lowlevel.FileOps)
     assert tether.testing.FaultyFileOps.__module__.startswith("tether.testing")
 
 

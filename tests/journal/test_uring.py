@@ -19,7 +19,7 @@ import anyio
 import pytest
 
 from tether import JournalBrokenError
-from tether.journal import FileStore, Journal, ToolResult, verify_file
+from tether.journal import FileJournal, FileStore, ToolResult, verify_file
 from tether.journal._uring import _OP_WRITE, Ring, _Cqe
 from tether.testing import FaultyFileOps
 
@@ -33,7 +33,7 @@ async def ring_store(root: pathlib.Path) -> AsyncIterator[FileStore]:
         yield store
 
 
-def swap_descriptor(journal: Journal, flags: int) -> None:
+def swap_descriptor(journal: FileJournal, flags: int) -> None:
     """Put ``/dev/null`` opened with ``flags`` where the journal's descriptor is."""
     null = os.open(os.devnull, flags)
     try:
@@ -56,7 +56,7 @@ async def test_concurrent_appends_to_many_journals_read_back_in_order(
     async with ring_store(tmp_path) as store:
         journals = [await store.create(f"r{i}") for i in range(20)]
 
-        async def writer(journal: Journal) -> None:
+        async def writer(journal: FileJournal) -> None:
             for k in range(15):  # small groups, and some past the preallocated space at once
                 sizes = [rng.choice([0, 10, 3000, 70_000]) for _ in range(rng.randint(1, 3))]
                 stamped = await journal.append(results(f"{journal.run_id}.{k}", sizes))
@@ -188,7 +188,7 @@ async def test_journals_take_turns_when_the_ring_is_full(
         late = await store.create("late")
         done = anyio.Event()
 
-        async def hammer(journal: Journal) -> None:
+        async def hammer(journal: FileJournal) -> None:
             while not done.is_set():
                 await journal.append(results("h", [10]))
 

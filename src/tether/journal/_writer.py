@@ -1,4 +1,4 @@
-"""Appending to a journal: the async ``Journal`` handle and its thread-side file.
+"""Appending to a journal: the async ``FileJournal`` handle and its thread-side file.
 
 Invariants kept here:
 
@@ -293,7 +293,7 @@ def open_file(runs_dir: str, run_id: str, ops: FileOps) -> tuple[JournalFile, Sc
 
 
 @final
-class Journal:
+class FileJournal:
     """An open, locked journal of one run. Create or open one through a ``FileStore``.
 
     ``events`` holds every event in the journal, in ``seq`` order: those found when it was
@@ -351,7 +351,7 @@ class Journal:
         """Bytes of durable data in the file (header included)."""
         return self._file.end
 
-    async def __aenter__(self) -> Journal:
+    async def __aenter__(self) -> FileJournal:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 import anyio
 
-from ..journal._store import FileStore, Store
+from ..journal._protocols import Store
+from ..journal._store import FileStore
 from ..postgres import PostgresStore
 
 

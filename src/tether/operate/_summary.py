@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .._errors import InvalidRunIdError, JournalError, RunNotFoundError
+from ..journal._protocols import Store
 from ..journal._records import AnyEvent
-from ..journal._store import FileStore, Store
+from ..journal._store import FileStore
 from ..supervisor._state import RunState, RunStatus, fold
 from ..supervisor._status import approval_deadline, approval_wait, run_status, world_wait
 from ._holders import holder_of

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .._errors import JournalLockedError, RunStateError
+from ..journal._protocols import Store
 from ..journal._records import (
     AnyEvent,
     Budgets,
@@ -27,7 +28,6 @@ from ..journal._records import (
     RunFinished,
     Signal,
 )
-from ..journal._store import Store
 from ._budgets import budget_problem
 from ._state import RunState, RunStatus, fold
 from ._status import approval_deadline, pinned_tool, run_status

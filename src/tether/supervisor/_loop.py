@@ -29,6 +29,7 @@ import anyio
 
 from .._errors import ModelError, ModelResponseError, RunNotFoundError, ToolArgumentsError
 from .._failpoints import failpoint
+from ..journal._protocols import JournalHandle
 from ..journal._records import (
     Escalated,
     Event,
@@ -43,7 +44,6 @@ from ..journal._records import (
     Usage,
     Waiting,
 )
-from ..journal._store import RunJournal
 from ..models._base import text_sink
 from ..tools._context import ToolContext
 from ..tools._spec import ToolSpec
@@ -86,7 +86,7 @@ SUSPEND_TIMEOUT = 5.0
 
 
 async def drive(
-    journal: RunJournal,
+    journal: JournalHandle,
     rt: Runtime,
     *,
     fresh: bool,
@@ -141,7 +141,7 @@ async def drive(
 class _Drive:
     """One drive of one run: its journal, its folded state and what this drive started."""
 
-    journal: RunJournal
+    journal: JournalHandle
     rt: Runtime
     alone: bool = False
     state: RunState = field(default_factory=RunState)
@@ -631,7 +631,7 @@ class _Drive:
 
 
 async def _load_blobs(
-    journal: RunJournal, rt: Runtime, blobs: dict[str, Any], start: int = 0
+    journal: JournalHandle, rt: Runtime, blobs: dict[str, Any], start: int = 0
 ) -> None:
     """Load every blob the journal's events from ``start`` on refer to that ``blobs`` lacks."""
     events = journal.events

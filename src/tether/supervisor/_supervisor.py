@@ -29,6 +29,7 @@ from .._errors import (
     RunStateError,
     TetherError,
 )
+from ..journal._protocols import JournalHandle, Store
 from ..journal._records import (
     Budgets,
     ChildEnded,
@@ -41,7 +42,6 @@ from ..journal._records import (
     Signal,
     Waiting,
 )
-from ..journal._store import RunJournal, Store
 from ..models._base import Model, SystemPrompt
 from ..tools._registry import ToolRegistry
 from ..tools._waits import wait_for
@@ -172,7 +172,7 @@ class Supervisor:
         self._active = anyio.CapacityLimiter(max_active_runs or _default_active_limit())
         self._watchers: set[MemoryObjectSendStream[StatusChange]] = set()
         self._runs: dict[str, _Entry] = {}
-        self._handed: set[RunJournal] = set()
+        self._handed: set[JournalHandle] = set()
         self._children = 0
         self._idle: anyio.Event | None = None
         self._draining = False
@@ -286,7 +286,7 @@ class Supervisor:
             budgets=budgets or Budgets(),
             trace=None if telemetry is None else telemetry.run_context(run_id),
         )
-        journal: RunJournal | None = await self._store.create(run_id, [started])
+        journal: JournalHandle | None = await self._store.create(run_id, [started])
         assert journal is not None
         if len(self._handed) >= self._active.available_tokens:
             # No slot for it now: it waits without holding its journal (a descriptor).
@@ -586,7 +586,7 @@ class Supervisor:
         return entry
 
     def _spawn(
-        self, run_id: str, journal: RunJournal | None, *, fresh: bool, alone: bool = False
+        self, run_id: str, journal: JournalHandle | None, *, fresh: bool, alone: bool = False
     ) -> None:
         if self._tg is None:
             raise RuntimeError("use the Supervisor as an async context manager")
@@ -632,7 +632,7 @@ class Supervisor:
         return not (done.queued or done.repeated)
 
     async def _child(
-        self, run_id: str, journal: RunJournal | None, fresh: bool, alone: bool
+        self, run_id: str, journal: JournalHandle | None, fresh: bool, alone: bool
     ) -> None:
         entry = self._entry(run_id)
         try:
@@ -677,7 +677,7 @@ class Supervisor:
                 self._idle.set()
 
     async def _run(
-        self, run_id: str, journal: RunJournal | None, fresh: bool, alone: bool
+        self, run_id: str, journal: JournalHandle | None, fresh: bool, alone: bool
     ) -> Outcome | None:
         """Drive the run until it rests (see ``_restart.drive_until_rest``)."""
         outcome = await drive_until_rest(

@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Container
 from dataclasses import dataclass
 
-from ..journal._store import Store
+from ..journal._protocols import Store
 from ._manifest import manifest_problem
 from ._runtime import Runtime
 from ._state import RunState, RunStatus
