@@ -41,6 +41,7 @@ from .._errors import (
     RunNotFoundError,
 )
 from ._commit import GroupCommitter, Settle
+from ._events import EventsView
 from ._file import FileOps
 from ._format import HEADER_SIZE, build_group, encode_header, payload_crc
 from ._leftovers import keep_torn_tail
@@ -314,6 +315,7 @@ class FileJournal:
         self._file = file
         self._committer = committer
         self._events = events
+        self._view = EventsView(events)
         self._next_seq = len(events)
         self._landed: dict[int, list[AnyEvent]] = {}
         self._prepare = prepare
@@ -332,9 +334,9 @@ class FileJournal:
         return self._file.path
 
     @property
-    def events(self) -> list[AnyEvent]:
-        """Every durable event, oldest first. Do not mutate."""
-        return self._events
+    def events(self) -> EventsView:
+        """Every durable event, oldest first: a read-only view that grows as appends land."""
+        return self._view
 
     @property
     def next_seq(self) -> int:
