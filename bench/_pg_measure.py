@@ -41,7 +41,7 @@ async def measure_appends(bench: Bench, place: Place, runs: int, window: float) 
         count = 0
         stop = False
 
-        async def writer(handle: tether.RunJournal) -> None:
+        async def writer(handle: tether.JournalHandle) -> None:
             nonlocal count
             while not stop:
                 await handle.append([EVENT])

@@ -4,9 +4,14 @@ An agent run writes every decision and every tool outcome to its own append-only
 (length-prefixed, checksummed, fsync'd msgspec records) before acting on it, so a process killed
 at any instant can be resumed without asking the model again and without repeating a side
 effect.
+
+Renamed, the old names kept for one release with a ``DeprecationWarning``: ``tether.Journal``
+is ``tether.FileJournal`` and ``tether.RunJournal`` is ``tether.JournalHandle``.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from ._errors import BlobError as BlobError
 from ._errors import InvalidRunIdError as InvalidRunIdError
@@ -33,11 +38,13 @@ from ._errors import ToolDefinitionError as ToolDefinitionError
 from ._errors import ToolError as ToolError
 from ._errors import ToolUnavailableError as ToolUnavailableError
 from ._errors import UnknownToolError as UnknownToolError
+from ._public import publish as _publish
+from ._public import renamed as _renamed
 from ._version import __version__ as __version__
 from .journal import Budgets as Budgets
+from .journal import FileJournal as FileJournal
 from .journal import FileStore as FileStore
-from .journal import Journal as Journal
-from .journal import RunJournal as RunJournal
+from .journal import JournalHandle as JournalHandle
 from .journal import RunStat as RunStat
 from .journal import SecretRedactor as SecretRedactor
 from .journal import Store as Store
@@ -68,13 +75,14 @@ __all__ = [
     "BlobError",
     "Budgets",
     "ContentBlocks",
+    "FileJournal",
     "FileStore",
     "InvalidRunIdError",
-    "Journal",
     "JournalBrokenError",
     "JournalClosedError",
     "JournalCorruptError",
     "JournalError",
+    "JournalHandle",
     "JournalIOError",
     "JournalLockedError",
     "JournalRemovedError",
@@ -90,7 +98,6 @@ __all__ = [
     "RecordTooLargeError",
     "ReplayPolicy",
     "RunExistsError",
-    "RunJournal",
     "RunNotFoundError",
     "RunStat",
     "RunStateError",
@@ -117,3 +124,17 @@ __all__ = [
     "start_child",
     "wait_for",
 ]
+
+if TYPE_CHECKING:  # the renamed names, for type checkers (the warning is the runtime's)
+    Journal = FileJournal
+    RunJournal = JournalHandle
+else:
+    __getattr__ = _renamed(
+        __name__,
+        {
+            "Journal": ("tether.FileJournal", FileJournal),
+            "RunJournal": ("tether.JournalHandle", JournalHandle),
+        },
+    )
+
+_publish(__name__, globals(), __all__)

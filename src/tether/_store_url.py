@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .journal._store import FileStore, Store
+from .journal._protocols import Store
+from .journal._store import FileStore
 
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 

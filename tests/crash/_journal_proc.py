@@ -32,8 +32,8 @@ import anyio
 from tether import JournalLockedError
 from tether.journal import (
     Event,
+    FileJournal,
     FileStore,
-    Journal,
     Manifest,
     ModelResponse,
     RunStarted,
@@ -44,7 +44,7 @@ from tether.journal import (
 LOCK_WAIT_S = 5.0
 
 
-async def open_when_free(store: FileStore, run_id: str) -> Journal:
+async def open_when_free(store: FileStore, run_id: str) -> FileJournal:
     """Open ``run_id``, waiting up to ``LOCK_WAIT_S`` for a killed writer's lock to go.
 
     The writer before this one was killed with SIGKILL and reaped a moment ago. Appending
@@ -95,7 +95,7 @@ def make_events(rng: random.Random, token: str) -> list[Event]:
     return events
 
 
-async def appender(journal: Journal, rng: random.Random, name: str) -> None:
+async def appender(journal: FileJournal, rng: random.Random, name: str) -> None:
     n = 0
     while True:
         token = f"{name}-{n}"

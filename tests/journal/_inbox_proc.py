@@ -23,8 +23,9 @@ import sys
 
 import anyio
 
-from tether.journal import Decision, FileOps, FileStore
+from tether.journal import Decision, FileStore
 from tether.journal._file import FILE_MODE
+from tether.journal.lowlevel import FileOps
 
 
 class KillingFileOps(FileOps):

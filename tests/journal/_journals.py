@@ -24,7 +24,6 @@ from tether.journal import (
     AnyEvent,
     Decision,
     Event,
-    FileOps,
     FileStore,
     Manifest,
     ModelResponse,
@@ -42,6 +41,7 @@ from tether.journal._format import (
     payload_crc,
 )
 from tether.journal._records import encode_event
+from tether.journal.lowlevel import FileOps
 
 T0 = 1_700_000_000.0
 

@@ -7,7 +7,7 @@ import threading
 import anyio
 import pytest
 
-from tether.journal import GroupCommitter
+from tether.journal.lowlevel import GroupCommitter
 
 
 async def test_run_returns_the_result_and_raises_the_error() -> None:

@@ -26,8 +26,8 @@ from tether import JournalBrokenError, JournalClosedError, JournalIOError, RunEx
 from tether.journal import (
     AnyEvent,
     Event,
+    FileJournal,
     FileStore,
-    Journal,
     Manifest,
     ModelResponse,
     RunStarted,
@@ -387,7 +387,7 @@ async def test_concurrent_appends_sharing_a_failed_fsync_all_fail(tmp_path: path
     assert len(recovered) in (len(acked_b), len(acked_b) + 12)
 
 
-async def cancel_inside_sync(journal: Journal, faults: GatedOps) -> None:
+async def cancel_inside_sync(journal: FileJournal, faults: GatedOps) -> None:
     """Append one event and cancel the appender while its group is held inside ``fdatasync``."""
     faults.hold_next = True
     task = asyncio.ensure_future(journal.append(responses(0, 1)))
@@ -560,7 +560,9 @@ async def test_store_aclose_closes_every_journal_when_one_fails_to_trim(
     faults = FaultyFileOps()
     store = FileStore(tmp_path, file_ops=faults, io_uring=io_uring)
     await store.__aenter__()
-    journals: list[Journal] = [await store.create(f"r{i}", [started(f"r{i}")]) for i in range(3)]
+    journals: list[FileJournal] = [
+        await store.create(f"r{i}", [started(f"r{i}")]) for i in range(3)
+    ]
     faults.fail("ftruncate", errno.EIO)  # the first journal closed fails to trim its zeros
     try:
         with pytest.raises(OSError, match="injected"):

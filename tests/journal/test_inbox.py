@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tether import JournalIOError, JournalVersionError
-from tether.journal import AnyEvent, Decision, Event, FileOps, FileStore, Manifest, RunStarted
+from tether.journal import AnyEvent, Decision, Event, FileStore, Manifest, RunStarted
 from tether.journal._format import HEADER_SIZE
 from tether.journal._inbox import (
     INBOX_MAGIC,
@@ -34,6 +34,7 @@ from tether.journal._inbox import (
     inbox_header,
     scan_inbox,
 )
+from tether.journal.lowlevel import FileOps
 
 from .._disk import fill_disk
 from .test_properties import EVENTS

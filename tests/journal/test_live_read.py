@@ -13,7 +13,8 @@ import threading
 
 import anyio
 
-from tether.journal import FileOps, FileStore, Manifest, ModelResponse, RunStarted, ToolStarted
+from tether.journal import FileStore, Manifest, ModelResponse, RunStarted, ToolStarted
+from tether.journal.lowlevel import FileOps
 
 RUN = "run-live"
 CHUNK = 1 << 24  # FileOps.read_all reads at most this much per pread

@@ -19,8 +19,9 @@ import pathlib
 import pytest
 
 from tether import JournalIOError
-from tether.journal import FileOps, FileStore, Manifest, RunStarted
+from tether.journal import FileStore, Manifest, RunStarted
 from tether.journal._file import FILE_MODE
+from tether.journal.lowlevel import FileOps
 
 
 async def new_run(store: FileStore, run_id: str) -> None:

@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from tether import JournalCorruptError, JournalVersionError
-from tether.journal import AnyEvent, Event, FileStore, Journal, ToolResult
+from tether.journal import AnyEvent, Event, FileJournal, FileStore, ToolResult
 from tether.journal._format import (
     ALIGN,
     HEADER_SIZE,
@@ -241,7 +241,7 @@ class CrashRecovery(RuleBasedStateMachine):
         self.runner = asyncio.Runner()
         self.store = FileStore(self.dir, redact=None, blob_threshold=1 << 30, sync_threads=1)
         self.runner.run(self.store.__aenter__())
-        self.journal: Journal = self.runner.run(self.store.create(RUN))
+        self.journal: FileJournal = self.runner.run(self.store.create(RUN))
         self.path = pathlib.Path(self.store.path(RUN))
         self.acked: list[AnyEvent] = []
         self.end = HEADER_SIZE  # where the acknowledged groups end

@@ -15,15 +15,8 @@ import anyio
 import pytest
 
 from tether import JournalBrokenError, JournalRemovedError
-from tether.journal import (
-    AnyEvent,
-    FileOps,
-    FileStore,
-    Manifest,
-    RunStarted,
-    ToolResult,
-    ToolStarted,
-)
+from tether.journal import AnyEvent, FileStore, Manifest, RunStarted, ToolResult, ToolStarted
+from tether.journal.lowlevel import FileOps
 from tether.testing import FaultyFileOps
 
 IO_PATHS = pytest.mark.parametrize("io_uring", [True, False], ids=["io_uring", "threads"])

@@ -20,11 +20,12 @@ import anyio
 import pytest
 
 from tether import JournalBrokenError
-from tether.journal import FileOps, FileStore, Journal, ToolResult, verify_file
+from tether.journal import FileJournal, FileStore, ToolResult, verify_file
 from tether.journal._file import reaches_ring
 from tether.journal._target import CommitTarget, Pending
 from tether.journal._uring import MAX_IN_FLIGHT, Ring, cq_indices, open_ring
 from tether.journal._writer import create_file
+from tether.journal.lowlevel import FileOps
 from tether.testing import FaultyFileOps
 
 
@@ -69,7 +70,7 @@ async def test_concurrent_appends_to_many_journals_read_back_in_order(
     async with ring_store(tmp_path) as store:
         journals = [await store.create(f"r{i}") for i in range(20)]
 
-        async def writer(journal: Journal) -> None:
+        async def writer(journal: FileJournal) -> None:
             for k in range(15):  # small groups, and some past the preallocated space at once
                 sizes = [rng.choice([0, 10, 3000, 70_000]) for _ in range(rng.randint(1, 3))]
                 stamped = await journal.append(results(f"{journal.run_id}.{k}", sizes))

@@ -272,3 +272,19 @@ async def test_a_schema_at_version_1_is_migrated_in_place(pg_dsn: str, pg_schema
         assert fks == 0
     finally:
         await conn.close()
+
+
+async def test_events_is_one_read_only_view_that_grows_with_each_append(
+    pg_dsn: str, pg_schema: str
+) -> None:
+    async with (
+        PostgresStore(pg_dsn, schema=pg_schema) as pg_store,
+        await pg_store.create("run-1", [_started("run-1")]) as journal,
+    ):
+        view = journal.events
+        assert journal.events is view
+        with pytest.raises(TypeError):
+            view[0] = _text(0)  # type: ignore[index]
+        stamped = await journal.append([_text(1)])
+        assert len(view) == 2
+        assert view[-1:] == stamped

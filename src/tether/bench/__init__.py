@@ -16,6 +16,7 @@ design every one of them compares with, so they live here once.
 from __future__ import annotations
 
 from .._errors import NoSuchCaseError as NoSuchCaseError
+from .._public import publish as _publish
 from ._cases import Case as Case
 from ._cases import Ratio as Ratio
 from ._cases import build_cases as build_cases
@@ -52,3 +53,5 @@ __all__ = [
     "scratch_dir",
     "select_cases",
 ]
+
+_publish(__name__, globals(), __all__)

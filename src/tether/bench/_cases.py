@@ -1,6 +1,6 @@
 """What the journal benchmark measures: its cases, and the ratios that compare them.
 
-A case names one system writing durable records of one size: ``tether`` (``Journal.append``
+A case names one system writing durable records of one size: ``tether`` (``FileJournal.append``
 through ``io_uring`` where the kernel allows it), ``tether-threads`` (the same on the writer
 threads), ``plain`` (``os.write`` + ``os.fdatasync`` per record, one thread per file),
 ``aiofiles`` (write, flush and ``fdatasync``, each through the default executor), ``sqlite``

@@ -68,7 +68,7 @@ def tool_result(size: int) -> ToolResult:
 
 
 async def measure_tether(case: Case, root: Path, window: Window) -> Sample:
-    """``Journal.append`` of ``case.group`` events at a time, from ``case.appenders`` tasks on
+    """``FileJournal.append`` of ``case.group`` events at a time, from ``case.appenders`` tasks on
     each of ``case.writers`` journals (no blobs: the records stay inline)."""
     redact = SecretRedactor() if case.redact else None
     ring = case.kind == "tether"  # "tether-threads": appends on the writer threads

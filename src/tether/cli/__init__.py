@@ -16,13 +16,13 @@ from collections.abc import Sequence
 
 from .._failpoints import ENVIRONMENT
 from .._version import __version__
-from ._bench import add_bench_command
-from ._crashtest import add_crashtest_command
-from ._demo import add_demo_commands
-from ._journal import add_journal_commands
-from ._runs import add_run_commands
-from ._serve import add_serve_command
-from ._worker import add_worker_commands
+from ._bench import add_bench_command as _add_bench_command
+from ._crashtest import add_crashtest_command as _add_crashtest_command
+from ._demo import add_demo_commands as _add_demo_commands
+from ._journal import add_journal_commands as _add_journal_commands
+from ._runs import add_run_commands as _add_run_commands
+from ._serve import add_serve_command as _add_serve_command
+from ._worker import add_worker_commands as _add_worker_commands
 
 EXIT_OK = 0
 EXIT_PROBLEM = 1
@@ -38,13 +38,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"tether {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    add_journal_commands(commands)
-    add_demo_commands(commands)
-    add_crashtest_command(commands)
-    add_run_commands(commands)
-    add_worker_commands(commands)
-    add_serve_command(commands)
-    add_bench_command(commands)
+    _add_journal_commands(commands)
+    _add_demo_commands(commands)
+    _add_crashtest_command(commands)
+    _add_run_commands(commands)
+    _add_worker_commands(commands)
+    _add_serve_command(commands)
+    _add_bench_command(commands)
     return parser
 
 
@@ -75,3 +75,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _entry() -> None:  # pragma: no cover - console script shim
     sys.exit(main())
+
+
+__all__ = ["EXIT_IO", "EXIT_OK", "EXIT_PROBLEM", "EXIT_USAGE", "build_parser", "main"]

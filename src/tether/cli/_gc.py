@@ -37,8 +37,9 @@ from typing import Any
 from .._errors import InvalidRunIdError, JournalError, JournalLockedError, RunNotFoundError
 from ..journal._file import DEFAULT_FILE_OPS
 from ..journal._leftovers import belongs_to
+from ..journal._protocols import Store
 from ..journal._records import AnyEvent, ToolResult
-from ..journal._store import FileStore, Store
+from ..journal._store import FileStore
 from ..operate._describe import format_age
 from ..operate._holders import held_by, holder_of
 from ..operate._summary import RunSummary, summarize, unreadable

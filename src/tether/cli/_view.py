@@ -32,7 +32,8 @@ from .._errors import (
     StoreSchemaError,
 )
 from .._store_url import is_postgres, store_for
-from ..journal._store import FileStore, Store
+from ..journal._protocols import Store
+from ..journal._store import FileStore
 from ..postgres._schema import check_schema_name
 
 

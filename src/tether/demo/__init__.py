@@ -16,6 +16,7 @@ points.
 from __future__ import annotations
 
 from .._failpoints import POINTS as POINTS
+from .._public import publish as _publish
 from ..journal import Decision as Decide
 from ..testing._drive import Kill as Crash
 from ._demo import Demo as Demo
@@ -46,3 +47,5 @@ __all__ = [
     "run_kitebase",
     "run_mail",
 ]
+
+_publish(__name__, globals(), __all__)

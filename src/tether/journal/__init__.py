@@ -2,19 +2,34 @@
 
 See ``_format`` for the byte layout, ``_records`` for the vocabulary and its evolution rules,
 ``_reader`` for how damage is classified and ``_writer`` for the durability contract.
+
+``FileStore`` keeps runs in a directory; each run open for writing is a ``FileJournal``. What
+the runtime needs of any store is in ``_protocols``: ``Store`` (``RunStore``, ``Inbox`` and
+``Blobs`` together) and ``JournalHandle``. The machinery underneath (the file layer, the group
+committer, scans and their damage, the blob directory) is in ``tether.journal.lowlevel``.
+
+Renamed, the old names kept for one release with a ``DeprecationWarning``: ``Journal`` is
+``FileJournal``, ``RunJournal`` is ``JournalHandle``; ``GroupCommitter``, ``FileOps``, ``Scan``,
+``Damage`` moved to ``tether.journal.lowlevel``, where ``BlobStore`` is ``FileBlobStore``.
 """
 
 from __future__ import annotations
 
-from ._blobs import BlobStore as BlobStore
-from ._commit import GroupCommitter as GroupCommitter
-from ._file import FileOps as FileOps
+from typing import TYPE_CHECKING
+
+from .._public import publish as _publish
+from .._public import renamed as _renamed
+from . import lowlevel as lowlevel
 from ._format import FORMAT_VERSION as FORMAT_VERSION
 from ._offline import RepairReport as RepairReport
 from ._offline import repair_file as repair_file
 from ._offline import verify_file as verify_file
-from ._reader import Damage as Damage
-from ._reader import Scan as Scan
+from ._protocols import Blobs as Blobs
+from ._protocols import Inbox as Inbox
+from ._protocols import JournalHandle as JournalHandle
+from ._protocols import RunStat as RunStat
+from ._protocols import RunStore as RunStore
+from ._protocols import Store as Store
 from ._records import DEFAULT_MAX_MODEL_CALLS as DEFAULT_MAX_MODEL_CALLS
 from ._records import SCHEMA_VERSION as SCHEMA_VERSION
 from ._records import AnyEvent as AnyEvent
@@ -45,10 +60,7 @@ from ._redact import Redactor as Redactor
 from ._redact import SecretRedactor as SecretRedactor
 from ._runid import check_run_id as check_run_id
 from ._store import FileStore as FileStore
-from ._store import RunJournal as RunJournal
-from ._store import RunStat as RunStat
-from ._store import Store as Store
-from ._writer import Journal as Journal
+from ._writer import FileJournal as FileJournal
 
 __all__ = [
     "DEFAULT_MAX_MODEL_CALLS",
@@ -56,17 +68,16 @@ __all__ = [
     "SCHEMA_VERSION",
     "AnyEvent",
     "BlobRef",
-    "BlobStore",
+    "Blobs",
     "Budgets",
     "ChildEnded",
-    "Damage",
     "Decision",
     "Escalated",
     "Event",
-    "FileOps",
+    "FileJournal",
     "FileStore",
-    "GroupCommitter",
-    "Journal",
+    "Inbox",
+    "JournalHandle",
     "Manifest",
     "ModelFailed",
     "ModelResponse",
@@ -77,10 +88,9 @@ __all__ = [
     "Resumed",
     "Retried",
     "RunFinished",
-    "RunJournal",
     "RunStarted",
     "RunStat",
-    "Scan",
+    "RunStore",
     "SecretRedactor",
     "Signal",
     "Store",
@@ -95,3 +105,27 @@ __all__ = [
     "repair_file",
     "verify_file",
 ]
+
+if TYPE_CHECKING:  # the renamed names, for type checkers (the warning is the runtime's)
+    Journal = FileJournal
+    RunJournal = JournalHandle
+    BlobStore = lowlevel.FileBlobStore
+    Damage = lowlevel.Damage
+    FileOps = lowlevel.FileOps
+    GroupCommitter = lowlevel.GroupCommitter
+    Scan = lowlevel.Scan
+else:
+    __getattr__ = _renamed(
+        __name__,
+        {
+            "Journal": ("tether.journal.FileJournal", FileJournal),
+            "RunJournal": ("tether.journal.JournalHandle", JournalHandle),
+            "BlobStore": ("tether.journal.lowlevel.FileBlobStore", lowlevel.FileBlobStore),
+            "Damage": ("tether.journal.lowlevel.Damage", lowlevel.Damage),
+            "FileOps": ("tether.journal.lowlevel.FileOps", lowlevel.FileOps),
+            "GroupCommitter": ("tether.journal.lowlevel.GroupCommitter", lowlevel.GroupCommitter),
+            "Scan": ("tether.journal.lowlevel.Scan", lowlevel.Scan),
+        },
+    )
+
+_publish(__name__, globals(), __all__)

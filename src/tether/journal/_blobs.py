@@ -28,7 +28,7 @@ SUMMARY_CHARS = 200
 _TEMP = re.compile(r"[0-9a-f]{64}\.\d+\.\d+\.tmp")
 
 
-class BlobStore:
+class FileBlobStore:
     """Blobs under ``root``; ``put`` is durable when it returns."""
 
     def __init__(self, root: str, ops: FileOps) -> None:

@@ -166,6 +166,9 @@ class ModelResponse(Event, frozen=True, kw_only=True, tag="model_response"):
 
 
 class ToolStarted(Event, frozen=True, kw_only=True, tag="tool_started"):
+    """Attempt ``attempt`` of call ``call_id`` (of tool ``name``) is about to run: journaled
+    before the tool is, so a crash leaves a started call without a result for its policy."""
+
     call_id: str
     name: str = ""
     attempt: int = 1
@@ -186,6 +189,9 @@ class ToolResult(Event, frozen=True, kw_only=True, tag="tool_result"):
 
 
 class Decision(Event, frozen=True, kw_only=True, tag="decision"):
+    """A person's answer to an approval gate: call ``call_id`` may run (``approved``) or not,
+    answered ``by`` someone, with an optional ``note``."""
+
     call_id: str
     approved: bool
     by: str
@@ -193,11 +199,17 @@ class Decision(Event, frozen=True, kw_only=True, tag="decision"):
 
 
 class Escalated(Event, frozen=True, kw_only=True, tag="escalated"):
+    """Call ``call_id`` needs a person (its outcome is unknown and its policy will not guess,
+    say): the run parks as ``needs_attention`` until a ``Resolved`` answers it."""
+
     call_id: str
     reason: str
 
 
 class Resolved(Event, frozen=True, kw_only=True, tag="resolved"):
+    """A person's answer to an escalated call: it ``succeeded`` (with ``result``), should be
+    run again (``retry``) or ``failed``."""
+
     call_id: str
     outcome: Literal["succeeded", "retry", "failed"]
     result: JSONValue = None
@@ -286,6 +298,8 @@ class Retried(Event, frozen=True, kw_only=True, tag="retried"):
 
 
 class RunFinished(Event, frozen=True, kw_only=True, tag="run_finished"):
+    """The run ended with ``status`` (``done``, ``failed``, ``cancelled``...), and why."""
+
     status: str
     reason: str = ""
 

@@ -1,4 +1,6 @@
-"""Where runs live: the ``Store`` protocol and ``FileStore``, one journal file per run.
+"""Where runs live on a local filesystem: ``FileStore``, one journal file per run.
+
+It is a ``Store`` (``_protocols``): runs, their inboxes and their blobs.
 
 Layout under the store's root (files 0600, directories 0700: they hold customer data)::
 
@@ -19,14 +21,13 @@ import os
 import stat
 import time
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
-from typing import Any, Protocol, Self, final
+from typing import Any, final
 
 import anyio
 import msgspec
 
 from .._errors import JournalIOError, RunNotFoundError
-from ._blobs import BlobStore
+from ._blobs import FileBlobStore
 from ._commit import GroupCommitter
 from ._file import DEFAULT_FILE_OPS, FileOps, reaches_ring
 from ._inbox import clear as clear_inbox
@@ -34,13 +35,14 @@ from ._inbox import inbox_path
 from ._inbox import post as post_inbox
 from ._inbox import take as take_inbox
 from ._listing import Listing, list_runs_dir
+from ._protocols import RunStat
 from ._reader import scan_live
 from ._records import ENCODER, AnyEvent, BlobRef, Event, ToolResult
 from ._redact import Redactor, SecretRedactor
 from ._runid import check_run_id
 from ._watch import RemovalWatch, open_watch
 from ._writer import (
-    Journal,
+    FileJournal,
     JournalFile,
     create_file,
     frame_events,
@@ -52,100 +54,6 @@ from ._writer import (
 DEFAULT_BLOB_THRESHOLD = 64 * 1024
 log = logging.getLogger("tether.journal")
 _DEFAULT = object()
-
-
-class RunJournal(Protocol):
-    """An open run, held for writing by one worker: what the runtime appends through.
-
-    ``Journal`` (a file) and the Postgres store's handle implement it.
-    """
-
-    @property
-    def run_id(self) -> str: ...
-
-    @property
-    def path(self) -> str:
-        """Where the run lives (a file path, or the database and run), for messages."""
-        ...
-
-    @property
-    def events(self) -> list[AnyEvent]: ...
-
-    @property
-    def next_seq(self) -> int: ...
-
-    @property
-    def broken(self) -> bool: ...
-
-    async def append(self, events: Iterable[Event]) -> list[AnyEvent]: ...
-
-    async def fence(self) -> None:
-        """Raise ``LeaseLostError`` if this handle may no longer act for the run.
-
-        Called before a tool runs, so a worker that was paused past its lease performs no side
-        effect after another worker took the run over.
-        """
-        ...
-
-    async def aclose(self) -> None: ...
-
-    async def __aenter__(self) -> Self: ...
-
-    async def __aexit__(self, *exc_info: object) -> None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class RunStat:
-    """What a sweep needs to know of a run without reading it.
-
-    ``version`` changes whenever the run is written to; ``inbox`` says answers wait for it.
-    """
-
-    version: tuple[int, int]
-    inbox: bool = False
-
-
-class Store(Protocol):
-    """What the runtime needs from the storage behind runs (``FileStore``, ``PostgresStore``)."""
-
-    @property
-    def entered(self) -> bool: ...
-
-    async def __aenter__(self) -> Self: ...
-
-    async def __aexit__(self, *exc_info: object) -> None: ...
-
-    def where(self, run_id: str) -> str:
-        """Where run ``run_id`` lives, for messages."""
-        ...
-
-    async def create(self, run_id: str, events: Iterable[Event] = ()) -> RunJournal: ...
-
-    async def open(self, run_id: str) -> RunJournal: ...
-
-    async def read(self, run_id: str) -> list[AnyEvent]: ...
-
-    async def list_runs(self) -> list[str]: ...
-
-    async def run_stats(self) -> dict[str, RunStat]:
-        """Runs a sweep should look at (every run this store could hold) and their versions."""
-        ...
-
-    async def exists(self, run_id: str) -> bool: ...
-
-    async def has_inbox(self, run_id: str) -> bool: ...
-
-    async def post(self, run_id: str, event: Event) -> None: ...
-
-    async def take_inbox(self, run_id: str) -> list[AnyEvent]: ...
-
-    async def clear_inbox(self, run_id: str, count: int) -> None: ...
-
-    async def load_blob(self, ref: BlobRef) -> Any: ...
-
-    async def changed(self) -> None:
-        """Return when another process may have written to a run (never, if it cannot tell)."""
-        ...
 
 
 async def prepare_event(
@@ -201,14 +109,14 @@ class FileStore:
         self.root = os.path.abspath(os.fspath(root))
         self.runs_dir = os.path.join(self.root, "runs")
         self._ops = file_ops or DEFAULT_FILE_OPS
-        self.blobs = BlobStore(os.path.join(self.root, "blobs"), self._ops)
+        self.blobs = FileBlobStore(os.path.join(self.root, "blobs"), self._ops)
         self.blob_threshold = blob_threshold
         self._redact: Redactor | None = SecretRedactor() if redact is _DEFAULT else redact
         # The ring asks FileOps before each write and sync; a layer it cannot follow keeps
         # the appends on the threads.
         ring = io_uring and reaches_ring(self._ops)
         self._committer = GroupCommitter(threads=sync_threads, io_uring=ring)
-        self._open: set[Journal] = set()
+        self._open: set[FileJournal] = set()
         self._dir_fd: int | None = None
         self._watch: RemovalWatch | None = None
         self._reported: set[tuple[str, str]] = set()
@@ -278,7 +186,7 @@ class FileStore:
         """The journal file of ``run_id``."""
         return journal_path(self.runs_dir, check_run_id(run_id))
 
-    async def create(self, run_id: str, events: Iterable[Event] = ()) -> Journal:
+    async def create(self, run_id: str, events: Iterable[Event] = ()) -> FileJournal:
         """Create run ``run_id`` and open its journal for writing, with ``events`` (if any) as its
         first group.
 
@@ -310,7 +218,7 @@ class FileStore:
         self._created += 1
         return self._wrap(run_id, file, stamped)
 
-    async def open(self, run_id: str) -> Journal:
+    async def open(self, run_id: str) -> FileJournal:
         """Open run ``run_id``'s journal for writing: lock it, verify it, recover a torn tail.
 
         Raises:
@@ -456,8 +364,8 @@ class FileStore:
     async def _put_blob(self, data: bytes, summary: str) -> BlobRef:
         return await self.blobs.put(data, summary=summary)
 
-    def _wrap(self, run_id: str, file: JournalFile, events: list[AnyEvent]) -> Journal:
-        journal: Journal
+    def _wrap(self, run_id: str, file: JournalFile, events: list[AnyEvent]) -> FileJournal:
+        journal: FileJournal
         watch, name = self._watch, os.path.basename(file.path)
         if watch is not None:
             file.watched = True
@@ -468,7 +376,7 @@ class FileStore:
             if watch is not None:
                 watch.release(name, file)
 
-        journal = Journal(
+        journal = FileJournal(
             run_id=run_id,
             file=file,
             committer=self._committer,

@@ -6,7 +6,7 @@ place for another process to drive. Checking the name before each batch (an ``fs
 descriptor and a ``stat`` of the path) catches that, but costs more than its two system calls:
 any ``stat`` of the inode being synced slows the sync on the machine the benchmarks run on (a
 bare loop of ``pwrite`` + ``fdatasync``: 9,058/s, with one ``fstat`` before each: 6,525/s;
-through ``Journal.append``, 15-30% fewer appends of one journal, on the threads and the ring).
+through ``FileJournal.append``, 15-30% fewer appends of one journal, on the threads and the ring).
 
 So a store watches its ``runs/`` directory through Linux inotify for names that are removed
 (``IN_DELETE``), renamed away (``IN_MOVED_FROM``) or renamed onto (``IN_MOVED_TO``). The event

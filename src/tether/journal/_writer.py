@@ -1,4 +1,4 @@
-"""Appending to a journal: the async ``Journal`` handle and its thread-side file.
+"""Appending to a journal: the async ``FileJournal`` handle and its thread-side file.
 
 Invariants kept here:
 
@@ -41,6 +41,7 @@ from .._errors import (
     RunNotFoundError,
 )
 from ._commit import GroupCommitter
+from ._events import EventsView
 from ._file import FileOps
 from ._format import HEADER_SIZE, build_group, encode_header, payload_crc
 from ._leftovers import keep_torn_tail
@@ -279,7 +280,7 @@ def open_file(runs_dir: str, run_id: str, ops: FileOps) -> tuple[JournalFile, Sc
 
 
 @final
-class Journal:
+class FileJournal:
     """An open, locked journal of one run. Create or open one through a ``FileStore``.
 
     ``events`` holds every event in the journal, in ``seq`` order: those found when it was
@@ -300,6 +301,7 @@ class Journal:
         self._file = file
         self._committer = committer
         self._events = events
+        self._view = EventsView(events)
         self._next_seq = len(events)
         self._landed: dict[int, list[AnyEvent]] = {}
         self._prepare = prepare
@@ -318,9 +320,9 @@ class Journal:
         return self._file.path
 
     @property
-    def events(self) -> list[AnyEvent]:
-        """Every durable event, oldest first. Do not mutate."""
-        return self._events
+    def events(self) -> EventsView:
+        """Every durable event, oldest first: a read-only view that grows as appends land."""
+        return self._view
 
     @property
     def next_seq(self) -> int:
@@ -337,7 +339,7 @@ class Journal:
         """Bytes of durable data in the file (header included)."""
         return self._file.end
 
-    async def __aenter__(self) -> Journal:
+    async def __aenter__(self) -> FileJournal:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:

@@ -13,6 +13,7 @@ mapped, in ``_results``.
 
 from __future__ import annotations
 
+from .._public import publish as _publish
 from ._link import IDEMPOTENCY_KEY_META as IDEMPOTENCY_KEY_META
 from ._options import ToolOptions as ToolOptions
 from ._options import VerifyFunction as VerifyFunction
@@ -28,3 +29,5 @@ __all__ = [
     "derive_policy",
     "tether_result",
 ]
+
+_publish(__name__, globals(), __all__)

@@ -9,6 +9,7 @@ and ``OpenAIModel`` OpenAI's API or a server that speaks it (vLLM, Ollama, ...) 
 
 from __future__ import annotations
 
+from .._public import publish as _publish
 from ._anthropic import AnthropicModel as AnthropicModel
 from ._base import BLOCK_TYPES as BLOCK_TYPES
 from ._base import Model as Model
@@ -30,3 +31,5 @@ __all__ = [
     "check_reply_blocks",
     "text_sink",
 ]
+
+_publish(__name__, globals(), __all__)

@@ -10,6 +10,7 @@ inbox while a worker holds it.
 
 from __future__ import annotations
 
+from .._public import publish as _publish
 from ..supervisor._answers import Recorded as Recorded
 from ..supervisor._answers import record_answer as record_answer
 from ._answer import cancel as cancel
@@ -41,3 +42,5 @@ __all__ = [
     "signal",
     "summarize",
 ]
+
+_publish(__name__, globals(), __all__)

@@ -21,8 +21,8 @@ from typing import Any, Literal
 
 import msgspec
 
+from ..journal._protocols import Store
 from ..journal._records import Budgets, Decision, Event, Resolved, Retried, RunFinished, Signal
-from ..journal._store import Store
 from ..supervisor._answers import Recorded, record_answer
 from ..supervisor._state import RunState, RunStatus
 from ..tools._waits import wait_for

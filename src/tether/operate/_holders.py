@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 import anyio
 
-from ..journal._store import FileStore, Store
+from ..journal._protocols import RunStore
+from ..journal._store import FileStore
 from ..postgres import PostgresStore
 
 
@@ -64,7 +65,7 @@ def _probe(path: str) -> int | None:  # pragma: no cover - systems without /proc
         os.close(fd)
 
 
-async def holder_of(store: Store, run_id: str) -> int | str | None:
+async def holder_of(store: RunStore, run_id: str) -> int | str | None:
     """Who holds run ``run_id`` right now, or ``None``.
 
     A directory store: the pid holding the journal's lock (0 if unknown). PostgreSQL: the owner
@@ -85,7 +86,7 @@ class Version:
     held_by: int | str | None = None
 
 
-async def versions(store: Store) -> dict[str, Version]:
+async def versions(store: RunStore) -> dict[str, Version]:
     """Every run of ``store`` with its version and holder, in one look.
 
     A directory store's version is the journal's ``(size, mtime_ns)`` (entries that are not

@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .._errors import InvalidRunIdError, JournalError, RunNotFoundError
+from ..journal._protocols import RunStore
 from ..journal._records import AnyEvent
-from ..journal._store import FileStore, Store
+from ..journal._store import FileStore
 from ..supervisor._state import RunState, RunStatus, fold
 from ..supervisor._status import approval_deadline, approval_wait, run_status, world_wait
 from ._holders import holder_of
@@ -247,7 +248,7 @@ def waiting_calls(state: RunState, pending: tuple[str, ...]) -> tuple[Waiting, .
     return tuple(waiting)
 
 
-async def load_summary(store: Store, run_id: str) -> tuple[list[AnyEvent], RunSummary]:
+async def load_summary(store: RunStore, run_id: str) -> tuple[list[AnyEvent], RunSummary]:
     """A run's events (read without its lock or lease) and summary.
 
     Raises:
@@ -257,7 +258,7 @@ async def load_summary(store: Store, run_id: str) -> tuple[list[AnyEvent], RunSu
     return events, summarize(run_id, events, await holder_of(store, run_id))
 
 
-async def load_summaries(store: Store) -> list[RunSummary]:
+async def load_summaries(store: RunStore) -> list[RunSummary]:
     """Every run of the store; a journal that cannot be read gives an unreadable summary, and so
     does an entry of a directory store's ``runs/`` named like a journal that is not a regular
     file (a directory, a FIFO...), so that nothing there hides the other runs.

@@ -8,7 +8,10 @@ for how messages are recorded when content capture is on.
 
 from __future__ import annotations
 
+from .._public import publish as _publish
 from ._tracing import CAPTURE_CONTENT_ENV as CAPTURE_CONTENT_ENV
 from ._tracing import OpenTelemetry as OpenTelemetry
 
 __all__ = ["CAPTURE_CONTENT_ENV", "OpenTelemetry"]
+
+_publish(__name__, globals(), __all__)

@@ -30,6 +30,7 @@ from .._errors import (
     JournalCorruptError,
     LeaseLostError,
 )
+from ..journal._events import EventsView
 from ..journal._records import (
     AnyEvent,
     Decision,
@@ -100,6 +101,7 @@ class PgJournal:
         self._run_id = run_id
         self.epoch = epoch
         self._events = events
+        self._view = EventsView(events)
         self._next_seq = len(events)
         self.valid_until = time.monotonic() + store.lease_ttl
         self._lock = asyncio.Lock()
@@ -118,9 +120,9 @@ class PgJournal:
         return self._store.where(self._run_id)
 
     @property
-    def events(self) -> list[AnyEvent]:
-        """Every committed event, oldest first. Do not mutate."""
-        return self._events
+    def events(self) -> EventsView:
+        """Every committed event, oldest first: a read-only view that grows as appends land."""
+        return self._view
 
     @property
     def next_seq(self) -> int:

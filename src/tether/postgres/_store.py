@@ -38,10 +38,11 @@ from .._errors import (
     RunNotFoundError,
 )
 from ..journal._blobs import SUMMARY_CHARS
+from ..journal._protocols import RunStat
 from ..journal._records import AnyEvent, BlobRef, Event, decode_event, encode_event
 from ..journal._redact import Redactor, SecretRedactor
 from ..journal._runid import check_run_id
-from ..journal._store import DEFAULT_BLOB_THRESHOLD, RunStat, prepare_event
+from ..journal._store import DEFAULT_BLOB_THRESHOLD, prepare_event
 from . import _append, _lease
 from ._connection import SESSION_SETTINGS, connection_errors, display, keep_session
 from ._journal import PgJournal, decode_rows, stamp

@@ -7,6 +7,7 @@ folded from its journal, ``_status`` for the one function that says where a run 
 
 from __future__ import annotations
 
+from .._public import publish as _publish
 from ._state import RunState as RunState
 from ._state import RunStatus as RunStatus
 from ._state import fold as fold
@@ -23,8 +24,8 @@ from ._worker import run_worker as run_worker
 __all__ = [
     "Outcome",
     "RunState",
-    "RunTelemetry",
     "RunStatus",
+    "RunTelemetry",
     "RunView",
     "StatusChange",
     "Supervisor",
@@ -34,3 +35,5 @@ __all__ = [
     "run_status",
     "run_worker",
 ]
+
+_publish(__name__, globals(), __all__)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from .._errors import JournalLockedError, RunStateError
 from .._failpoints import failpoint
+from ..journal._protocols import Store
 from ..journal._records import (
     AnyEvent,
     Budgets,
@@ -30,7 +31,6 @@ from ..journal._records import (
     RunFinished,
     Signal,
 )
-from ..journal._store import Store
 from ._budgets import budget_problem
 from ._runtime import Mailbox
 from ._state import RunState, RunStatus, fold

@@ -30,6 +30,7 @@ import anyio
 
 from .._errors import ModelError
 from .._failpoints import failpoint
+from ..journal._protocols import JournalHandle
 from ..journal._records import (
     Event,
     ModelResponse,
@@ -39,7 +40,6 @@ from ..journal._records import (
     ToolStarted,
     Waiting,
 )
-from ..journal._store import RunJournal
 from ..models._base import text_sink
 from ..tools._context import ToolContext
 from ..tools._spec import ToolSpec
@@ -69,7 +69,7 @@ SUSPEND_TIMEOUT = 5.0
 
 
 async def drive(
-    journal: RunJournal,
+    journal: JournalHandle,
     rt: Runtime,
     *,
     fresh: bool,
@@ -124,7 +124,7 @@ async def drive(
 class _Drive:
     """One drive of one run: its journal, its folded state and what this drive started."""
 
-    journal: RunJournal
+    journal: JournalHandle
     rt: Runtime
     alone: bool = False
     state: RunState = field(default_factory=RunState)

@@ -23,7 +23,7 @@ from .._errors import (
     RunNotFoundError,
 )
 from .._failpoints import failpoint
-from ..journal._store import RunJournal, Store
+from ..journal._protocols import JournalHandle, Store
 from ._backoff import Backoff, sleep_unless
 from ._failures import explain, is_store_failure, unusable
 from ._loop import drive
@@ -41,7 +41,7 @@ async def drive_until_rest(
     store: Store,
     rt: Runtime,
     run_id: str,
-    journal: RunJournal | None,
+    journal: JournalHandle | None,
     *,
     fresh: bool,
     alone: bool,

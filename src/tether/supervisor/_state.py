@@ -7,6 +7,7 @@ way for a fresh run and for one resumed in another process (DESIGN invariants 4 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -189,7 +190,7 @@ class RunState:
         texts = [b.get("text", "") for b in content or [] if b.get("type") == "text"]
         return "".join(texts) if texts else None
 
-    def catch_up(self, events: list[AnyEvent], blobs: dict[str, Any] | None = None) -> None:
+    def catch_up(self, events: Sequence[AnyEvent], blobs: dict[str, Any] | None = None) -> None:
         """Apply ``events[self.applied:]``."""
         for event in events[self.applied :]:
             self.apply(event, blobs)
@@ -328,7 +329,7 @@ def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
     return content if isinstance(content, list) else []
 
 
-def fold(events: list[AnyEvent], blobs: dict[str, Any] | None = None) -> RunState:
+def fold(events: Sequence[AnyEvent], blobs: dict[str, Any] | None = None) -> RunState:
     """The state after ``events`` (a whole journal, in order)."""
     state = RunState()
     state.catch_up(events, blobs)

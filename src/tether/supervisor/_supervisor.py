@@ -25,6 +25,7 @@ from typing import Any, Literal, final
 import anyio
 
 from .._errors import RunExistsError, RunNotFoundError, RunStateError
+from ..journal._protocols import JournalHandle, Store
 from ..journal._records import (
     Budgets,
     ChildEnded,
@@ -37,7 +38,6 @@ from ..journal._records import (
     Signal,
     Waiting,
 )
-from ..journal._store import RunJournal, Store
 from ..models._base import Model, SystemPrompt
 from ..tools._registry import ToolRegistry
 from ..tools._waits import wait_for
@@ -266,7 +266,7 @@ class Supervisor:
             budgets=budgets or Budgets(),
             trace=None if telemetry is None else telemetry.run_context(run_id),
         )
-        journal: RunJournal | None = await self._store.create(run_id, [started])
+        journal: JournalHandle | None = await self._store.create(run_id, [started])
         assert journal is not None
         if self._tasks.crowded():
             # No slot for it now: it waits without holding its journal (a descriptor).

@@ -20,7 +20,7 @@ from typing import final
 import anyio
 
 from .._errors import TetherError
-from ..journal._store import Store
+from ..journal._protocols import Store
 from ._entry import Board
 from ._failures import explain, is_store_failure
 from ._manifest import manifest_problem

@@ -16,7 +16,7 @@ from typing import final
 import anyio
 import anyio.abc
 
-from ..journal._store import RunJournal, Store
+from ..journal._protocols import JournalHandle, Store
 from ._backoff import STORE_RETRY_CAP, Backoff
 from ._entry import Board
 from ._restart import OWNED_ELSEWHERE, drive_until_rest
@@ -62,7 +62,7 @@ class RunTasks:
         self._jitter = jitter
         self._tell_parent = tell_parent
         self._active = anyio.CapacityLimiter(limit or _default_active_limit())
-        self._handed: set[RunJournal] = set()
+        self._handed: set[JournalHandle] = set()
         self._count = 0
         self._idle: anyio.Event | None = None
         self.timers = Timers(rt.clock, sleep, self.wake)
@@ -79,7 +79,7 @@ class RunTasks:
         return len(self._handed) >= self._active.available_tokens
 
     def spawn(
-        self, run_id: str, journal: RunJournal | None, *, fresh: bool, alone: bool = False
+        self, run_id: str, journal: JournalHandle | None, *, fresh: bool, alone: bool = False
     ) -> None:
         """Start a task that drives the run (opening its journal if ``journal`` is ``None``)."""
         if self.tg is None:
@@ -126,7 +126,7 @@ class RunTasks:
                 await self._handed.pop().aclose()
 
     async def _task(
-        self, run_id: str, journal: RunJournal | None, fresh: bool, alone: bool
+        self, run_id: str, journal: JournalHandle | None, fresh: bool, alone: bool
     ) -> None:
         entry = self._board.entry(run_id)
         try:
@@ -171,7 +171,7 @@ class RunTasks:
                 self._idle.set()
 
     async def _drive(
-        self, run_id: str, journal: RunJournal | None, fresh: bool, alone: bool
+        self, run_id: str, journal: JournalHandle | None, fresh: bool, alone: bool
     ) -> Outcome | None:
         """Drive the run until it rests (see ``_restart.drive_until_rest``)."""
         outcome = await drive_until_rest(

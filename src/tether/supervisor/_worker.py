@@ -13,7 +13,7 @@ from typing import Any
 import anyio
 
 from .._store_url import store_for
-from ..journal._store import Store
+from ..journal._protocols import Store
 from ..models._base import Model
 from ..tools._registry import ToolRegistry
 from ._supervisor import Supervisor

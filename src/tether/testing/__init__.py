@@ -20,6 +20,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from .._public import publish as _publish
 from ._faults import FaultyFileOps as FaultyFileOps
 
 if TYPE_CHECKING:
@@ -58,6 +59,7 @@ def __getattr__(name: str) -> Any:
     if module is not None:
         value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
         globals()[name] = value
+        _publish(__name__, globals(), [name])
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
@@ -77,3 +79,5 @@ __all__ = [
     "deliver_nothing",
     "run_crashtest",
 ]
+
+_publish(__name__, globals(), __all__)

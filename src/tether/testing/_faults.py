@@ -25,8 +25,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ..journal import FileOps
-from ..journal._file import DIR_MODE, FILE_MODE
+from ..journal._file import DIR_MODE, FILE_MODE, FileOps
 
 
 @dataclass

@@ -7,6 +7,7 @@ each declares a ``ReplayPolicy`` for a call that was started but has no recorded
 
 from __future__ import annotations
 
+from .._public import publish as _publish
 from ._content import ContentBlocks as ContentBlocks
 from ._context import ToolContext as ToolContext
 from ._policy import ApprovalTimeout as ApprovalTimeout
@@ -34,3 +35,5 @@ __all__ = [
     "start_child",
     "wait_for",
 ]
+
+_publish(__name__, globals(), __all__)

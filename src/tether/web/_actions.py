@@ -23,7 +23,7 @@ from .._errors import (
     RunNotFoundError,
     RunStateError,
 )
-from ..journal._store import Store
+from ..journal._protocols import Store
 from ..operate._answer import OUTCOMES
 from ..operate._describe import as_json, call_text, shorten
 from ..supervisor._answers import Recorded

@@ -19,7 +19,7 @@ import jinja2
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..journal._store import Store
+from ..journal._protocols import Store
 from ._guard import Guard
 from ._listing import Listing
 from ._views import when

@@ -24,8 +24,9 @@ from dataclasses import dataclass
 import anyio
 
 from .._errors import InvalidRunIdError, JournalError, RunNotFoundError
+from ..journal._protocols import Store
 from ..journal._records import AnyEvent
-from ..journal._store import FileStore, Store
+from ..journal._store import FileStore
 from ..operate._holders import Version, versions
 from ..operate._summary import RunSummary, summarize, unreadable
 from ..postgres import PostgresStore

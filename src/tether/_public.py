@@ -1,0 +1,79 @@
+"""How the public names present themselves: the module they report, and renamed names.
+
+Code lives in private modules and each public package re-exports its names, so a class would
+otherwise report where it happens to be defined (``tether.journal._store.FileStore``) in reprs,
+tracebacks, pickles and documentation. ``publish`` makes it report where people import it from.
+The rule (kept by ``tests/test_public_api.py``): an object's ``__module__`` is the most specific
+public module that exports it under its own name. Each package publishes its ``__all__`` as its
+``__init__`` ends; a package always finishes importing before the packages that re-export from
+it continue, so a name published once (by the more specific package) is left alone after.
+
+``renamed`` gives a package the module ``__getattr__`` that keeps an old name working for one
+release, with a ``DeprecationWarning`` naming the new one.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+import warnings
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+
+def publish(module: str, namespace: Mapping[str, Any], names: Iterable[str]) -> None:
+    """Set ``__module__`` to ``module`` for the classes and functions of ``names`` in
+    ``namespace`` that still report a private module of tether (one with a ``_`` part).
+
+    A class's string annotations (``from __future__ import annotations``) are resolved first,
+    in the module that defines it: msgspec and ``typing.get_type_hints`` look names up in the
+    module a class reports, which does not hold the private names its fields use.
+    """
+    for name in names:
+        value = namespace.get(name)
+        if not (inspect.isclass(value) or inspect.isfunction(value)):
+            continue
+        if value.__name__ != name or not _private(value.__module__):
+            continue  # an alias under another name, or published already
+        if inspect.isclass(value):
+            _resolve_annotations(value)
+        value.__module__ = module
+
+
+def _private(module: str) -> bool:
+    parts = module.split(".")
+    return parts[0] == "tether" and any(part.startswith("_") for part in parts)
+
+
+def _resolve_annotations(cls: type) -> None:
+    own = inspect.get_annotations(cls)
+    if not own or not any(isinstance(v, str) for v in own.values()):
+        return
+    module_globals = vars(sys.modules[cls.__module__])
+    resolved = dict(own)
+    for field, hint in own.items():
+        if isinstance(hint, str):
+            try:
+                resolved[field] = eval(hint, module_globals, dict(vars(cls)))
+            except NameError:  # a name only imported for type checkers: leave it a string
+                continue
+    cls.__annotations__ = resolved
+
+
+def renamed(module: str, aliases: Mapping[str, tuple[str, object]]) -> Callable[[str], object]:
+    """A module ``__getattr__`` serving each old name of ``aliases`` (old name to the new name
+    and its object) with a ``DeprecationWarning``, and ``AttributeError`` for anything else."""
+
+    def __getattr__(name: str) -> object:
+        try:
+            new, value = aliases[name]
+        except KeyError:
+            raise AttributeError(f"module {module!r} has no attribute {name!r}") from None
+        warnings.warn(
+            f"{module}.{name} is deprecated and will be removed in the next release: use {new}",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return value
+
+    return __getattr__

@@ -1,0 +1,129 @@
+"""What the runtime needs from the storage behind runs: the interfaces, apart from the stores.
+
+``JournalHandle`` is an open run held for writing (``FileJournal``, ``PgJournal``). A store is
+three things, each a protocol of its own so that code needing one asks for no more:
+
+- ``RunStore``: runs themselves (create, open, read, list, the version of each), and the store
+  as a resource to enter and leave;
+- ``Inbox``: answers queued for a run another process holds;
+- ``Blobs``: large payloads a journal refers to.
+
+``Store`` is all three, what the supervisor takes; ``FileStore`` and ``PostgresStore`` are
+``Store``\\ s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, Self
+
+from ._records import AnyEvent, BlobRef, Event
+
+
+class JournalHandle(Protocol):
+    """An open run, held for writing by one worker: what the runtime appends through.
+
+    ``FileJournal`` (a file) and the Postgres store's ``PgJournal`` implement it.
+    """
+
+    @property
+    def run_id(self) -> str: ...
+
+    @property
+    def path(self) -> str:
+        """Where the run lives (a file path, or the database and run), for messages."""
+        ...
+
+    @property
+    def events(self) -> Sequence[AnyEvent]:
+        """Every durable event, oldest first: a read-only view that grows with each append."""
+        ...
+
+    @property
+    def next_seq(self) -> int: ...
+
+    @property
+    def broken(self) -> bool: ...
+
+    async def append(self, events: Iterable[Event]) -> list[AnyEvent]: ...
+
+    async def fence(self) -> None:
+        """Raise ``LeaseLostError`` if this handle may no longer act for the run.
+
+        Called before a tool runs, so a worker that was paused past its lease performs no side
+        effect after another worker took the run over.
+        """
+        ...
+
+    async def aclose(self) -> None: ...
+
+    async def __aenter__(self) -> Self: ...
+
+    async def __aexit__(self, *exc_info: object) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class RunStat:
+    """What a sweep needs to know of a run without reading it.
+
+    ``version`` changes whenever the run is written to; ``inbox`` says answers wait for it.
+    """
+
+    version: tuple[int, int]
+    inbox: bool = False
+
+
+class RunStore(Protocol):
+    """Runs: create and open them for writing, read, list and watch them."""
+
+    @property
+    def entered(self) -> bool: ...
+
+    async def __aenter__(self) -> Self: ...
+
+    async def __aexit__(self, *exc_info: object) -> None: ...
+
+    def where(self, run_id: str) -> str:
+        """Where run ``run_id`` lives, for messages."""
+        ...
+
+    async def create(self, run_id: str, events: Iterable[Event] = ()) -> JournalHandle: ...
+
+    async def open(self, run_id: str) -> JournalHandle: ...
+
+    async def read(self, run_id: str) -> list[AnyEvent]: ...
+
+    async def list_runs(self) -> list[str]: ...
+
+    async def run_stats(self) -> dict[str, RunStat]:
+        """Runs a sweep should look at (every run this store could hold) and their versions."""
+        ...
+
+    async def exists(self, run_id: str) -> bool: ...
+
+    async def changed(self) -> None:
+        """Return when another process may have written to a run (never, if it cannot tell)."""
+        ...
+
+
+class Inbox(Protocol):
+    """Answers (decisions, resolutions, signals) queued for runs another process holds."""
+
+    async def has_inbox(self, run_id: str) -> bool: ...
+
+    async def post(self, run_id: str, event: Event) -> None: ...
+
+    async def take_inbox(self, run_id: str) -> list[AnyEvent]: ...
+
+    async def clear_inbox(self, run_id: str, count: int) -> None: ...
+
+
+class Blobs(Protocol):
+    """Large tool results, kept beside the journals and referred to by ``BlobRef``."""
+
+    async def load_blob(self, ref: BlobRef) -> Any: ...
+
+
+class Store(RunStore, Inbox, Blobs, Protocol):
+    """What the runtime needs from the storage behind runs (``FileStore``, ``PostgresStore``)."""
