@@ -18,7 +18,7 @@ from _agent import TOOL_CALLS, new_model, tether_tools
 from _harness import alternate, say
 from _pg_results import UNITS, VARIANTS, Case, Result, Sample, Variant
 from _pg_server import Bench, Place, add_counters
-from _pg_workers import app_manifest, measure_workers, started_event
+from _pg_workers import create_runs, measure_workers
 from _resources import Sampler, fan_out
 
 import tether
@@ -32,12 +32,10 @@ WARMUP_WINDOW = 0.5  # seconds of appends on each store before the first measure
 
 async def measure_appends(bench: Bench, place: Place, runs: int, window: float) -> Sample:
     before = await bench.counters(place.variant)
+    ids = [f"run-{i:03d}" for i in range(runs)]
+    await create_runs(place, ids)
     async with place.open() as store:
-        manifest = app_manifest(store)
-        handles = [
-            await store.create(rid, [started_event(rid, manifest)])
-            for rid in (f"run-{i:03d}" for i in range(runs))
-        ]
+        handles = [await store.open(rid) for rid in ids]
         count = 0
         stop = False
 

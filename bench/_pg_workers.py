@@ -25,43 +25,30 @@ from _pg_server import Bench, Place, add_counters
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 import tether
-from tether.journal import Manifest, RunStarted
-from tether.supervisor import fold
-
-# The manifest a Supervisor would pin is built by its private loop: there is no public way to
-# create a run without starting it, which is what lets any worker take it.
-from tether.supervisor._loop import Runtime, build_manifest
+from tether.supervisor import Supervisor, fold
 
 SCRIPT = BENCH / "postgres_store.py"
 CREATE_CONCURRENCY = 16
 WORKER_TIMEOUT = 180.0
 
 
-def started_event(run_id: str, manifest: Manifest) -> RunStarted:
-    """The first record of a run of the scripted agent, as ``Supervisor.start`` writes it."""
-    messages = [{"role": "user", "content": f"job {run_id}"}]
-    return RunStarted(run_id=run_id, manifest=manifest, messages=messages)
-
-
-def app_manifest(store: tether.Store) -> Manifest:
-    """What a run of the scripted agent pins: what every worker's supervisor will check."""
-    rt = Runtime(
-        model=new_model(), tools=tether_tools(approval_first=False), load_blob=store.load_blob
-    )
-    return build_manifest(rt, system=None, app_version="")
-
-
 async def create_runs(place: Place, ids: Sequence[str]) -> None:
-    """Runs that exist durably but that no process has started: any worker may take them."""
+    """Runs that exist durably but that no process has started: any worker may take them.
+
+    Created as a web handler would: a supervisor that does not resume runs, starting each
+    without driving it (``drive=False``), so the manifest is the one every worker checks.
+    """
     async with place.open() as store:
-        manifest = app_manifest(store)
+        sup = Supervisor(
+            store, model=new_model(), tools=tether_tools(approval_first=False), resume=False
+        )
         limiter = anyio.CapacityLimiter(CREATE_CONCURRENCY)
 
         async def make(run_id: str) -> None:
             async with limiter:
-                await (await store.create(run_id, [started_event(run_id, manifest)])).aclose()
+                await sup.start(run_id, f"job {run_id}", drive=False)
 
-        async with anyio.create_task_group() as tg:
+        async with sup, anyio.create_task_group() as tg:
             for run_id in ids:
                 tg.start_soon(make, run_id)
 

@@ -236,6 +236,7 @@ class Supervisor:
         *,
         system: SystemPrompt = None,
         budgets: Budgets | None = None,
+        drive: bool = True,
     ) -> None:
         """Create run ``run_id`` and start it. Returns once the run exists durably.
 
@@ -244,6 +245,10 @@ class Supervisor:
             system: the system prompt (pinned with its hash).
             budgets: limits counted from the journal, so restarts cannot reset them; by
                 default ``Budgets()``, whose ``max_model_calls`` is 100.
+            drive: ``False`` only creates the run, pinned to this supervisor's model and
+                tools, and leaves it to the next sweep of any worker on the store (this
+                supervisor's too, if it sweeps): for a process that hands work to workers, a
+                web handler say, whose supervisor is made with ``resume=False``.
 
         Raises:
             RunExistsError: a run with this id exists.
@@ -268,6 +273,9 @@ class Supervisor:
         )
         journal: JournalHandle | None = await self._store.create(run_id, [started])
         assert journal is not None
+        if not drive:
+            await journal.aclose()
+            return
         if self._tasks.crowded():
             # No slot for it now: it waits without holding its journal (a descriptor).
             await journal.aclose()

@@ -1,0 +1,49 @@
+"""``sup.start(..., drive=False)``: a process that only creates runs (a web handler) and
+workers that drive them."""
+
+from __future__ import annotations
+
+import pathlib
+from collections import Counter
+
+import tether
+from tether.journal import Resumed
+from tether.supervisor import RunStatus, Supervisor
+
+from ._helpers import WAIT, RecordingModel, delivery_app, of_type, read_events
+
+
+async def test_a_run_created_without_driving_it_is_driven_by_a_worker(
+    tmp_path: pathlib.Path,
+) -> None:
+    ledger: Counter[str] = Counter()
+    model, tools = delivery_app(ledger)
+    handler_model = RecordingModel(model)
+    async with Supervisor(
+        tether.FileStore(tmp_path), model=handler_model, tools=tools, resume=False
+    ) as handler:
+        await handler.start("run-1", "deliver a kite", drive=False)
+        events = await read_events(tmp_path, "run-1")
+        assert [type(e).__name__ for e in events] == ["RunStarted"]  # durable, not driven
+        worker_model = RecordingModel(delivery_app(ledger)[0])
+        async with Supervisor(
+            tether.FileStore(tmp_path), model=worker_model, tools=tools, sweep_interval=0.05
+        ) as worker:
+            assert await handler.wait("run-1", timeout=WAIT) == RunStatus.DONE
+            assert (await worker.inspect("run-1")).status == RunStatus.DONE
+    assert handler_model.requests == []  # every model call was the worker's
+    assert len(worker_model.requests) == 3
+    assert ledger == Counter({"run-1:toolu_2": 1})
+    (resumed,) = of_type(await read_events(tmp_path, "run-1"), Resumed)
+    assert (resumed.cause, resumed.charged) == ("first drive", False)
+
+
+async def test_its_own_sweep_drives_it_when_it_has_one(tmp_path: pathlib.Path) -> None:
+    ledger: Counter[str] = Counter()
+    model, tools = delivery_app(ledger)
+    async with Supervisor(
+        tether.FileStore(tmp_path), model=model, tools=tools, sweep_interval=0.05
+    ) as sup:
+        await sup.start("run-1", "deliver a kite", drive=False)
+        assert await sup.wait("run-1", timeout=WAIT) == RunStatus.DONE
+    assert sum(ledger.values()) == 1
