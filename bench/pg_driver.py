@@ -29,7 +29,7 @@ from _harness import parser, say, write_results
 from _machine import machine_info
 
 # No public way to start a throwaway server: the tests use this one too.
-from tether.testing._pgserver import PostgresServer
+from tether.testing import PostgresServer
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:

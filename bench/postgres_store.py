@@ -48,7 +48,7 @@ from _pg_server import SERVER_SETTINGS, open_bench
 from _pg_workers import child_worker
 
 # No public way to start a throwaway server: the tests use this one too.
-from tether.testing._pgserver import PostgresServer
+from tether.testing import PostgresServer
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:

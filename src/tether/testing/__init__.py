@@ -9,6 +9,9 @@ in child processes, kill it with ``SIGKILL`` at every crash point it passes, res
 processes, and compare its side effects, final answer and model calls with an uninterrupted run
 (``tether crashtest MODULE:SCENARIO`` on the command line).
 
+``PostgresServer`` starts a throwaway PostgreSQL server (the binaries on ``PATH``) for tests and
+benchmarks that need one, and removes it afterwards.
+
 The crash-test names are imported on first use, so a process that only needs the fault layer
 does not pay for the harness. The runtime never imports this package (its failpoints are its
 own, ``tether._failpoints``); the crash-point killer here is loaded only in a process whose
@@ -27,6 +30,8 @@ if TYPE_CHECKING:
     from ._crashtest import assert_crash_safe as assert_crash_safe
     from ._crashtest import run_crashtest as run_crashtest
     from ._drive import Kill as Kill
+    from ._pgserver import PostgresServer as PostgresServer
+    from ._pgserver import PostgresUnavailableError as PostgresUnavailableError
     from ._report import Baseline as Baseline
     from ._report import CaseResult as CaseResult
     from ._report import Report as Report
@@ -44,6 +49,8 @@ _HARNESS = {
     "CrashtestError": "_scenario",
     "Kill": "_drive",
     "Pending": "_scenario",
+    "PostgresServer": "_pgserver",
+    "PostgresUnavailableError": "_pgserver",
     "Report": "_report",
     "Scenario": "_scenario",
     "approve_all": "_scenario",
@@ -72,6 +79,8 @@ __all__ = [
     "FaultyFileOps",
     "Kill",
     "Pending",
+    "PostgresServer",
+    "PostgresUnavailableError",
     "Report",
     "Scenario",
     "approve_all",
