@@ -8,6 +8,7 @@ from collections import Counter
 
 import tether
 from tether.journal import Resumed
+from tether.operate import describe
 from tether.supervisor import RunStatus, Supervisor
 
 from ._helpers import WAIT, RecordingModel, delivery_app, of_type, read_events
@@ -30,12 +31,14 @@ async def test_a_run_created_without_driving_it_is_driven_by_a_worker(
             tether.FileStore(tmp_path), model=worker_model, tools=tools, sweep_interval=0.05
         ) as worker:
             assert await handler.wait("run-1", timeout=WAIT) == RunStatus.DONE
-            assert (await worker.inspect("run-1")).status == RunStatus.DONE
+            view = await worker.inspect("run-1")
+            assert (view.status, view.restarts) == (RunStatus.DONE, 0)  # not a restart
     assert handler_model.requests == []  # every model call was the worker's
     assert len(worker_model.requests) == 3
     assert ledger == Counter({"run-1:toolu_2": 1})
     (resumed,) = of_type(await read_events(tmp_path, "run-1"), Resumed)
     assert (resumed.cause, resumed.charged) == ("first drive", False)
+    assert describe(resumed, {}).startswith("first driven on ")
 
 
 async def test_its_own_sweep_drives_it_when_it_has_one(tmp_path: pathlib.Path) -> None:

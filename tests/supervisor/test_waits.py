@@ -20,7 +20,7 @@ import anyio
 import pytest
 
 import tether
-from tether.journal import Signal, Waiting
+from tether.journal import Resumed, Signal, Waiting
 from tether.supervisor import RunStatus, Supervisor
 
 from ._helpers import WAIT, of_type, read_events, result_of
@@ -261,3 +261,27 @@ async def test_a_signal_to_a_run_another_process_holds_is_queued_and_recorded(
     events = await read_events(tmp_path, RUN)
     assert result_of(events, "toolu_1").content == {"amount": 40}
     assert [s.signal_id for s in of_type(events, Signal)] == ["evt_9"]
+
+
+@pytest.mark.parametrize("wait", ["sleep", "signal"])
+async def test_a_run_left_waiting_by_a_clean_stop_resumes_with_no_restart(
+    tmp_path: pathlib.Path, wait: str
+) -> None:
+    """The supervisor that parked it exits cleanly; a later one continues it when its time
+    comes or its signal arrives. Its last owner stopped at a rest: no ``resumed`` record, no
+    restart counted, as for a run woken by an approval."""
+    tool = "check_later" if wait == "sleep" else "await_payment"
+    tools = waiting_tools(0.2)
+    async with Supervisor(tether.FileStore(tmp_path), model=script(tool), tools=tools) as sup:
+        await sup.start(RUN, "check o-1")
+        assert await sup.wait(RUN, timeout=WAIT) is RunStatus.WAITING
+    if wait == "signal":  # a webhook's tether signal, with no supervisor of its own
+        argv = [*SIGNAL, "--root", str(tmp_path), RUN, "payment.o-1", "--data", "{}"]
+        cli = await anyio.run_process(argv, cwd=REPO, check=False)
+        assert cli.returncode == 0, cli.stderr
+    else:
+        await anyio.sleep(0.25)
+    async with Supervisor(tether.FileStore(tmp_path), model=script(tool), tools=tools) as later:
+        assert await _until(later, RunStatus.DONE) is RunStatus.DONE
+        assert (await later.inspect(RUN)).restarts == 0
+    assert of_type(await read_events(tmp_path, RUN), Resumed) == []

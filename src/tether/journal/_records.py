@@ -217,6 +217,10 @@ class Resolved(Event, frozen=True, kw_only=True, tag="resolved"):
     note: str = ""
 
 
+FIRST_DRIVE = "first drive"
+"""``Resumed.cause`` of a run first driven by a process other than the one that created it."""
+
+
 class Resumed(Event, frozen=True, kw_only=True, tag="resumed"):
     """A process took up a run that stopped mid-work.
 

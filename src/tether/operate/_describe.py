@@ -11,6 +11,7 @@ from typing import Any
 import msgspec
 
 from ..journal._records import (
+    FIRST_DRIVE,
     AnyEvent,
     ChildEnded,
     Decision,
@@ -146,10 +147,12 @@ def describe(event: AnyEvent, names: dict[str, str], limit: int = 100) -> str:
             text += f": {event.note}"
         return shorten(text, limit)
     if isinstance(event, Resumed):
+        where = f"{event.host or '?'} (pid {event.pid})"
+        if event.cause == FIRST_DRIVE:
+            return shorten(f"first driven on {where}, a process other than its creator", limit)
         counted = "" if event.charged else ", not counted"
         return shorten(
-            f"restart {event.attempt} on {event.host or '?'} (pid {event.pid}) after "
-            f"{event.cause}{counted}",
+            f"restart {event.attempt} on {where} after {event.cause}{counted}",
             limit,
         )
     if isinstance(event, Suspended):

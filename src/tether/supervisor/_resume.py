@@ -13,6 +13,7 @@ import logging
 import os
 
 from ..journal._records import (
+    FIRST_DRIVE,
     Decision,
     Escalated,
     Event,
@@ -77,7 +78,7 @@ def cause_of(state: RunState) -> Interruption:
     if isinstance(state.last, RunStarted):
         # It never took a step: created by one process and first driven by another, or its
         # creator died at once. Counted from the next interruption on.
-        return Interruption("first drive", charged=False)
+        return Interruption(FIRST_DRIVE, charged=False)
     return Interruption("crash", charged=True)
 
 
@@ -86,9 +87,15 @@ def was_interrupted(state: RunState, now: float) -> bool:
     if isinstance(state.last, (Decision, Resolved, Retried)):
         return False
     open_calls = [c for c in state.calls.values() if not c.done]
-    if open_calls and all(_parked_for_approval(state, c) for c in open_calls):
-        return False  # parked for a person, woken by its approval deadline
+    if open_calls and all(_parked(state, c) for c in open_calls):
+        # Parked for a person or for the world, and woken since: an approval deadline, a
+        # sleep's time, a signal, a child run's end. Its last owner stopped at a rest.
+        return False
     return run_status(state, now).status is RunStatus.RUNNING
+
+
+def _parked(state: RunState, call: Call) -> bool:
+    return call.wait is not None or _parked_for_approval(state, call)
 
 
 def _parked_for_approval(state: RunState, call: Call) -> bool:

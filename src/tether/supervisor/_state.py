@@ -15,6 +15,7 @@ from typing import Any
 import msgspec
 
 from ..journal._records import (
+    FIRST_DRIVE,
     AnyEvent,
     Budgets,
     ChildEnded,
@@ -261,7 +262,8 @@ class RunState:
             call.attempts_at_resolution = call.attempts
             call.failures = 0
         elif isinstance(event, Resumed):
-            self.restarts += 1
+            # A run first driven by a process other than its creator was not restarted.
+            self.restarts += event.cause != FIRST_DRIVE
             self.interruptions += event.charged
         elif isinstance(event, ModelFailed):
             self.model_failures += 1
