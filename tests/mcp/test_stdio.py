@@ -13,7 +13,7 @@ import pytest
 
 import tether
 from tether.journal import Escalated, ToolFailed, ToolResult, ToolStarted
-from tether.mcp import IDEMPOTENCY_KEY_META, MCPServer, ToolOptions
+from tether.mcp import IDEMPOTENCY_KEY_META, MCPServer, MCPServerUnavailableError, ToolOptions
 from tether.supervisor import RunStatus, Supervisor
 
 from ..supervisor._helpers import of_type, read_events, results_by_id
@@ -193,8 +193,10 @@ async def test_an_unreachable_server_is_tried_again_then_an_error_result(
 ) -> None:
     server = MCPServer("gone", command=["/nonexistent/mcp-server"], retries=1)
     async with server:
-        with pytest.raises(tether.ToolUnavailableError, match="cannot open a session"):
+        with pytest.raises(tether.ToolUnavailableError, match="cannot open a session") as info:
             await server.register(tether.ToolRegistry())
+    assert isinstance(info.value, MCPServerUnavailableError)
+    assert str(info.value).startswith("MCP server 'gone': cannot open a session (")
 
 
 @pytest.mark.parametrize(

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from .._public import publish as _publish
 from ._link import IDEMPOTENCY_KEY_META as IDEMPOTENCY_KEY_META
+from ._link import MCPServerUnavailableError as MCPServerUnavailableError
 from ._options import ToolOptions as ToolOptions
 from ._options import VerifyFunction as VerifyFunction
 from ._policy import derive_policy as derive_policy
@@ -24,6 +25,7 @@ from ._server import MCPServer as MCPServer
 __all__ = [
     "IDEMPOTENCY_KEY_META",
     "MCPServer",
+    "MCPServerUnavailableError",
     "ToolOptions",
     "VerifyFunction",
     "derive_policy",

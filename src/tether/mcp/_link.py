@@ -26,6 +26,8 @@ import anyio
 import httpx
 from mcp import ClientSession, types
 
+from .._errors import ToolUnavailableError
+
 log = logging.getLogger("tether.mcp")
 
 IDEMPOTENCY_KEY_META = "tether/idempotency-key"
@@ -150,3 +152,12 @@ def describe(exc: BaseException) -> str:
         exc = exc.exceptions[0]
     text = str(exc)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+class MCPServerUnavailableError(ToolUnavailableError):
+    """No session could be opened with an MCP server (not started, not answering, refused):
+    nothing was sent. Named for the server, whose tools all share the cause."""
+
+    def __init__(self, tool: str, reason: str) -> None:
+        super().__init__(tool, reason)
+        self.args = (f"MCP server {tool!r}: {reason}",)

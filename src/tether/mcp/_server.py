@@ -50,7 +50,15 @@ from ..tools._policy import ReplayPolicy
 from ..tools._registry import ToolRegistry
 from ..tools._schema_tool import ArgsValidator
 from ..tools._spec import ToolSpec
-from ._link import IDEMPOTENCY_KEY_META, Link, WatchedTransport, describe, list_tools, log
+from ._link import (
+    IDEMPOTENCY_KEY_META,
+    Link,
+    MCPServerUnavailableError,
+    WatchedTransport,
+    describe,
+    list_tools,
+    log,
+)
 from ._options import ToolOptions
 from ._policy import derive_policy
 from ._results import error_blocks, tether_result
@@ -413,8 +421,8 @@ class MCPServer:
                 await link.ended.wait()
         except Exception as exc:  # a session that fails must not take the supervisor down
             if not started:
-                raise ToolUnavailableError(
-                    self.name, f"cannot open a session with MCP server {self!r}: {describe(exc)}"
+                raise MCPServerUnavailableError(
+                    self.name, f"cannot open a session ({self!r}): {describe(exc)}"
                 ) from exc
             log.warning("MCP server %s: session ended with %s", self.name, describe(exc))
         finally:
