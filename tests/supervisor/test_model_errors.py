@@ -127,7 +127,7 @@ async def test_a_rejected_request_parks_the_run_until_a_person_retries_it(
         view = await sup.inspect(RUN)
         assert api.requests == 1  # not sent again: asking again cannot help
         assert view.reason == (
-            f"model {MODEL!r} refused the request: HTTP 400 invalid_request_error: "
+            f"calling model {MODEL!r} failed for good: HTTP 400 invalid_request_error: "
             "messages.0: image too large"
         )
         assert view.restarts == 0

@@ -295,7 +295,7 @@ async def test_rate_limits_and_server_errors_are_asked_again_a_400_parks(
         assert await sup.wait(RUN, timeout=WAIT) is RunStatus.NEEDS_ATTENTION
         view = await sup.inspect(RUN)
         assert view.reason == (
-            f"model {MODEL!r} refused the request: HTTP 400 invalid_request_error: "
+            f"calling model {MODEL!r} failed for good: HTTP 400 invalid_request_error: "
             "Invalid 'messages[1]' (request-id req_fake000003)"
         )
         await sup.retry(RUN, by="ops", note="fixed")

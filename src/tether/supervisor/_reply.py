@@ -182,5 +182,6 @@ def model_failed(state: RunState, rt: Runtime, run_id: str, exc: ModelError) -> 
             extra={"run_id": run_id},
         )
         return [ModelFailed(kind="transient", error=exc.reason, retry_at=retry_at, usage=usage)]
-    log.error("run %s: the model refused the request: %s", run_id, exc.reason)
-    return [Parked(reason=f"model {exc.model!r} refused the request: {exc.reason}", cause="model")]
+    log.error("run %s: calling the model failed for good: %s", run_id, exc.reason)
+    reason = f"calling model {exc.model!r} failed for good: {exc.reason}"
+    return [Parked(reason=reason, cause="model")]
