@@ -124,6 +124,11 @@ def test_assert_crash_safe_raises_with_the_table(tmp_path: pathlib.Path) -> None
     assert (tmp_path / "p1-tool_returned-1" / "trace-2.txt").exists()
 
 
+def test_assert_crash_safe_says_when_too_few_points_were_exercised() -> None:
+    with pytest.raises(AssertionError, match=r"only 1 crash point\(s\) exercised, min_points=2"):
+        assert_crash_safe("examples.broken:scenario", points=["result_saved"], min_points=2)
+
+
 def test_the_cli_prints_a_table_and_a_summary(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["crashtest", "examples.broken:scenario", "--points", "result_saved"]) == 0
     out = capsys.readouterr().out

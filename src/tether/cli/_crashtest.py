@@ -65,11 +65,18 @@ def add_crashtest_command(commands: Any) -> None:
 
 def _crashtest(args: argparse.Namespace) -> int:
     from ..testing._casestore import redact_url
-    from ..testing._crashtest import run_crashtest
-    from ..testing._scenario import CrashtestError
+    from ..testing._crashtest import check_points, run_crashtest
+    from ..testing._scenario import CrashtestError, check_scenario, resolve_target
 
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())  # as `python -m` does, so examples.x:scenario imports
+    points = args.points.split(",") if args.points else None
+    try:  # a scenario or an option that cannot work is said before anything else
+        check_points(points)
+        check_scenario(*resolve_target(args.target)[:2])
+    except CrashtestError as exc:
+        print(f"tether: crashtest: {exc}", file=sys.stderr)
+        return 2
     if not args.json:
         where = f" on {redact_url(args.store)}" if args.store else ""
         print(
@@ -82,7 +89,7 @@ def _crashtest(args: argparse.Namespace) -> int:
                 args.target,
                 double=args.double,
                 workers=args.workers,
-                points=args.points.split(",") if args.points else None,
+                points=points,
                 root=args.root,
                 store=args.store,
                 on_case=progress.finished,

@@ -112,9 +112,7 @@ def run_crashtest(
         CrashtestError: a bad target or store, or the uninterrupted baseline run failed.
     """
     started = time.monotonic()
-    unknown = sorted(set(points or ()) - set(POINTS))
-    if unknown:
-        raise CrashtestError(f"unknown crash points {unknown}; known: {', '.join(POINTS)}")
+    check_points(points)
     if store is not None:
         if not is_postgres(store):
             raise CrashtestError(f"store: expected a postgresql:// URL, got {redact_url(store)!r}")
@@ -194,6 +192,13 @@ def run_crashtest(
     return Report(spec, baseline, cases, time.monotonic() - started, store=where)
 
 
+def check_points(points: Iterable[str] | None) -> None:
+    """Raises ``CrashtestError`` naming the crash points in ``points`` that do not exist."""
+    unknown = sorted(set(points or ()) - set(POINTS))
+    if unknown:
+        raise CrashtestError(f"unknown crash points {unknown}; known: {', '.join(POINTS)}")
+
+
 def assert_crash_safe(
     target: str | ScenarioFactory,
     *,
@@ -212,6 +217,11 @@ def assert_crash_safe(
     report = run_crashtest(
         target, double=double, workers=workers, points=points, root=root, store=store
     )
-    if not report.ok or report.points < min_points:
+    if not report.ok:
         raise AssertionError(report.text())
+    if report.points < min_points:
+        raise AssertionError(
+            f"{report.text()}\n\nonly {report.points} crash point(s) exercised, "
+            f"min_points={min_points}"
+        )
     return report

@@ -172,7 +172,10 @@ def load_target(target: str) -> ScenarioFactory:
     try:
         obj: Any = importlib.import_module(module_name)
     except ImportError as exc:
-        raise CrashtestError(f"cannot import {module_name!r}: {exc}") from exc
+        raise CrashtestError(
+            f"cannot import {module_name!r}: {exc} (looked on the path, which starts with the "
+            f"current directory {os.getcwd()}: run from the directory that holds the module)"
+        ) from exc
     for part in qualname.split("."):
         try:
             obj = getattr(obj, part)
