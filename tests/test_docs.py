@@ -4,8 +4,11 @@ every option a synopsis names exists, and the crash points documented are the ru
 from __future__ import annotations
 
 import argparse
+import os
 import pathlib
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -90,3 +93,26 @@ def test_the_documented_crash_points_are_the_runtimes() -> None:
     for point in POINTS:
         assert point in points_help.replace("\n", " ").replace("  ", " "), point
     assert help_text
+
+
+def test_the_first_example_runs_as_written_offline(tmp_path: pathlib.Path) -> None:
+    """The README's first example, copied as it stands, with no API key: the scripted model
+    answers, the run parks for priya's approval, and the reply goes out once."""
+    block = next(b for b in _code_blocks() if "anyio.run(main)" in b and "import os" in b)
+    script = tmp_path / "example.py"
+    script.write_text("\n".join(block) + "\n")
+    env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "reply to KITE-142: 'Sign in again: SSO is fixed.' (key run-kite-142:toolu_02)",
+        "done Replied to KITE-142.",
+    ]

@@ -136,5 +136,6 @@ def _repair(args: argparse.Namespace) -> int:
     if not args.yes:
         print(f"would {plan}", file=sys.stderr)
         return _fail("refusing to change the journal without --yes", 1)
-    print(f"repaired {args.path}: kept {plan.removeprefix('keep ')}")
+    done = plan.replace("keep ", "kept ", 1).replace(", remove ", ", removed ", 1)
+    print(f"repaired {args.path}: {done}")
     return 0

@@ -35,8 +35,10 @@ STATUS_HELP = (
     "Statuses come from the journal alone: 'running' (a process is advancing it, or it waits "
     "for a supervisor to pick it up), 'waiting_for_approval' (parked: a tool call of the "
     "current turn was never started and has no decision; approve or reject it), "
-    "'needs_attention' (parked: a call is escalated; answer it with resolve), and the final "
-    "'done', 'failed', 'cancelled'."
+    "'waiting' (parked: a call sleeps, waits for an event or for a child run; deliver an "
+    "event with signal), 'needs_attention' (parked: a call is escalated, answer it with "
+    "resolve; or the runtime parked the run, send it on with retry), and the final 'done', "
+    "'failed', 'cancelled'."
 )
 
 STORE_HELP = (

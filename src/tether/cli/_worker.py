@@ -60,7 +60,9 @@ def add_worker_commands(commands: Any) -> None:
         default=None,
         help="seconds between looks for runs to take over (default: the app's, else 5)",
     )
-    worker.add_argument("--max-active-runs", type=int, default=None, help="runs advanced at once")
+    worker.add_argument(
+        "--max-active-runs", type=int, default=None, metavar="N", help="runs advanced at once"
+    )
     worker.add_argument("--quiet", action="store_true", help="log warnings and errors only")
     worker.set_defaults(handler=_worker)
 
