@@ -385,8 +385,8 @@ async def test_own_client_is_built_lazily_and_closed(monkeypatch: pytest.MonkeyP
     monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
     async with AnthropicModel(MODEL) as model:
         assert await model.check() is None
-        client = await model._get_client()
-        assert await model._get_client() is client
+        client = await model._sdk.get()
+        assert await model._sdk.get() is client
         assert not client.is_closed()
         assert client.max_retries == 0  # every retry is the runtime's, journaled
     assert client.is_closed()

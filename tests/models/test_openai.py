@@ -707,8 +707,8 @@ async def test_own_client_is_built_lazily_without_retries_and_closed(
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     async with OpenAIModel(MODEL, base_url="http://localhost:11434/v1", api_key="ollama") as model:
         assert await model.check() is None
-        client = await model._get_client()
-        assert await model._get_client() is client
+        client = await model._sdk.get()
+        assert await model._sdk.get() is client
         assert client.max_retries == 0  # every retry is the runtime's, journaled
         assert str(client.base_url) == "http://localhost:11434/v1/"
         assert client.api_key == "ollama"

@@ -22,6 +22,7 @@ import anyio
 from .._errors import ModelError, ModelResponseError
 from ..journal._records import Usage
 from ._base import ModelReply, SystemPrompt, check_reply_blocks, text_sink
+from ._client import SDKClient
 from ._retry_after import retry_after
 
 if TYPE_CHECKING:
@@ -99,9 +100,7 @@ class AnthropicModel:
         self._params: dict[str, Any] = {"max_tokens": max_tokens, **copy.deepcopy(params)}
         self._server_tools: list[dict[str, Any]] = copy.deepcopy(server_tools or [])
         self._stream = stream
-        self._client = client
-        self._owns_client = False
-        self._closed = False
+        self._sdk = SDKClient(model, client, self._build_client)
 
     @property
     def name(self) -> str:
@@ -139,13 +138,7 @@ class AnthropicModel:
         Cancellation: closing is shielded, so the client is released even if the caller is
         cancelled meanwhile.
         """
-        if self._closed:
-            return
-        self._closed = True
-        client, self._client = self._client, None
-        if client is not None and self._owns_client:
-            with anyio.CancelScope(shield=True):
-                await client.close()
+        await self._sdk.aclose()
 
     async def __call__(
         self,
@@ -178,7 +171,7 @@ class AnthropicModel:
             abandoned and the cancellation propagates unchanged. Nothing about the call is
             journaled, so a resumed run asks the model again.
         """
-        client = await self._get_client()
+        client = await self._sdk.get()
         request: dict[str, Any] = {"model": self._name, "messages": messages, **self._params}
         if system is not None:
             request["system"] = system
@@ -255,16 +248,12 @@ class AnthropicModel:
         it starts, so a worker without a key says so at once, not only in each run's reason.
         """
         try:
-            await self._get_client()
+            await self._sdk.get()
         except ModelError as exc:
             return exc.reason
         return None
 
-    async def _get_client(self) -> anthropic.AsyncAnthropic:
-        if self._closed:
-            raise ModelError(self._name, "the model was closed")
-        if self._client is not None:
-            return self._client
+    async def _build_client(self) -> anthropic.AsyncAnthropic:
         import anthropic
 
         try:
@@ -280,8 +269,6 @@ class AnthropicModel:
                 self._name,
                 "no Anthropic credentials: set ANTHROPIC_API_KEY or pass client=",
             )
-        self._client = client
-        self._owns_client = True
         return client
 
     def _to_reply(self, response: anthropic.types.Message) -> ModelReply:

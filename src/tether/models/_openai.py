@@ -25,11 +25,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal, final
 from urllib.parse import urlsplit
 
-import anyio
-
 from .._errors import ModelError, ModelResponseError
 from . import _openai_chat, _openai_responses
 from ._base import ModelReply, SystemPrompt, check_reply_blocks, text_sink
+from ._client import SDKClient
 from ._openai_translate import Untranslatable
 from ._retry_after import retry_after
 
@@ -131,9 +130,7 @@ class OpenAIModel:
         else:
             where = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
         self._host = urlsplit(where).netloc.rpartition("@")[2].lower()
-        self._client = client
-        self._owns_client = False
-        self._closed = False
+        self._sdk = SDKClient(model, client, self._build_client)
 
     @property
     def name(self) -> str:
@@ -168,13 +165,7 @@ class OpenAIModel:
         Cancellation: closing is shielded, so the client is released even if the caller is
         cancelled meanwhile.
         """
-        if self._closed:
-            return
-        self._closed = True
-        client, self._client = self._client, None
-        if client is not None and self._owns_client:
-            with anyio.CancelScope(shield=True):
-                await client.close()
+        await self._sdk.aclose()
 
     async def __call__(
         self,
@@ -205,7 +196,7 @@ class OpenAIModel:
         Cancellation: the in-flight HTTP request is abandoned and the cancellation propagates
             unchanged. Nothing about the call is journaled, so a resumed run asks again.
         """
-        client = await self._get_client()
+        client = await self._sdk.get()
         sink = text_sink.get()
         streams = self._stream if self._stream is not None else sink is not None
         try:
@@ -324,16 +315,12 @@ class OpenAIModel:
         it starts, so a worker without a key says so at once, not only in each run's reason.
         """
         try:
-            await self._get_client()
+            await self._sdk.get()
         except ModelError as exc:
             return exc.reason
         return None
 
-    async def _get_client(self) -> openai.AsyncOpenAI:
-        if self._closed:
-            raise ModelError(self._name, "the model was closed")
-        if self._client is not None:
-            return self._client
+    async def _build_client(self) -> openai.AsyncOpenAI:
         try:
             import openai
         except ImportError as exc:
@@ -352,8 +339,6 @@ class OpenAIModel:
             else:
                 reason = f"cannot build an OpenAI client: {exc}"
             raise ModelError(self._name, reason) from exc
-        self._client = client
-        self._owns_client = True
         return client
 
 
