@@ -203,3 +203,31 @@ def test_a_stray_file_named_like_a_journal_is_left_alone_and_blocks_nothing(
     assert code == 0
     assert "would remove run run-kite-142" in out
     assert "left alone: runs/bad name.journal (use letters, digits" in out
+
+
+def test_blobs_an_interrupted_gc_set_aside_are_put_back(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A gc killed between setting a blob aside (``<digest>.gc``) and checking its references
+    again leaves it there. A read that needs it puts it back; the next gc puts back the rest
+    and decides again: the orphan goes, nothing a run refers to does."""
+    orphan = anyio.run(_age, env)
+    live = _digest("x" * 300)  # the done run's lookup result
+    for digest in (live, orphan):  # what the killed gc left
+        path = env.root / "blobs" / digest[:2] / digest
+        path.rename(path.with_name(digest + ".gc"))
+
+    async def read() -> bytes:
+        async with env.store() as store:
+            return await store.blobs.get(live)
+
+    assert msgspec.msgpack.decode(anyio.run(read)) == "x" * 300
+    assert live in _blobs(env.root)
+    code, out, err = cli(capsys, "gc", "--root", env.r)
+    assert (code, err) == (0, "")
+    assert f"put back blob {orphan}, set aside by an interrupted gc" in out
+    assert f"removed blob {orphan}" in out
+    assert live in _blobs(env.root)
+    assert not any(name.endswith(".gc") for name in _blobs(env.root))
+    code, out, _ = cli(capsys, "show", "--root", env.r, DONE)
+    assert code == 0

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._errors import InvalidRunIdError, JournalError, JournalLockedError, RunNotFoundError
+from ..journal._blobs import ASIDE
 from ..journal._file import DEFAULT_FILE_OPS
 from ..journal._leftovers import belongs_to
 from ..journal._protocols import Store
@@ -51,7 +52,6 @@ DAY = 86400.0
 TEMP_GRACE = 3600.0
 """Seconds a blob write's temporary file is left alone: older, its writer is surely gone."""
 SHORT_WINDOW = (RunStatus.DONE.value, RunStatus.CANCELLED.value)
-TRASH = ".gc"
 
 
 def add_gc_command(commands: Any, add_store: Callable[[argparse.ArgumentParser], None]) -> None:
@@ -300,6 +300,8 @@ async def _collect_blobs(store: Store, dry_run: bool, dropped: set[str]) -> tupl
     if bad:
         return 0, 0, _unreadable_note(bad)
     blobs = store.blobs
+    if not dry_run:
+        _put_back(store)
     candidates = [d for d in blobs.digests() if d not in refs]
     sizes = {d: _size(blobs.path(d)) for d in candidates}
     if not candidates:
@@ -310,7 +312,7 @@ async def _collect_blobs(store: Store, dry_run: bool, dropped: set[str]) -> tupl
     if held:
         return 0, 0, _busy_note(len(candidates), held)
     for d in candidates:
-        os.replace(blobs.path(d), blobs.path(d) + TRASH)
+        os.replace(blobs.path(d), blobs.path(d) + ASIDE)
     held = _held(store)
     refs, bad = await _references(store)
     keep = set(candidates) if held or bad else {d for d in candidates if d in refs}
@@ -374,9 +376,12 @@ def _settle(
         path = blobs.path(d)
         folders.add(os.path.dirname(path))
         if d in keep and not os.path.exists(path):
-            os.replace(path + TRASH, path)
+            os.replace(path + ASIDE, path)
             continue
-        os.unlink(path + TRASH)  # removed, or rewritten meanwhile by a process that needed it
+        try:
+            os.unlink(path + ASIDE)  # removed, or rewritten meanwhile by a process that needed it
+        except FileNotFoundError:
+            continue  # put back by a read that needed it: it stays
         if d not in keep:
             count += 1
             size += sizes[d]
@@ -384,6 +389,18 @@ def _settle(
     for folder in sorted(folders):
         DEFAULT_FILE_OPS.fsync_dir(folder)
     return count, size
+
+
+def _put_back(store: FileStore) -> None:
+    """Put back what an interrupted gc left set aside (or drop the copy set aside when the blob
+    was written again since), so that this gc decides about it afresh."""
+    blobs = store.blobs
+    for d in blobs.set_aside():
+        if blobs.put_back(d):
+            print(f"put back blob {d}, set aside by an interrupted gc")
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(blobs.path(d) + ASIDE)
 
 
 def _busy_note(n: int, held: list[str]) -> str:

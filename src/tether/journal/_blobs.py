@@ -8,6 +8,11 @@ Identical payloads share one file. Reads check the digest.
 A write that fails removes its temporary file, ``<digest>.<pid>.<thread>.tmp`` beside where the
 blob would be; one killed leaves it, and ``temp_files`` finds those for ``tether gc``, which
 removes them once older than its grace period.
+
+``tether gc`` sets a blob it means to remove aside first (``<digest>.gc``) and checks again that
+nothing refers to it. A gc killed in between leaves it aside: a read that misses a blob puts it
+back from there (something refers to it, then), and the next gc puts every one back before it
+decides again.
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ from ._file import FileOps
 from ._records import BlobRef
 
 SUMMARY_CHARS = 200
+ASIDE = ".gc"
+"""The suffix of a blob ``tether gc`` has set aside while it checks that nothing refers to it."""
 _TEMP = re.compile(r"[0-9a-f]{64}\.\d+\.\d+\.tmp")
 
 
@@ -83,14 +90,18 @@ class FileBlobStore:
         """
         import aiofiles  # imported on first use: it costs every process that never reads a blob
 
-        try:
-            # Through the file layer: never blocks on a FIFO, and refuses anything not a file.
-            async with aiofiles.open(self.path(digest), "rb", opener=self._ops.open) as f:
-                data = await f.read()
-        except FileNotFoundError:
-            raise BlobError(digest, f"missing from {self.root}") from None
-        except OSError as exc:
-            raise BlobError(digest, f"cannot be read: {exc.strerror or exc}") from exc
+        path = self.path(digest)
+        for last in (False, True):
+            try:
+                # Through the file layer: never blocks on a FIFO, and refuses anything not a file.
+                async with aiofiles.open(path, "rb", opener=self._ops.open) as f:
+                    data = await f.read()
+                break
+            except FileNotFoundError:
+                if last or not await anyio.to_thread.run_sync(self.put_back, digest):
+                    raise BlobError(digest, f"missing from {self.root}") from None
+            except OSError as exc:
+                raise BlobError(digest, f"cannot be read: {exc.strerror or exc}") from exc
         if hashlib.sha256(data).hexdigest() != digest:
             raise BlobError(digest, "content does not match its digest")
         return data
@@ -112,6 +123,28 @@ class FileBlobStore:
             sub
             for sub in sorted(os.listdir(self.root))
             if len(sub) == 2 and os.path.isdir(os.path.join(self.root, sub))
+        ]
+
+    def put_back(self, digest: str) -> bool:
+        """Put blob ``digest`` back from where ``tether gc`` set it aside, if it is there and the
+        blob is not (blocking). Returns whether it did."""
+        path = self.path(digest)
+        if os.path.exists(path):
+            return False
+        try:
+            self._ops.replace(path + ASIDE, path)
+        except FileNotFoundError:
+            return False
+        self._ops.fsync_dir(os.path.dirname(path))
+        return True
+
+    def set_aside(self) -> list[str]:
+        """The digests of blobs ``tether gc`` set aside and did not settle (blocking)."""
+        return [
+            n.removesuffix(ASIDE)
+            for sub in self._folders()
+            for n in sorted(os.listdir(os.path.join(self.root, sub)))
+            if n.endswith(ASIDE) and len(n) == 64 + len(ASIDE)
         ]
 
     def digests(self) -> list[str]:
