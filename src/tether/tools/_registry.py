@@ -12,7 +12,7 @@ from ..journal._records import ToolPin
 from ._policy import ApprovalTimeout, ApprovalTimeoutName, PolicyName, ReplayPolicy
 from ._schema_tool import ArgsValidator, build_schema_spec
 from ._sources import ToolSource
-from ._spec import ToolFunction, ToolSpec, build_spec
+from ._spec import GivenOptions, ToolFunction, ToolSpec, build_spec
 from ._waits import Wait, sleep_for
 
 _F = TypeVar("_F", bound=ToolFunction)
@@ -155,29 +155,24 @@ class ToolRegistry:
                 ``timeout`` that is not a positive number, negative ``retries``, ``retry_on``
                 that is not exception types, or ``retry_on`` without ``retries``.
         """
-        if fn is not None:
-            self.register(fn)
-            return fn
+        given = GivenOptions(
+            version=version,
+            policy=policy,
+            verify=verify,
+            approval=approval,
+            approval_timeout=approval_timeout,
+            on_approval_timeout=on_approval_timeout,
+            timeout=timeout,
+            retries=retries,
+            retry_on=retry_on,
+            cache_control=cache_control,
+        )
 
         def decorate(func: _F) -> _F:
-            self.register(
-                func,
-                name=name,
-                version=version,
-                description=description,
-                policy=policy,
-                verify=verify,
-                approval=approval,
-                approval_timeout=approval_timeout,
-                on_approval_timeout=on_approval_timeout,
-                timeout=timeout,
-                retries=retries,
-                retry_on=retry_on,
-                cache_control=cache_control,
-            )
+            self._add(build_spec(func, name=name, description=description, given=given))
             return func
 
-        return decorate
+        return decorate(fn) if fn is not None else decorate
 
     def register(
         self,
@@ -206,17 +201,19 @@ class ToolRegistry:
         spec = build_spec(
             fn,
             name=name,
-            version=version,
             description=description,
-            policy=policy,
-            verify=verify,
-            approval=approval,
-            approval_timeout=approval_timeout,
-            on_approval_timeout=on_approval_timeout,
-            timeout=timeout,
-            retries=retries,
-            retry_on=retry_on,
-            cache_control=cache_control,
+            given=GivenOptions(
+                version=version,
+                policy=policy,
+                verify=verify,
+                approval=approval,
+                approval_timeout=approval_timeout,
+                on_approval_timeout=on_approval_timeout,
+                timeout=timeout,
+                retries=retries,
+                retry_on=retry_on,
+                cache_control=cache_control,
+            ),
         )
         self._add(spec)
         return spec
@@ -264,17 +261,19 @@ class ToolRegistry:
             fn,
             name=name,
             input_schema=input_schema,
-            version=version,
             description=description,
-            policy=policy,
-            verify=verify,
-            approval=approval,
-            approval_timeout=approval_timeout,
-            on_approval_timeout=on_approval_timeout,
-            timeout=timeout,
-            retries=retries,
-            retry_on=retry_on,
-            cache_control=cache_control,
+            given=GivenOptions(
+                version=version,
+                policy=policy,
+                verify=verify,
+                approval=approval,
+                approval_timeout=approval_timeout,
+                on_approval_timeout=on_approval_timeout,
+                timeout=timeout,
+                retries=retries,
+                retry_on=retry_on,
+                cache_control=cache_control,
+            ),
             check_args=check_args,
         )
         self._add(spec)

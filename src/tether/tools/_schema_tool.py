@@ -23,10 +23,10 @@ from typing import Any
 import msgspec
 
 from .._errors import ToolArgumentsError, ToolDefinitionError
-from ._policy import ApprovalTimeout, ApprovalTimeoutName, PolicyName, ReplayPolicy
 from ._spec import (
     ArgsCheck,
     Caller,
+    GivenOptions,
     ToolFunction,
     ToolSpec,
     assemble,
@@ -56,17 +56,8 @@ def build_schema_spec(
     *,
     name: str,
     input_schema: dict[str, Any],
-    version: str,
     description: str,
-    policy: ReplayPolicy | PolicyName,
-    verify: ToolFunction | None,
-    approval: bool,
-    approval_timeout: float | None,
-    on_approval_timeout: ApprovalTimeout | ApprovalTimeoutName | None,
-    timeout: float | None = None,
-    retries: int = 0,
-    retry_on: type[BaseException] | tuple[type[BaseException], ...] = (),
-    cache_control: dict[str, Any] | None = None,
+    given: GivenOptions,
     check_args: ArgsValidator | None = None,
 ) -> ToolSpec:
     """Check a schema tool and its options and build its ``ToolSpec``.
@@ -77,19 +68,8 @@ def build_schema_spec(
         ToolDefinitionError: naming the tool and what is wrong.
     """
     tool = tool_name(fn, name)
-    options = check_options(
-        tool,
-        version=version,
-        policy=policy,
-        verify=verify,
-        approval=approval,
-        approval_timeout=approval_timeout,
-        on_approval_timeout=on_approval_timeout,
-        timeout=timeout,
-        retries=retries,
-        retry_on=retry_on,
-        cache_control=cache_control,
-    )
+    options = check_options(tool, given)
+    verify = given.verify
     _must_be_async(tool, fn, "function")
     if verify is not None:
         _must_be_async(tool, verify, "verify function")

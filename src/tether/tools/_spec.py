@@ -211,20 +211,7 @@ class ToolSpec:
 
 
 def build_spec(
-    fn: ToolFunction,
-    *,
-    name: str | None,
-    version: str,
-    description: str | None,
-    policy: ReplayPolicy | PolicyName,
-    verify: ToolFunction | None,
-    approval: bool,
-    approval_timeout: float | None,
-    on_approval_timeout: ApprovalTimeout | ApprovalTimeoutName | None,
-    timeout: float | None = None,
-    retries: int = 0,
-    retry_on: type[BaseException] | tuple[type[BaseException], ...] = (),
-    cache_control: dict[str, Any] | None = None,
+    fn: ToolFunction, *, name: str | None, description: str | None, given: GivenOptions
 ) -> ToolSpec:
     """Check a tool function and its options and build its ``ToolSpec``.
 
@@ -234,19 +221,8 @@ def build_spec(
         ToolDefinitionError: naming the tool and what is wrong.
     """
     tool = tool_name(fn, name)
-    options = check_options(
-        tool,
-        version=version,
-        policy=policy,
-        verify=verify,
-        approval=approval,
-        approval_timeout=approval_timeout,
-        on_approval_timeout=on_approval_timeout,
-        timeout=timeout,
-        retries=retries,
-        retry_on=retry_on,
-        cache_control=cache_control,
-    )
+    options = check_options(tool, given)
+    verify = given.verify
     sig = read_signature(tool, fn, what="function")
     args = args_type(tool, fn, sig)
     schema = input_schema(tool, args, sig)
@@ -287,25 +263,34 @@ class Options:
     cache_control: dict[str, Any] | None
 
 
-def check_options(
-    tool: str,
-    *,
-    version: str,
-    policy: ReplayPolicy | PolicyName,
-    verify: object | None,
-    approval: bool,
-    approval_timeout: float | None,
-    on_approval_timeout: ApprovalTimeout | ApprovalTimeoutName | None,
-    timeout: float | None,
-    retries: int,
-    retry_on: type[BaseException] | tuple[type[BaseException], ...],
-    cache_control: dict[str, Any] | None,
-) -> Options:
+@dataclass(frozen=True, kw_only=True)
+class GivenOptions:
+    """A tool's options as the application gave them (``ToolRegistry.tool`` documents each),
+    before ``check_options``; the defaults are the registry's."""
+
+    version: str = "1"
+    policy: ReplayPolicy | PolicyName = ReplayPolicy.ESCALATE
+    verify: ToolFunction | None = None
+    approval: bool = False
+    approval_timeout: float | None = None
+    on_approval_timeout: ApprovalTimeout | ApprovalTimeoutName | None = None
+    timeout: float | None = None
+    retries: int = 0
+    retry_on: type[BaseException] | tuple[type[BaseException], ...] = ()
+    cache_control: dict[str, Any] | None = None
+
+
+def check_options(tool: str, given: GivenOptions) -> Options:
     """Check the options every tool takes, however its arguments are described.
 
     Raises:
         ToolDefinitionError: naming the tool and what is wrong.
     """
+    version, policy, verify = given.version, given.policy, given.verify
+    approval, approval_timeout = given.approval, given.approval_timeout
+    on_approval_timeout = given.on_approval_timeout
+    timeout, retries, retry_on = given.timeout, given.retries, given.retry_on
+    cache_control = given.cache_control
     if not isinstance(version, str) or not version:
         raise ToolDefinitionError(tool, f"version must be a non-empty string, got {version!r}")
     replay = _choice(tool, "policy", ReplayPolicy, policy)
