@@ -192,14 +192,9 @@ def _decide(args: argparse.Namespace) -> int:
 
 
 def _resolve(args: argparse.Namespace) -> int:
-    result: Any = None
-    if args.result is not None:
-        if args.outcome == "retry":
-            args.parser.error("--result does not apply to --outcome retry")
-        try:
-            result = json.loads(args.result)
-        except json.JSONDecodeError as exc:
-            args.parser.error(f"--result is not valid JSON: {exc}")
+    if args.result is not None and args.outcome == "retry":
+        args.parser.error("--result does not apply to --outcome retry")
+    result = _json_option(args, "--result", args.result)
 
     async def command() -> int:
         done = await _answer(
@@ -261,12 +256,7 @@ def _retry(args: argparse.Namespace) -> int:
 
 
 def _signal(args: argparse.Namespace) -> int:
-    payload: Any = None
-    if args.data is not None:
-        try:
-            payload = json.loads(args.data)
-        except json.JSONDecodeError as exc:
-            args.parser.error(f"--data is not valid JSON: {exc}")
+    payload = _json_option(args, "--data", args.data)
     try:
         wait_for(args.name)
     except ValueError as exc:
@@ -297,6 +287,17 @@ def _cancel(args: argparse.Namespace) -> int:
         return 0
 
     return execute(args, command)
+
+
+def _json_option(args: argparse.Namespace, flag: str, text: str | None) -> Any:
+    """The JSON value an option was given (``None`` when it was not); a usage error if the
+    text is not JSON."""
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        args.parser.error(f"{flag} is not valid JSON: {exc}")
 
 
 def _call_text(call: Call) -> str:
