@@ -65,34 +65,31 @@ def add_crashtest_command(commands: Any) -> None:
 
 def _crashtest(args: argparse.Namespace) -> int:
     from ..testing._casestore import redact_url
-    from ..testing._crashtest import check_points, run_crashtest
-    from ..testing._scenario import CrashtestError, check_scenario, resolve_target
+    from ..testing._crashtest import run_crashtest
+    from ..testing._scenario import CrashtestError
 
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())  # as `python -m` does, so examples.x:scenario imports
-    points = args.points.split(",") if args.points else None
-    try:  # a scenario or an option that cannot work is said before anything else
-        check_points(points)
-        check_scenario(*resolve_target(args.target)[:2])
-    except CrashtestError as exc:
-        print(f"tether: crashtest: {exc}", file=sys.stderr)
-        return 2
-    if not args.json:
-        where = f" on {redact_url(args.store)}" if args.store else ""
-        print(
-            f"crashtest {args.target}{where}: baseline, then one case per crash point ...",
-            flush=True,
-        )
+
+    def banner() -> None:  # once the scenario and the options are known to work
+        if not args.json:
+            where = f" on {redact_url(args.store)}" if args.store else ""
+            print(
+                f"crashtest {args.target}{where}: baseline, then one case per crash point ...",
+                flush=True,
+            )
+
     try:
         with CaseProgress(sys.stdout, first="baseline", enabled=not args.json) as progress:
             report = run_crashtest(
                 args.target,
                 double=args.double,
                 workers=args.workers,
-                points=points,
+                points=args.points.split(",") if args.points else None,
                 root=args.root,
                 store=args.store,
                 on_case=progress.finished,
+                on_start=banner,
             )
     except CrashtestError as exc:
         print(f"tether: crashtest: {exc}", file=sys.stderr)

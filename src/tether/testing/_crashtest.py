@@ -87,6 +87,7 @@ def run_crashtest(
     progress: Callable[[str], None] | None = None,
     store: str | None = None,
     on_case: Callable[[int, int, str], None] | None = None,
+    on_start: Callable[[], None] | None = None,
 ) -> Report:
     """Crash-test a scenario: kill it at every crash point it passes, resume, compare.
 
@@ -100,6 +101,8 @@ def run_crashtest(
         root: where the cases' directories go (kept afterwards, with their PostgreSQL schemas);
             a temporary directory that is removed afterwards by default.
         progress: called with a line for each case that finished.
+        on_start: called once the scenario and the options are checked, before the baseline
+            runs (nothing is printed for a scenario that cannot work, say).
         on_case: called with ``(done, total, label)`` when the baseline has finished
             (``done`` 0) and each time a case finishes, ``label`` naming its kill points: what
             a progress display needs.
@@ -122,6 +125,8 @@ def run_crashtest(
     if root is not None and Path(root).exists() and any(Path(root).iterdir()):
         raise CrashtestError(f"--root {root} is not empty: give a new or empty directory")
     check_scenario(spec, factory)
+    if on_start is not None:
+        on_start()
     say = progress or (lambda _line: None)
     tag = secrets.token_hex(4)
 
