@@ -32,6 +32,7 @@ POINTS: tuple[str, ...] = (
     "result_saved",
     "parked",
     "inbox_folded",
+    "gc_set_aside",
 )
 """Every failpoint the runtime passes."""
 

@@ -44,7 +44,7 @@ def add_crashtest_command(commands: Any) -> None:
         "--points",
         metavar="P,P",
         help="kill only at these crash points (model_answered, model_saved, tool_started, "
-        "tool_returned, result_saved, parked, inbox_folded); all by default",
+        "tool_returned, result_saved, parked, inbox_folded, gc_set_aside); all by default",
     )
     cmd.add_argument(
         "--root",

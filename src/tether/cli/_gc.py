@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._errors import InvalidRunIdError, JournalError, JournalLockedError, RunNotFoundError
+from .._failpoints import failpoint
 from ..journal._blobs import ASIDE
 from ..journal._file import DEFAULT_FILE_OPS
 from ..journal._leftovers import belongs_to
@@ -313,6 +314,7 @@ async def _collect_blobs(store: Store, dry_run: bool, dropped: set[str]) -> tupl
         return 0, 0, _busy_note(len(candidates), held)
     for d in candidates:
         os.replace(blobs.path(d), blobs.path(d) + ASIDE)
+    failpoint("gc_set_aside")
     held = _held(store)
     refs, bad = await _references(store)
     keep = set(candidates) if held or bad else {d for d in candidates if d in refs}
