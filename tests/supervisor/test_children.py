@@ -168,3 +168,55 @@ def test_tether_runs_and_show_link_parent_and_child(tmp_path: pathlib.Path) -> N
     assert f"waits for child run {CHILD}" in show.stdout
     assert f"child run {CHILD} ended done: Refunds take five days." in show.stdout
     _ = result_of
+
+
+async def test_a_run_that_only_has_the_childs_id_is_not_adopted(tmp_path: pathlib.Path) -> None:
+    """A run named ``PARENT.CALL`` that its run_started does not make this call's child (made
+    by hand, say) is never read as the child: the call gets an error result saying so, and the
+    stranger is left as it was."""
+    store = tether.FileStore(tmp_path)
+    model = tether.ScriptedModel(answer)
+    async with Supervisor(store, model=model, tools=lead_tools(), resume=False) as sup:
+        await sup.start(CHILD, "research: something else entirely")
+        assert await sup.wait(CHILD, timeout=WAIT) is RunStatus.DONE
+        await sup.start(PARENT, "a customer asks about refunds")
+        assert await sup.wait(PARENT, timeout=WAIT) is RunStatus.DONE
+        parent = await sup.inspect(PARENT)
+    events = await read_events(tmp_path, PARENT)
+    assert of_type(events, ChildEnded) == []
+    result = result_of(events, "toolu_1")
+    assert not result.ok
+    assert "exists that is not this call's child" in str(result.content)
+    assert "Refunds take five days" not in (parent.final_text or "")
+    stranger = await read_events(tmp_path, CHILD)
+    assert of_type(stranger, ChildEnded) == []
+    started = stranger[0]
+    assert isinstance(started, RunStarted)
+    assert started.parent is None
+
+
+async def test_a_call_id_outside_the_run_id_alphabet_still_starts_its_child(
+    tmp_path: pathlib.Path,
+) -> None:
+    """Some OpenAI-compatible servers name calls ``functions.ask:0``: the id is renamed before
+    it is journaled, so the child's id is a valid run id and the parent finishes (it used to
+    crash-loop behind the status ``waiting``)."""
+
+    def colon_answer(messages: list[dict[str, Any]]) -> Any:
+        reply = answer(messages)
+        if isinstance(reply, list):
+            return [{**reply[0], "id": "functions.ask_researcher:0"}]
+        return reply
+
+    model = tether.ScriptedModel(colon_answer)
+    async with Supervisor(tether.FileStore(tmp_path), model=model, tools=lead_tools()) as sup:
+        await sup.start(PARENT, "a customer asks about refunds")
+        assert await sup.wait(PARENT, timeout=WAIT) is RunStatus.DONE
+        parent = await sup.inspect(PARENT)
+    assert parent.final_text == "Told the customer: Refunds take five days."
+    assert parent.restarts == 0
+    (waiting,) = of_type(await read_events(tmp_path, PARENT), Waiting)
+    assert waiting.child is not None
+    child_id = waiting.child["run_id"]
+    assert child_id.startswith(f"{PARENT}.functions_ask_researcher_0-")
+    assert (await read_events(tmp_path, child_id))[0].parent == PARENT  # type: ignore[union-attr]

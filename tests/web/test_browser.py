@@ -27,7 +27,11 @@ import anyio
 import httpx2
 import pytest
 
-from tether.journal import Decision
+from tether import ScriptedModel
+from tether.journal import Decision, ModelResponse, RunStarted
+from tether.supervisor import RunStatus, Supervisor
+from tether.supervisor._loop import Runtime, build_manifest
+from tether.supervisor._reply import SAFE_CALL_ID
 from tether.testing._pgserver import free_port
 
 from ..cli._stores import APPROVE, REFUND_CALL, Env
@@ -265,3 +269,81 @@ def test_approve_in_the_inbox_and_watch_the_run_finish(
     page.goto(f"{base}/")
     page.wait_for_selector("table.runs")
     page.screenshot(path=str(shots / "console-runs.png"), full_page=True)
+
+
+HIJACK = f"x/../../../{APPROVE}/calls/{REFUND_CALL}"
+"""A call id a model could give, which a form's action would turn into another run's URL."""
+
+
+async def _hostile_runs(env: Env) -> None:
+    """Two runs whose model named a call ``HIJACK``: one journaled as an older tether would
+    have (the id as given), one driven by today's supervisor (the id renamed at the
+    boundary). Both wait for approval of a refund."""
+    tools = env.tools()
+    rt = Runtime(model=env.model(), tools=tools, load_blob=_no_blob)
+    use = ScriptedModel.tool_use(HIJACK, "issue_refund", {"order": "o-9"})
+    await env.craft(
+        "run-hostile-old",
+        [
+            RunStarted(
+                run_id="run-hostile-old",
+                manifest=build_manifest(rt, system=None, app_version=""),
+                messages=[{"role": "user", "content": "refund o-9"}],
+            ),
+            ModelResponse(message={"role": "assistant", "content": [use]}),
+        ],
+    )
+
+    def answer(messages: list[dict[str, Any]]) -> Any:
+        return [[use], "done"][len(messages) // 2]
+
+    model = ScriptedModel(answer)
+    async with Supervisor(env.store(), model=model, tools=tools, resume=False) as sup:
+        await sup.start("run-hostile-new", "refund o-9")
+        status = await sup.wait("run-hostile-new", timeout=10)
+        assert status is RunStatus.WAITING_FOR_APPROVAL
+
+
+async def _no_blob(ref: Any) -> Any:
+    raise AssertionError("no blob here")
+
+
+def test_a_hostile_call_id_cannot_approve_another_runs_call(
+    served: tuple[str, Env, list[subprocess.Popen[bytes]]], browser_page: Any
+) -> None:
+    """Clicking Approve on a call whose id the model chose never approves another run's call
+    (the browser would resolve ``x/../../../VICTIM/calls/toolu_b`` in a form's action)."""
+    page = browser_page
+    base, env, _procs = served
+    _sync(_hostile_runs, env)
+    page.set_default_timeout(WAIT_MS)
+    page.goto(f"{base}/login")
+    page.fill("input[name=token]", TOKEN)
+    page.click("form.login button[type=submit]")
+    page.wait_for_url(f"{base}/")
+
+    # Journaled before ids were checked: the form posts to this run's own (unknown) call.
+    page.goto(f"{base}/runs/run-hostile-old")
+    form = page.locator("form.answer", has=page.locator("button[data-action=approve]"))
+    action = form.get_attribute("action")
+    page.locator("button[data-action=approve]").click()
+    page.wait_for_load_state()
+    victim = [e for e in _sync(env.events, APPROVE) if isinstance(e, Decision)]
+    assert victim == []
+    assert f"/runs/{APPROVE}/" not in page.url
+    assert action is not None
+    assert "%2F" in action
+    assert "/../" not in action
+
+    # Journaled today: the call was renamed before it was journaled, and approving it
+    # approves exactly that call of that run.
+    (response,) = [e for e in _sync(env.events, "run-hostile-new") if isinstance(e, ModelResponse)]
+    renamed = response.message["content"][0]["id"]
+    assert renamed != HIJACK
+    assert SAFE_CALL_ID.fullmatch(renamed)
+    page.goto(f"{base}/runs/run-hostile-new")
+    page.locator("button[data-action=approve]").click()
+    page.wait_for_selector("p.flash.ok")
+    (decision,) = [e for e in _sync(env.events, "run-hostile-new") if isinstance(e, Decision)]
+    assert decision.call_id == renamed
+    assert [e for e in _sync(env.events, APPROVE) if isinstance(e, Decision)] == []

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import math
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -31,6 +32,8 @@ from ..tools._spec import ToolSpec
 from ..tools._waits import Wait
 from ._backoff import TOOL_RETRY
 from ._state import Call
+
+_CHILD_PART = re.compile(r"[A-Za-z0-9._-]+")
 
 
 async def attempt(
@@ -125,12 +128,13 @@ def ok_result(call: Call, content: Any, attempt: int, run_id: str) -> Event:
 
 def child_run_id(parent: str, call_id: str) -> str:
     """The run id of the child run call ``call_id`` of run ``parent`` starts: the same in every
-    process, so a crash never starts it twice (``PARENT.CALL``, hashed when too long)."""
+    process, so a crash never starts it twice (``PARENT.CALL``; hashed when that would be too
+    long or not a valid run id, as a call id journaled before ids were checked can make it)."""
     run_id = f"{parent}.{call_id}"
-    if len(run_id) <= MAX_RUN_ID:
+    if len(run_id) <= MAX_RUN_ID and _CHILD_PART.fullmatch(call_id):
         return run_id
-    digest = hashlib.sha256(f"{parent}:{call_id}".encode()).hexdigest()[:32]
-    return f"{parent[: MAX_RUN_ID - 33]}.{digest}"
+    digest = hashlib.sha256(f"{parent}:{call_id}".encode("utf-8", "surrogatepass")).hexdigest()
+    return f"{parent[: MAX_RUN_ID - 33]}.{digest[:32]}"
 
 
 def error_result(call: Call, message: str) -> ToolResult:

@@ -12,16 +12,27 @@ supervisor's (``Supervisor._start_child``, ``_tell_parent``); the parent's drive
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import msgspec
 
 from .._errors import RunNotFoundError
-from ..journal._records import Budgets, ChildEnded, Event, RunStarted, Usage, Waiting
+from ..journal._records import (
+    Budgets,
+    ChildEnded,
+    Event,
+    RunStarted,
+    ToolResult,
+    Usage,
+    Waiting,
+)
 from ._manifest import build_manifest
 from ._runtime import Runtime
 from ._state import RunState, fold
+
+log = logging.getLogger("tether.supervisor")
 
 
 def child_started(rt: Runtime, parent: RunState, waiting: Waiting, app_version: str) -> RunStarted:
@@ -88,11 +99,40 @@ async def look_at_children(
         except RunNotFoundError:
             await rt.start_child(state, wait)
             continue
-        ended = child_ended(call.id, fold(events))
+        found = fold(events)
+        stranger = not_adopted(state.run_id, call.id, child, found)
+        if stranger is not None:
+            log.warning("run %s: %s", state.run_id, stranger, extra={"run_id": state.run_id})
+            await append([ToolResult(call_id=call.id, ok=False, content=stranger)])
+            recorded = True
+            continue
+        ended = child_ended(call.id, found)
         if ended is not None:
             await append([ended])
             recorded = True
     return recorded
+
+
+def not_adopted(parent: str, call_id: str, child_id: str, child: RunState) -> str | None:
+    """Why run ``child_id`` (folded to ``child``) is not the child that call ``call_id`` of run
+    ``parent`` started (its ``run_started`` must name both, DESIGN invariant 13), or ``None``.
+
+    A run may have the child's id without being the child: one created by hand, or by a
+    journal from before child ids were checked. Its answer is never read as the child's.
+    """
+    started = child.started
+    if started is not None and (started.parent, started.parent_call) == (parent, call_id):
+        return None
+    named = (
+        "names no parent"
+        if started is None or not started.parent
+        else f"names parent {started.parent!r}, call {started.parent_call!r}"
+    )
+    return (
+        f"the child run {child_id!r} of this call could not be started: a run of that id "
+        f"exists that is not this call's child (its run_started {named}); its answer is not "
+        "taken"
+    )
 
 
 def child_budgets(parent: RunState, asked: dict[str, Any] | None) -> Budgets:

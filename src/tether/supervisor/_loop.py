@@ -52,7 +52,7 @@ from ._children import look_at_children
 from ._manifest import build_manifest as build_manifest
 from ._manifest import manifest_problem as manifest_problem
 from ._replay import Run, Verify, plan_turn
-from ._reply import act_on_stop, model_failed, starts_with_answer, unique_call_ids
+from ._reply import act_on_stop, model_failed, safe_call_ids, starts_with_answer
 from ._resume import resumed, stopped_mid_work, was_interrupted
 from ._runtime import Interruption as Interruption
 from ._runtime import Runtime as Runtime
@@ -259,7 +259,7 @@ class _Drive:
             return
         failpoint("model_answered")
         message = reply.as_message()
-        unique_call_ids(message, state, self.journal.run_id)
+        safe_call_ids(message, state, self.journal.run_id)
         records: list[Event] = [
             ModelResponse(
                 message=message,

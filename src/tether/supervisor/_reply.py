@@ -7,7 +7,9 @@ replays the same decision.
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import re
 from typing import Any
 
 from .._errors import ModelError, ModelResponseError, ToolArgumentsError
@@ -85,35 +87,58 @@ def act_on_stop(stop_reason: str | None, uses: list[dict[str, Any]]) -> list[Eve
     ]
 
 
-def unique_call_ids(message: dict[str, Any], state: RunState, run_id: str) -> None:
-    """Give each call of ``message`` an id no earlier call of the run had (DESIGN invariant 10).
+SAFE_CALL_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+"""The ids a call keeps as the model gave them: what the Anthropic API itself accepts, and
+nothing that means anything in a path, a URL, an HTML attribute or a run id."""
+
+
+def safe_call_ids(message: dict[str, Any], state: RunState, run_id: str) -> None:
+    """Give each call of ``message`` a safe id no earlier call of the run had (DESIGN
+    invariants 10 and 13), before the answer is journaled, so that replay, the model's later
+    requests and every ``tool_result`` use the new id.
+
+    A call id comes from the model, so it is untrusted: it becomes a path segment of the
+    console's forms, a part of a child run's id and of an idempotency key. An id outside
+    ``SAFE_CALL_ID`` (``functions.ask:0``, ``x/../../VICTIM/calls/toolu_b``, 10 KB of text) is
+    renamed to its safe characters plus a digest of the whole (``functions_ask_0-1f2e3d4c``).
 
     A call's idempotency key is ``run_id:call_id``, so two calls with one id would share a key
     and a deduplicating service would drop the second. Models behind OpenAI-compatible servers
     and hand-written scripts often number calls per turn (``call_0`` every turn); such an id
-    becomes ``call_0-t3`` (the turn's number), before the answer is journaled, so replay and the
-    model's later requests see the new id, and its ``tool_result`` refers to it.
+    becomes ``call_0-t3`` (the turn's number).
     """
     turn = state.model_calls + 1
     blocks = message["content"]
-    here = {b["id"] for b in blocks if b.get("type") == "tool_use"}  # (not a copy of the run's)
-    for block in blocks:
-        if block.get("type") != "tool_use" or block["id"] not in state.call_ids:
+    uses = [b for b in blocks if b.get("type") == "tool_use"]
+    here = {b["id"] for b in uses}  # (not a copy of the run's)
+    for block in uses:
+        given = block["id"]
+        new_id = given if SAFE_CALL_ID.fullmatch(given) else _renamed(given)
+        if new_id in state.call_ids or (new_id != given and new_id in here):
+            base, n = f"{new_id[:48]}-t{turn}", 1
+            new_id = base
+            while new_id in here or new_id in state.call_ids:
+                n += 1
+                new_id = f"{base}-{n}"
+        if new_id == given:
             continue
-        base, n = f"{block['id']}-t{turn}", 1
-        new_id = base
-        while new_id in here or new_id in state.call_ids:
-            n += 1
-            new_id = f"{base}-{n}"
         here.add(new_id)
         log.info(
-            "run %s: the model reused call id %r; it is %r in this run",
+            "run %s: the model's call id %r is %r in this run (%s)",
             run_id,
-            block["id"],
+            given[:80],
             new_id,
+            "used before" if SAFE_CALL_ID.fullmatch(given) else "not a safe id",
             extra={"run_id": run_id},
         )
         block["id"] = new_id
+
+
+def _renamed(call_id: str) -> str:
+    """``call_id``'s safe characters (the rest as ``_``) and a digest of all of it."""
+    digest = hashlib.sha256(call_id.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    kept = re.sub(r"[^A-Za-z0-9_-]", "_", call_id[:40]).strip("_") or "call"
+    return f"{kept}-{digest}"
 
 
 def starts_with_answer(

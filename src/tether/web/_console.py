@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, quote
 
 import jinja2
 from starlette.requests import Request
@@ -65,7 +65,22 @@ def templates() -> jinja2.Environment:
         lstrip_blocks=True,
     )
     env.filters["when"] = when
+    env.filters["segment"] = segment
     return env
+
+
+def segment(value: object) -> str:
+    """``value`` quoted as one path segment of a URL, with nothing left unquoted that a
+    browser would read as structure (``/``, ``.``, ``?``, ``#``, ``%``...).
+
+    Run ids and call ids are checked where they enter (a run id's alphabet, a model's call id
+    renamed into a safe one before it is journaled), so this is the second fence: even a
+    journal written before those checks cannot make a form post to another run's URL. Jinja's
+    ``urlencode`` leaves ``/`` alone, which is why it is not used for path segments.
+    """
+    text = quote(str(value), safe="")
+    # "." and ".." are the segments a browser resolves; quote() leaves dots alone.
+    return text.replace(".", "%2E") if text.strip(".") == "" else text
 
 
 def base_of(request: Request) -> str:
