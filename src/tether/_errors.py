@@ -268,9 +268,8 @@ class RecordTooLargeError(JournalError, ValueError):
     def __init__(self, path: str, size: int, limit: int) -> None:
         self.size = size
         self.limit = limit
-        JournalError.__init__(
-            self, path, f"an encoded event of {size} bytes exceeds the {limit}-byte frame limit"
-        )
+        self.reason = f"an encoded event of {size} bytes exceeds the {limit}-byte frame limit"
+        JournalError.__init__(self, path, self.reason)
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.path, self.size, self.limit))

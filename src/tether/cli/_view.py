@@ -27,6 +27,7 @@ from .._errors import (
     JournalIOError,
     JournalLockedError,
     JournalVersionError,
+    RecordTooLargeError,
     RunNotFoundError,
     RunStateError,
     StoreSchemaError,
@@ -256,6 +257,8 @@ def execute(args: argparse.Namespace, command: Callable[[], Awaitable[int]]) -> 
         )
     except RunStateError as exc:
         return fail(f"refused: {exc}", 1)
+    except RecordTooLargeError as exc:  # checked before anything is written or queued
+        return fail(f"refused: run {run_id!r}: {exc.reason}; nothing was recorded", 1)
     except BrokenPipeError:
         raise  # the reader went away (`| head`): not the store's doing, see ``cli.main``
     except Exception as exc:

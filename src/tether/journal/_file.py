@@ -39,6 +39,7 @@ FILE_MODE = 0o600
 DIR_MODE = 0o700
 _O_TMPFILE: int = getattr(os, "O_TMPFILE", 0)
 _O_DIRECTORY: int = getattr(os, "O_DIRECTORY", 0)
+_O_NOFOLLOW: int = getattr(os, "O_NOFOLLOW", 0)
 _SETFL = os.O_APPEND | getattr(os, "O_DIRECT", 0) | getattr(os, "O_NOATIME", 0)
 """The status flags ``F_SETFL`` changes, but ``O_NONBLOCK``: what an open asked for is kept."""
 
@@ -68,18 +69,28 @@ class FileOps:
 
     def open(self, path: str, flags: int, mode: int = FILE_MODE) -> int:
         """Open ``path``: a file that may exist already without blocking, and only if it is a
-        regular file; a file opened for creation (``O_CREAT``, ``O_TMPFILE``) gets exactly
-        ``mode``. A directory is opened as asked (``O_DIRECTORY``).
+        regular file, never through a symbolic link (a link planted where a journal, an inbox
+        or a copy goes would have a store truncate, write or chmod whatever it points at); a
+        file opened for creation (``O_CREAT``, ``O_TMPFILE``) gets exactly ``mode``. A
+        directory is opened as asked (``O_DIRECTORY``).
 
         Raises:
-            OSError: as ``os.open``, or ``EINVAL``/``EISDIR`` if ``path`` is not a regular file.
+            OSError: as ``os.open``, or ``EINVAL``/``EISDIR``/``ELOOP`` if ``path`` is not a
+                regular file (``ELOOP``: a symbolic link).
         """
         flags |= getattr(os, "O_CLOEXEC", 0)
         tmpfile = bool(_O_TMPFILE) and flags & _O_TMPFILE == _O_TMPFILE
         if flags & _O_DIRECTORY and not tmpfile:
             return os.open(path, flags, mode)
         new = tmpfile or (flags & os.O_CREAT and flags & os.O_EXCL)  # a new file, surely regular
-        fd = os.open(path, flags if new else flags | os.O_NONBLOCK, mode)
+        if not tmpfile:
+            flags |= _O_NOFOLLOW
+        try:
+            fd = os.open(path, flags if new else flags | os.O_NONBLOCK, mode)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP and os.path.islink(path):
+                raise OSError(errno.ELOOP, "is a symbolic link, not a regular file", path) from None
+            raise
         try:
             if not new:
                 st = os.fstat(fd)

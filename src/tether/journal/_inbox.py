@@ -62,11 +62,12 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from .._errors import JournalCorruptError, JournalIOError
+from .._errors import JournalCorruptError, JournalIOError, RecordTooLargeError
 from ._file import FileOps
 from ._format import (
     FRAME_HEADER_SIZE,
     HEADER_SIZE,
+    MAX_PAYLOAD,
     FrameHeader,
     build_group,
     encode_header,
@@ -75,7 +76,8 @@ from ._format import (
 )
 from ._leftovers import free_name, keep_torn_tail, save_copy
 from ._reader import GroupProblem, later_valid_frame, read_group, read_header
-from ._records import AnyEvent, Event, encode_event
+from ._records import AnyEvent, Event
+from ._stamp import queueable
 
 INBOX_MAGIC = b"TETHERI\x00"
 INBOX_VERSION = 1
@@ -94,9 +96,13 @@ def inbox_header(run_id: str) -> bytes:
     return encode_header(run_id, INBOX_VERSION, INBOX_MAGIC)
 
 
-def frame_record(event: Event) -> bytes:
-    """``event`` as one inbox record (a group of one frame)."""
-    payload = encode_event(event)
+def frame_record(event: Event, where: str = "") -> bytes:
+    """``event`` as one inbox record (a group of one frame).
+
+    Raises:
+        RecordTooLargeError: the journal could not hold the event once its holder records it.
+    """
+    payload = queueable(event, where)
     return build_group([(payload, payload_crc(payload))])
 
 
@@ -160,6 +166,13 @@ def scan_inbox(data: bytes, path: str, run_id: str) -> InboxScan:
                 result.damage.append((pos, problem.reason))
                 pos = problem.end
                 continue
+            whole = oversized_end(data, pos)
+            if whole is not None:  # acknowledged by an older tether, which did not check
+                result.damage.append(
+                    (pos, f"{problem.reason}: a whole answer the journal cannot hold")
+                )
+                pos = whole
+                continue
             later = later_valid_frame(data, pos, problem.at)
             if later is None:
                 break  # a torn tail: never acknowledged
@@ -176,6 +189,28 @@ def scan_inbox(data: bytes, path: str, run_id: str) -> InboxScan:
     return result
 
 
+def oversized_end(data: bytes, pos: int) -> int | None:
+    """Where the record at ``pos`` ends, if it is one whole, checksummed frame whose payload
+    is over the frame limit (which only an older tether wrote), else ``None``.
+
+    Such a record is not a torn tail: it was acknowledged, so it is reported as damage (logged,
+    and kept in the inbox's ``.broken`` copy) instead of being cut off as if never written.
+    """
+    if len(data) - pos < FRAME_HEADER_SIZE:
+        return None
+    header = FrameHeader(data, pos)
+    end: int = pos + header.group_len
+    if (
+        header.length <= MAX_PAYLOAD
+        or header.group_off != 0
+        or header.group_len < FRAME_HEADER_SIZE + header.length
+        or end > len(data)
+        or not header.checksum_ok(data, pos)
+    ):
+        return None
+    return end
+
+
 def _scan_legacy(data: bytes) -> InboxScan:
     result = InboxScan(size=len(data), legacy=True, end=len(data))
     pos = 0
@@ -185,7 +220,10 @@ def _scan_legacy(data: bytes) -> InboxScan:
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             result.damage.append((pos, f"undecodable line: {exc}"))
         else:
-            result.records.append(Record(event, frame_record(event)))
+            try:
+                result.records.append(Record(event, frame_record(event)))
+            except RecordTooLargeError as exc:
+                result.damage.append((pos, f"an answer the journal cannot hold: {exc.reason}"))
         pos += len(line) + 1
     return result
 
@@ -194,11 +232,13 @@ def post(path: str, run_id: str, event: Event, ops: FileOps) -> None:
     """Append ``event`` to the inbox at ``path``; return once it is durable (blocking).
 
     Raises:
-        JournalIOError: the inbox could not be written (a full disk, say); the answer was not
-            queued, and the inbox holds what it held before.
+        RecordTooLargeError: the answer is larger than a journal frame (nothing is written).
+        JournalIOError: the inbox could not be written (a full disk, say, or ``path`` is a
+            symbolic link: nothing is ever written through one); the answer was not queued,
+            and the inbox holds what it held before.
         JournalVersionError: the inbox was written by a newer tether.
     """
-    record = frame_record(event)
+    record = frame_record(event, path)
     try:
         with _locked(path, ops, exclusive=True, create=True) as fd:
             assert fd is not None
@@ -316,7 +356,9 @@ def _replace(path: str, run_id: str, records: list[bytes], ops: FileOps) -> None
     folder, name = os.path.split(path)
     # A leading dot and ".tmp": a store's start removes it if a crash leaves it behind.
     tmp = os.path.join(folder, f".{name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    fd = ops.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    with contextlib.suppress(FileNotFoundError):
+        ops.unlink(tmp)  # left by a killed process of the same pid and thread id
+    fd = ops.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)  # never through a planted link
     try:
         try:
             ops.write_all(fd, inbox_header(run_id) + b"".join(records), 0)

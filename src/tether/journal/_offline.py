@@ -16,7 +16,8 @@ from ._records import AnyEvent, RunFinished, decode_event
 
 
 def read_file(path: str, ops: FileOps = DEFAULT_FILE_OPS) -> bytes:
-    fd = ops.open(path, os.O_RDONLY)
+    # A path a person named: a link to a journal is read where it points.
+    fd = ops.open(os.path.realpath(path), os.O_RDONLY)
     try:
         return ops.read_all(fd)
     finally:
@@ -91,7 +92,7 @@ def repair_file(path: str, *, apply: bool, ops: FileOps = DEFAULT_FILE_OPS) -> R
         JournalCorruptError: the header itself is damaged (nothing to keep).
         JournalVersionError: written by a newer format.
     """
-    fd = ops.open(path, os.O_RDWR)
+    fd = ops.open(os.path.realpath(path), os.O_RDWR)  # a path a person named
     try:
         if not ops.lock(fd):
             raise JournalLockedError(path)

@@ -1,4 +1,8 @@
-"""Stamping events for any store: each gets its ``seq`` and ``at``, and its encoding is checked."""
+"""Stamping events for any store: each gets its ``seq`` and ``at``, and its encoding is checked.
+
+``queueable`` applies the same check to an answer queued for later (an inbox), before it is
+acknowledged: one that the journal would refuse when its holder records it is refused now.
+"""
 
 from __future__ import annotations
 
@@ -31,3 +35,22 @@ def stamp_events(
         payloads.append(data)
         stamped.append(ev)  # type: ignore[arg-type]
     return stamped, payloads
+
+
+STAMP_ROOM = 16
+"""Bytes an event may grow by when stamped (``seq`` and ``at`` set): an answer queued with
+``seq`` -1 must still fit a frame once its holder gives it a real ``seq``."""
+
+
+def queueable(event: Event, where: str) -> bytes:
+    """``event`` encoded, as an answer queued for a run's holder; checked to fit a frame once
+    stamped, so that no answer is acknowledged that its journal will refuse.
+
+    Raises:
+        RecordTooLargeError: the encoded event (with room for its stamp) exceeds the frame
+            limit; ``where`` names the run.
+    """
+    data = encode_event(event)
+    if len(data) + STAMP_ROOM > MAX_PAYLOAD:
+        raise RecordTooLargeError(where, len(data) + STAMP_ROOM, MAX_PAYLOAD)
+    return data

@@ -320,14 +320,19 @@ class FileStore:
         """Queue ``event`` (a decision, resolution or cancellation) in the run's inbox, durably.
 
         For a run whose journal another process holds: that process folds the inbox into the
-        journal at its next pause (when it would otherwise rest).
+        journal at its next pause (when it would otherwise rest). The event is redacted first,
+        as a journal's are, and refused if the journal could not hold it.
 
         Raises:
             RunNotFoundError: there is no such run.
+            RecordTooLargeError: the event is larger than a journal frame (nothing written).
+            JournalIOError: the inbox could not be written (nothing queued).
         """
         if not await self.exists(run_id):
             raise RunNotFoundError(run_id)
         path = inbox_path(self.runs_dir, run_id)
+        if self._redact is not None:  # secrets never reach a file, the inbox included
+            event = self._redact(event)
         await anyio.to_thread.run_sync(post_inbox, path, run_id, event, self._ops)
 
     async def take_inbox(self, run_id: str) -> list[AnyEvent]:

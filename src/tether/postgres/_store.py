@@ -39,9 +39,10 @@ from .._errors import (
 )
 from ..journal._blobs import SUMMARY_CHARS
 from ..journal._protocols import RunStat
-from ..journal._records import AnyEvent, BlobRef, Event, decode_event, encode_event
+from ..journal._records import AnyEvent, BlobRef, Event, decode_event
 from ..journal._redact import Redactor, SecretRedactor
 from ..journal._runid import check_run_id
+from ..journal._stamp import queueable
 from ..journal._store import DEFAULT_BLOB_THRESHOLD, prepare_event
 from . import _append, _lease
 from ._connection import SESSION_SETTINGS, connection_errors, display, keep_session
@@ -318,14 +319,21 @@ class PostgresStore:
     async def post(self, run_id: str, event: Event) -> None:
         """Queue ``event`` for a run another worker holds; notify the workers.
 
+        The event is redacted first, as a journal's are, and refused if the journal could not
+        hold it.
+
         Raises:
             RunNotFoundError: there is no such run.
+            RecordTooLargeError: the event is larger than a journal frame (nothing written).
         """
         check_run_id(run_id)
+        if self._redact is not None:  # secrets never reach a table, the inbox included
+            event = self._redact(event)
+        payload = queueable(event, self.where(run_id))
         async with self.pool.acquire() as conn, conn.transaction():
             if await conn.fetchval(self.sql.exists, run_id) is None:
                 raise RunNotFoundError(run_id)
-            await conn.execute(self.sql.post, run_id, encode_event(event))
+            await conn.execute(self.sql.post, run_id, payload)
             await conn.execute(self.sql.notify, self.sql.channel, run_id)
 
     async def take_inbox(self, run_id: str) -> list[AnyEvent]:

@@ -17,7 +17,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from .._errors import JournalLockedError, RunStateError
+from .._errors import JournalLockedError, RecordTooLargeError, RunStateError
 from .._failpoints import failpoint
 from ..journal._protocols import Store
 from ..journal._records import (
@@ -234,11 +234,20 @@ async def fold_inbox(
         problem = answer_problem(state, answer, clock())
         if problem is None and repeated(state, answer):
             continue  # a signal delivered twice while the run was held
-        if problem is None:
-            await append([answer])
-            recorded = True
-        else:
+        if problem is not None:
             log.warning("run %s: ignored a queued answer: %s", run_id, problem)
+            continue
+        try:
+            await append([answer])
+        except RecordTooLargeError as exc:  # queued by an older tether, which did not check
+            log.error(
+                "run %s: a queued %s cannot be journaled and is dropped: %s",
+                run_id,
+                type(answer).__name__,
+                exc.reason,
+            )
+            continue
+        recorded = True
     failpoint("inbox_folded")  # a crash here leaves them in both: the check above copes
     await mailbox.clear_inbox(run_id, len(answers))
     return recorded
