@@ -232,7 +232,7 @@ def test_resolve_refusals(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
 def test_cancel(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = cli(capsys, "cancel", "--root", env.r, APPROVE, "--reason", "duplicate ticket")
     assert code == 0
-    assert f"recorded: run {APPROVE} cancelled (duplicate ticket)" in out
+    assert f"recorded: run {APPROVE} cancelled: duplicate ticket" in out
     last = anyio.run(env.events, APPROVE)[-1]
     assert isinstance(last, RunFinished)
     assert (last.status, last.reason) == ("cancelled", "duplicate ticket")
@@ -268,7 +268,7 @@ def test_retry_reopens_a_failed_run_with_an_extended_budget(
         "--extend", "max_tokens=500",
     )  # fmt: skip
     assert (code, err) == (0, "")
-    assert f"recorded: retry of run {FAILED} by ops (seq " in out
+    assert f"recorded: retry of run {FAILED} by ops (one more try) (seq " in out
     assert "it had stopped with: failed: model call budget exhausted: 1 of 1" in out
     assert '"max_model_calls":3' in out
     last = anyio.run(env.events, FAILED)[-1]

@@ -250,7 +250,7 @@ async def test_an_answer_for_a_held_run_waits_in_its_inbox(
 def test_cancel(pg: PgEnv, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = cli(capsys, "cancel", *pg.opts, APPROVE, "--reason", "duplicate ticket")
     assert code == 0
-    assert f"recorded: run {APPROVE} cancelled (duplicate ticket) (seq 2)" in out
+    assert f"recorded: run {APPROVE} cancelled: duplicate ticket (seq 2)" in out
     code, out, _ = cli(capsys, "runs", *pg.opts, "--status", "cancelled")
     assert APPROVE in out
     code, _, err = cli(capsys, "cancel", *pg.opts, APPROVE)

@@ -180,7 +180,7 @@ async def test_a_run_that_only_has_the_childs_id_is_not_adopted(tmp_path: pathli
         await sup.start(CHILD, "research: something else entirely")
         assert await sup.wait(CHILD, timeout=WAIT) is RunStatus.DONE
         await sup.start(PARENT, "a customer asks about refunds")
-        assert await sup.wait(PARENT, timeout=WAIT) is RunStatus.DONE
+        await wait_for_status(sup, PARENT, RunStatus.DONE)
         parent = await sup.inspect(PARENT)
     events = await read_events(tmp_path, PARENT)
     assert of_type(events, ChildEnded) == []
@@ -211,7 +211,7 @@ async def test_a_call_id_outside_the_run_id_alphabet_still_starts_its_child(
     model = tether.ScriptedModel(colon_answer)
     async with Supervisor(tether.FileStore(tmp_path), model=model, tools=lead_tools()) as sup:
         await sup.start(PARENT, "a customer asks about refunds")
-        assert await sup.wait(PARENT, timeout=WAIT) is RunStatus.DONE
+        await wait_for_status(sup, PARENT, RunStatus.DONE)
         parent = await sup.inspect(PARENT)
     assert parent.final_text == "Told the customer: Refunds take five days."
     assert parent.restarts == 0

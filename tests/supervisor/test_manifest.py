@@ -10,7 +10,7 @@ import msgspec
 import pytest
 
 import tether
-from tether.journal import ModelResponse, RunStarted, ToolStarted
+from tether.journal import AnyEvent, ModelResponse, Parked, Retried, RunStarted, ToolStarted
 from tether.supervisor import RunStatus, Supervisor
 
 from ._helpers import (
@@ -104,14 +104,30 @@ async def test_resume_with_a_changed_contract_stops_for_a_person(
     for word in words:
         assert word in view.reason
     assert new_model.calls == 0
-    assert await read_events(tmp_path, RUN) == before  # nothing appended, not even `resumed`
+    # Nothing else appended (not even `resumed`): only why it is parked, for every view.
+    assert_parked_for(await read_events(tmp_path, RUN), before, view.reason)
 
-    # Back on the pinned contract, the same run finishes.
+    # A second look by the same application adds nothing.
+    async with Supervisor(tether.FileStore(tmp_path), model=make_model(), tools=make_tools()):
+        pass
+    assert_parked_for(await read_events(tmp_path, RUN), before, view.reason)
+
+    # Back on the pinned contract (a rolled-back deploy), the same run goes on by itself.
     model, tools = original()
     async with Supervisor(tether.FileStore(tmp_path), model=model, tools=tools) as sup:
         assert await sup.wait(RUN, timeout=WAIT) is RunStatus.DONE
         assert (await sup.inspect(RUN)).final_text == "done"
     assert model.calls == 1
+    (retried,) = of_type(await read_events(tmp_path, RUN), Retried)
+    assert retried.by == ""
+    assert "which has the run's pinned contracts" in retried.note
+
+
+def assert_parked_for(events: list[AnyEvent], before: list[AnyEvent], reason: str) -> None:
+    assert events[: len(before)] == before
+    (parked,) = events[len(before) :]
+    assert isinstance(parked, Parked)
+    assert (parked.cause, parked.reason) == ("contract", reason)
 
 
 async def test_a_system_prompt_that_does_not_match_its_hash_stops_the_run(
@@ -131,7 +147,7 @@ async def test_a_system_prompt_that_does_not_match_its_hash_stops_the_run(
         view = await sup.inspect(RUN)
     assert "system prompt" in view.reason
     assert model.calls == 0
-    assert await read_events(tmp_path, RUN) == before
+    assert_parked_for(await read_events(tmp_path, RUN), before, view.reason)
 
 
 async def test_a_run_interrupted_mid_work_is_checked_before_it_continues(
@@ -150,7 +166,7 @@ async def test_a_run_interrupted_mid_work_is_checked_before_it_continues(
         assert await sup.wait(RUN, timeout=WAIT) is RunStatus.NEEDS_ATTENTION
         assert "claude-other" in (await sup.inspect(RUN)).reason
     assert changed.calls == 0
-    assert len(await read_events(tmp_path, RUN)) == 1
+    assert [type(e) for e in await read_events(tmp_path, RUN)] == [RunStarted, Parked]
 
 
 async def confirm() -> str:
@@ -267,7 +283,7 @@ async def test_app_version_is_pinned_and_enforced_only_when_strict(tmp_path: pat
         assert await sup.wait("run-2", timeout=WAIT) is RunStatus.NEEDS_ATTENTION
         reason = (await sup.inspect("run-2")).reason
     assert "pinned app version" in reason
-    assert await read_events(tmp_path, "run-2") == events
+    assert_parked_for(await read_events(tmp_path, "run-2"), events, reason)
 
     model, tools = original()
     async with Supervisor(

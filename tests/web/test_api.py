@@ -7,7 +7,18 @@ from typing import Any
 
 import pytest
 
-from tether.journal import Decision, Resolved, Retried, RunFinished, Signal
+from tether.journal import (
+    Decision,
+    Manifest,
+    ModelResponse,
+    Resolved,
+    Retried,
+    RunFinished,
+    RunStarted,
+    Signal,
+    ToolStarted,
+    Waiting,
+)
 from tether.supervisor import RunStatus
 
 from ..cli._stores import APPROVE, CHARGE_CALL, DONE, ESCALATED, FAILED, REFUND_CALL, Env, cli_async
@@ -270,6 +281,20 @@ async def test_an_answer_for_a_held_run_goes_to_its_inbox_and_the_holder_records
 async def test_the_openapi_description_covers_every_route_and_answer(env: Env) -> None:
     """Each route under /api is described with its method, and what the API answers has the
     properties its schema requires."""
+    use = {"type": "tool_use", "id": "c1", "name": "wait_paid", "input": {}}
+    await env.craft(
+        "run-rests",
+        [
+            RunStarted(
+                run_id="run-rests",
+                manifest=Manifest(model="scripted"),
+                messages=[{"role": "user", "content": "wait"}],
+            ),
+            ModelResponse(message={"role": "assistant", "content": [use]}),
+            ToolStarted(call_id="c1", name="wait_paid"),
+            Waiting(call_id="c1", attempt=1, event="payment.x"),
+        ],
+    )
     async with console(env) as client:
         doc = (await client.get("/api/openapi.json")).json()  # public: no token needed
         application = client._transport.app  # type: ignore[attr-defined]
@@ -294,7 +319,8 @@ async def test_the_openapi_description_covers_every_route_and_answer(env: Env) -
     for kind, rows in (
         ("Run", [*runs["runs"], shown["summary"]]),
         ("InboxCall", [*inbox["calls"], *shown["waiting"]]),
-        ("Waiting", [w for row in runs["runs"] for w in row["waiting"]]),
+        ("Waiting", [w for row in runs["runs"] for w in row["waiting"] if "since" in w]),
+        ("Rest", [w for row in runs["runs"] for w in row["waiting"] if "what" in w]),
     ):
         assert rows, kind
         for row in rows:

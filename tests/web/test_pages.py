@@ -121,7 +121,7 @@ async def test_every_form_records_its_answer_or_says_why_not(env: Env) -> None:
     assert "recorded: rejected toolu_r1" in rejected
     assert "recorded: retry of run" in retried
     assert "recorded: signal payment.o-1" in signalled
-    assert "recorded: run run-approve cancelled (customer withdrew) by priya" in cancelled
+    assert "recorded: run run-approve cancelled: customer withdrew (by priya) (seq" in cancelled
     assert "result is not valid JSON" in bad_json
     (resolution,) = [e for e in await env.events(ESCALATED) if isinstance(e, Resolved)]
     assert (resolution.outcome, resolution.result, resolution.by) == (

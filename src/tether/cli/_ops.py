@@ -22,11 +22,11 @@ from typing import Any
 import msgspec
 
 from .. import operate
-from ..journal._records import Event, Retried
-from ..operate._answer import EXTENDABLE
-from ..operate._describe import as_json, call_text, shorten
+from ..journal._records import Retried
+from ..operate import acknowledgement
+from ..operate._describe import as_json, shorten
 from ..supervisor._answers import Recorded
-from ..supervisor._state import Call
+from ..supervisor._verbs import EXTENDABLE
 from ..tools._waits import wait_for
 from ._view import execute, open_store, using
 
@@ -147,12 +147,21 @@ def add_op_commands(commands: Any, add_store: Callable[[argparse.ArgumentParser]
         "cancel",
         help="end a run as cancelled",
         description="Append run_finished with status 'cancelled' to run RUN's journal: no "
-        "supervisor will continue it. Refused (exit 1) if the run already finished." + BUSY,
+        "supervisor will continue it; its child runs whose waits are open are cancelled too "
+        "('its parent: REASON'). Refused (exit 1) if the run already finished. If a worker is "
+        "advancing the run, the cancellation is queued in the run's inbox and that worker stops "
+        "the run within about a second, whatever it is doing: a tool call in flight is "
+        "cancelled and recorded as interrupted (its outcome unknown), no new call starts, and "
+        "it records the cancellation. The store is a directory (--root) or a PostgreSQL "
+        "database (--store URL). Exit 3 if the store cannot be read or reached.",
     )
     add_store(cancel)
     cancel.add_argument("run", metavar="RUN", help="the run id")
     cancel.add_argument(
         "--reason", metavar="TEXT", default="cancelled", help="recorded reason (default: cancelled)"
+    )
+    cancel.add_argument(
+        "--by", metavar="NAME", default="", help="who cancels (recorded in the reason)"
     )
     cancel.set_defaults(handler=_cancel)
 
@@ -165,26 +174,12 @@ async def _answer(
         return await verb(store, args.run, *posargs, **kw)
 
 
-def _where(record: Event) -> str:
-    """Where the answer went: the journal (with its seq) or the run's inbox."""
-    if record.seq >= 0:
-        return f"(seq {record.seq})"
-    return "(queued: another process is advancing the run and records it at its next pause)"
-
-
 def _decide(args: argparse.Namespace) -> int:
-    verb = "approved" if args.approved else "rejected"
-
     async def command() -> int:
         done = await _answer(
             args, operate.decide, args.call, approved=args.approved, by=args.by, note=args.note
         )
-        record, call = done.record, done.state.calls[args.call]
-        note = f" ({shorten(args.note, 80)})" if args.note else ""
-        print(
-            f"recorded: {verb} {args.call} {_call_text(call)} of run {args.run} by {args.by}"
-            f"{note} {_where(record)}"
-        )
+        print(acknowledgement(args.run, done))
         print(CONTINUES)
         return 0
 
@@ -206,13 +201,7 @@ def _resolve(args: argparse.Namespace) -> int:
             by=args.by,
             note=args.note,
         )
-        record, call = done.record, done.state.calls[args.call]
-        extra = f", result {shorten(as_json(result), 80)}" if result is not None else ""
-        note = f" ({shorten(args.note, 80)})" if args.note else ""
-        print(
-            f"recorded: resolved {args.call} {_call_text(call)} of run {args.run} as "
-            f"{args.outcome}{extra} by {args.by}{note} {_where(record)}"
-        )
+        print(acknowledgement(args.run, done))
         print(CONTINUES)
         return 0
 
@@ -243,7 +232,7 @@ def _retry(args: argparse.Namespace) -> int:
             if state.finished is not None
             else (state.parked.reason if state.parked is not None else "")
         )
-        print(f"recorded: retry of run {args.run} by {args.by} {_where(record)}")
+        print(acknowledgement(args.run, done))
         if was:
             print(f"it had stopped with: {shorten(was, 160)}")
         assert isinstance(record, Retried)
@@ -267,14 +256,9 @@ def _signal(args: argparse.Namespace) -> int:
         done = await _answer(
             args, operate.signal, args.name, payload, signal_id=signal_id, by=args.by
         )
-        if done.repeated:
-            print(
-                f"already recorded: signal {args.name} ({signal_id}) to run {args.run}; "
-                "delivered again, it counts once"
-            )
-            return 0
-        print(f"recorded: signal {args.name} ({signal_id}) to run {args.run} {_where(done.record)}")
-        print(CONTINUES)
+        print(acknowledgement(args.run, done))
+        if not done.repeated:
+            print(CONTINUES)
         return 0
 
     return execute(args, command)
@@ -282,8 +266,8 @@ def _signal(args: argparse.Namespace) -> int:
 
 def _cancel(args: argparse.Namespace) -> int:
     async def command() -> int:
-        record = (await _answer(args, operate.cancel, reason=args.reason)).record
-        print(f"recorded: run {args.run} cancelled ({args.reason}) {_where(record)}")
+        done = await _answer(args, operate.cancel, reason=args.reason, by=args.by)
+        print(acknowledgement(args.run, done))
         return 0
 
     return execute(args, command)
@@ -298,7 +282,3 @@ def _json_option(args: argparse.Namespace, flag: str, text: str | None) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         args.parser.error(f"{flag} is not valid JSON: {exc}")
-
-
-def _call_text(call: Call) -> str:
-    return call_text(call.name, call.input, 60)

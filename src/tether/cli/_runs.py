@@ -171,6 +171,13 @@ def _show(args: argparse.Namespace) -> int:
                 "--outcome succeeded|retry|failed --by NAME"
             )
             print(f"awaiting {w.kind}: {w.call_id} {w.tool}  ->  {action}")
+        for r in summary.rests:
+            line = f"{r.what}: {r.call_id} {r.tool}"
+            if r.event is not None:
+                line += f"  ->  tether signal {where} {args.run} {r.event} --data JSON --id ID"
+            print(line)
+        if summary.action:
+            print(f"to go on: {summary.action}")
         print()
         rows = [["SEQ", "TIME", "TYPE", "WHAT"]]
         for event, text in zip(events, lines, strict=True):

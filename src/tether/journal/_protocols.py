@@ -14,7 +14,7 @@ three things, each a protocol of its own so that code needing one asks for no mo
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, Self
 
@@ -114,7 +114,18 @@ class Inbox(Protocol):
 
     async def post(self, run_id: str, event: Event) -> None: ...
 
-    async def take_inbox(self, run_id: str) -> list[AnyEvent]: ...
+    async def take_inbox(self, run_id: str) -> list[AnyEvent]:
+        """The answers waiting, oldest first, for the holder to record (then ``clear_inbox``)."""
+        ...
+
+    async def peek_inbox(self, run_id: str) -> list[AnyEvent]:
+        """The answers waiting, oldest first, for anyone else to look at (nothing is taken)."""
+        ...
+
+    async def inbox_versions(self, run_ids: Collection[str]) -> dict[str, Hashable]:
+        """Of ``run_ids``, those with answers waiting, each with a version that changes when
+        its inbox does; asked about the runs a process is advancing, twice a second."""
+        ...
 
     async def clear_inbox(self, run_id: str, count: int) -> None: ...
 

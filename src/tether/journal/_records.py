@@ -280,9 +280,12 @@ class Parked(Event, frozen=True, kw_only=True, tag="parked"):
     """The runtime stopped the run for a cause a person must fix (``needs_attention``).
 
     ``cause`` is ``"model"`` (the model refused the request for good: a bad request, missing or
-    rejected credentials, a model that does not exist, answers that stay malformed) or
-    ``"crash_loop"`` (its process kept stopping without progress). The run waits with no task
-    until a ``retried`` record sends it on.
+    rejected credentials, a model that does not exist, answers that stay malformed),
+    ``"crash_loop"`` (its process kept stopping without progress) or ``"contract"`` (the
+    process that would continue it lacks the model, parameters, system prompt, app version or
+    tool contract the run pinned). The run waits with no task until a ``retried`` record sends
+    it on; for ``"contract"``, a process that has the pinned contracts writes that record
+    itself (a deploy rolled back, or a worker of the old version beside the new).
     """
 
     reason: str
@@ -290,7 +293,9 @@ class Parked(Event, frozen=True, kw_only=True, tag="parked"):
 
 
 class Retried(Event, frozen=True, kw_only=True, tag="retried"):
-    """A person sent a parked or failed run on (``tether retry``, ``Supervisor.retry``).
+    """A person sent a parked or failed run on (``tether retry``, ``Supervisor.retry``), or a
+    process that has the contracts a run was parked for lacking (``by`` empty, the ``note``
+    naming the process).
 
     A failed run is re-opened: its ``run_finished`` no longer holds, and ``budgets`` (when
     given) replaces the limits it failed on. The crash-loop count starts again.

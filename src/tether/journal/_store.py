@@ -20,7 +20,7 @@ import logging
 import os
 import stat
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Collection, Hashable, Iterable
 from typing import Any, final
 
 import anyio
@@ -54,6 +54,10 @@ from ._writer import (
 DEFAULT_BLOB_THRESHOLD = 64 * 1024
 log = logging.getLogger("tether.journal")
 _DEFAULT = object()
+
+INLINE_LOOKS = 64
+"""Up to this many inboxes are looked at on the event loop (an ``lstat`` is a few µs); more
+go to a thread."""
 
 
 async def prepare_event(
@@ -339,6 +343,32 @@ class FileStore:
         """The events waiting in the run's inbox, oldest first."""
         path = inbox_path(self.runs_dir, run_id)
         return await anyio.to_thread.run_sync(take_inbox, path, run_id, self._ops)
+
+    async def peek_inbox(self, run_id: str) -> list[AnyEvent]:
+        """The events waiting in the run's inbox, oldest first (reading takes nothing here)."""
+        return await self.take_inbox(run_id)
+
+    cheap_inbox_looks = True
+    """``inbox_versions`` costs an ``lstat`` per run: a holder may look before every step."""
+
+    async def inbox_versions(self, run_ids: Collection[str]) -> dict[str, Hashable]:
+        """Of ``run_ids``, those whose inbox holds answers, each with a version that changes
+        when the inbox does (its size and modification time: one ``lstat`` per run)."""
+
+        def look() -> dict[str, Hashable]:
+            found: dict[str, Hashable] = {}
+            for run_id in run_ids:
+                try:
+                    st = os.lstat(inbox_path(self.runs_dir, run_id))
+                except (FileNotFoundError, NotADirectoryError):
+                    continue
+                if stat.S_ISREG(st.st_mode):
+                    found[run_id] = (st.st_size, st.st_mtime_ns, st.st_ino)
+            return found
+
+        if len(run_ids) <= INLINE_LOOKS:
+            return look()
+        return await anyio.to_thread.run_sync(look)
 
     async def clear_inbox(self, run_id: str, count: int) -> None:
         """Drop the first ``count`` events of the run's inbox (they are in the journal now)."""

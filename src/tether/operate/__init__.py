@@ -3,9 +3,10 @@
 Shared by the operator commands (``tether runs``, ``show``, ``approve``...) and the web console
 (``tether.web``): a run's summary (``summarize``: status, counters, what it waits for, as
 ``run_status`` says), one-line descriptions of its events (``describe``), and the answers a
-person gives (``decide``, ``resolve``, ``retry``, ``signal``, ``cancel``), each checked by the
+person gives (``decide``, ``resolve``, ``retry``, ``signal``, ``cancel``): the one
+implementation of each verb, which ``Supervisor``'s methods use too, checked by the
 supervisor's own rule (``answer_problem``) and appended to the journal, or queued in the run's
-inbox while a worker holds it.
+inbox while a worker holds it (which then records it: a cancellation within about a second).
 """
 
 from __future__ import annotations
@@ -13,12 +14,14 @@ from __future__ import annotations
 from .._public import publish as _publish
 from ..supervisor._answers import Recorded as Recorded
 from ..supervisor._answers import record_answer as record_answer
-from ._answer import cancel as cancel
-from ._answer import decide as decide
-from ._answer import resolve as resolve
-from ._answer import retry as retry
-from ._answer import signal as signal
+from ..supervisor._verbs import cancel as cancel
+from ..supervisor._verbs import decide as decide
+from ..supervisor._verbs import resolve as resolve
+from ..supervisor._verbs import retry as retry
+from ..supervisor._verbs import signal as signal
+from ._acknowledge import acknowledgement as acknowledgement
 from ._describe import describe as describe
+from ._summary import Rest as Rest
 from ._summary import RunSummary as RunSummary
 from ._summary import Waiting as Waiting
 from ._summary import as_tree as as_tree
@@ -28,8 +31,10 @@ from ._summary import summarize as summarize
 
 __all__ = [
     "Recorded",
+    "Rest",
     "RunSummary",
     "Waiting",
+    "acknowledgement",
     "as_tree",
     "cancel",
     "decide",

@@ -50,6 +50,46 @@ class Waiting:
 
 
 @dataclass(frozen=True)
+class Rest:
+    """One call waiting for the world: a time, a named event, or a child run."""
+
+    call_id: str
+    tool: str
+    kind: Literal["time", "event", "child"]
+    what: str
+    until: float | None = None
+    event: str | None = None
+    child: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "call_id": self.call_id,
+            "tool": self.tool,
+            "awaiting": self.kind,
+            "what": self.what,
+            "until": self.until,
+            "event": self.event,
+            "child": self.child,
+        }
+
+
+PARKED_ACTIONS = {
+    "contract": (
+        "deploy a worker that has the run's pinned contract (roll back, or register the old "
+        "version beside the new) and it continues by itself; `tether retry` sends it on"
+    ),
+    "model": "fix what the model refused (its key, the request), then `tether retry`",
+    "crash_loop": "find why its process keeps stopping (the worker's log), then `tether retry`",
+}
+"""What a person can do about a run the runtime parked, by the ``parked`` record's cause."""
+
+
+def parked_action(cause: str) -> str:
+    """What a person can do about a run parked for ``cause``."""
+    return PARKED_ACTIONS.get(cause, "`tether retry` once the cause is fixed")
+
+
+@dataclass(frozen=True)
 class RunSummary:
     """A run as the operator commands report it."""
 
@@ -72,6 +112,9 @@ class RunSummary:
     held_by: int | str | None = None
     readable: bool = True
     parent: str | None = None
+    rests: tuple[Rest, ...] = ()
+    action: str = ""
+    """What a person can do about a run the runtime parked (``needs_attention``), else ``""``."""
     state: RunState | None = field(default=None, repr=False, compare=False)
     changes_at: float | None = field(default=None, compare=False)
     """When the status changes by itself (an approval deadline, the run's deadline, a timer),
@@ -98,6 +141,8 @@ class RunSummary:
             parts.append("no process holds it: continues when a supervisor picks it up")
         if self.reason and not self.waiting and self.status != RunStatus.DONE:
             parts.append(self.reason)
+        if self.action:
+            parts.append(self.action)
         if self.parent is not None:
             parts.append(f"child of {self.parent}")
         return "; ".join(parts)
@@ -107,7 +152,8 @@ class RunSummary:
             "run_id": self.run_id,
             "status": self.status,
             "reason": self.reason,
-            "waiting": [w.as_dict() for w in self.waiting],
+            "waiting": [w.as_dict() for w in self.waiting] + [r.as_dict() for r in self.rests],
+            "action": self.action,
             "age_s": self.age(now),
             "started_at": self.started_at,
             "finished_at": self.finished_at,
@@ -140,6 +186,7 @@ def unreadable(run_id: str, problem: str) -> RunSummary:
         status=RunStatus.NEEDS_ATTENTION.value,
         reason=f"journal cannot be read: {problem}",
         readable=False,
+        action="see `tether journal verify` and `tether journal repair`",
     )
 
 
@@ -174,7 +221,8 @@ def summarize(
     # Every call a person can answer now, also while other calls of the turn still run or a
     # process holds the run (an answer then waits in the run's inbox for that process).
     waiting = waiting_calls(state, answerable(state, at))
-    if held_by is not None and state.finished is None:
+    parked = state.parked if state.finished is None else None
+    if held_by is not None and state.finished is None and parked is None:
         status, reason = RunStatus.RUNNING, ""  # a process is advancing it right now
     changes_at = outcome.wake_at
     for w in waiting:
@@ -199,9 +247,30 @@ def summarize(
         final_text=state.final_text,
         held_by=held_by,
         parent=state.started.parent,
+        rests=rests_of(state, at),
+        action=parked_action(parked.cause) if parked is not None else "",
         state=state,
         changes_at=changes_at,
     )
+
+
+def rests_of(state: RunState, now: float) -> tuple[Rest, ...]:
+    """The calls waiting for the world at ``now``, as ``run_status`` reads them."""
+    rests: list[Rest] = []
+    for call in state.calls.values():
+        wait = call.wait
+        if call.done or wait is None:
+            continue
+        rest = world_wait(state, call, now)
+        if rest is None:
+            continue
+        what, until = rest
+        child = str(wait.child.get("run_id")) if wait.child is not None else None
+        kind: Literal["time", "event", "child"] = (
+            "child" if child is not None else "event" if wait.event is not None else "time"
+        )
+        rests.append(Rest(call.id, call.name, kind, what, until, wait.event, child))
+    return tuple(rests)
 
 
 def answerable(state: RunState, now: float) -> tuple[str, ...]:

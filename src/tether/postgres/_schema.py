@@ -196,6 +196,9 @@ class Sql:
         self.has_inbox = f"SELECT EXISTS (SELECT 1 FROM {s}.inbox WHERE run_id = $1)"
         self.post = f"INSERT INTO {s}.inbox (run_id, payload) VALUES ($1, $2)"
         self.take_inbox = f"SELECT id, payload FROM {s}.inbox WHERE run_id = $1 ORDER BY id"
+        self.inbox_versions = (
+            f"SELECT run_id, max(id) FROM {s}.inbox WHERE run_id = ANY($1::text[]) GROUP BY run_id"
+        )
         # Only while the clearing worker still holds the run: a worker that lost its lease
         # unawares must not drop answers meant for the new owner.
         self.clear_inbox = (

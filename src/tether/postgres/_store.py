@@ -22,7 +22,7 @@ import os
 import secrets
 import socket
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Hashable, Iterable, Sequence
 from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING, Any, final
 from urllib.parse import urlsplit
@@ -340,6 +340,19 @@ class PostgresStore:
         rows = await self._retry("fetch", self.sql.take_inbox, run_id)
         self._taken[run_id] = [r[0] for r in rows]
         return [decode_event(r[1]) for r in rows]
+
+    async def peek_inbox(self, run_id: str) -> list[AnyEvent]:
+        """The answers waiting for the run, oldest first, without taking them."""
+        rows = await self._retry("fetch", self.sql.take_inbox, run_id)
+        return [decode_event(r[1]) for r in rows]
+
+    async def inbox_versions(self, run_ids: Collection[str]) -> dict[str, Hashable]:
+        """Of ``run_ids``, those with answers waiting, each with its newest answer's id (one
+        statement, however many runs)."""
+        if not run_ids:
+            return {}
+        rows = await self._retry("fetch", self.sql.inbox_versions, list(run_ids))
+        return {r[0]: r[1] for r in rows}
 
     async def clear_inbox(self, run_id: str, count: int) -> None:
         """Drop the first ``count`` answers ``take_inbox`` returned (by id: safe to repeat),

@@ -17,6 +17,8 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+import msgspec
+
 from .._errors import JournalLockedError, RecordTooLargeError, RunStateError
 from .._failpoints import failpoint
 from ..journal._protocols import Store
@@ -171,11 +173,17 @@ async def record_answer(
 ) -> Recorded:
     """Build an answer from the run's state, check it, and append it (or queue it).
 
+    While another process holds the run, the answer is checked against the run as its journal
+    stands *and* as the answers already queued for it will leave it (an approval queued after
+    another person's rejection of the same call is refused now, not ignored later), then
+    queued; the holder checks it once more when it records it. A signal the run already has
+    (by its id) is acknowledged and neither appended nor queued, even after the run finished.
     ``store`` must be entered (a directory store writes through its writer threads).
 
     Raises:
         RunNotFoundError, InvalidRunIdError: no such run, or not a run id.
         RunStateError: the answer does not fit the run (``answer_problem`` says why).
+        RecordTooLargeError: the journal could not hold the answer (nothing written or queued).
         JournalCorruptError, JournalVersionError: the journal cannot be read.
         JournalIOError, JournalBrokenError, OSError: the store failed; for a broken journal
             the answer may or may not have been recorded.
@@ -184,8 +192,11 @@ async def record_answer(
     decides, never half); the caller learns nothing either way.
     """
 
-    def checked(state: RunState) -> Event:
+    def checked(state: RunState) -> Event | None:
+        """The answer to write, ``None`` for a signal the run has already."""
         record = build(state)
+        if repeated(state, record):
+            return None
         problem = answer_problem(state, record, clock())
         if problem is not None:
             raise RunStateError(run_id, problem)
@@ -195,21 +206,31 @@ async def record_answer(
         journal = await store.open(run_id)
     except JournalLockedError:
         # A worker is advancing the run (its journal's lock, or a live lease): check against
-        # what the run says so far and queue the answer in the run's inbox; the worker
-        # records it at its next pause.
+        # what the run says so far, with the answers queued before, and queue the answer in
+        # the run's inbox; the worker records it at its next pause.
         state = fold(await store.read(run_id))
-        record = checked(state)
-        if repeated(state, record):
-            return Recorded(record, state, repeated=True)
+        record = checked(with_queued(state, await store.peek_inbox(run_id), clock()))
+        if record is None:
+            return Recorded(build(state), state, repeated=True)
         await store.post(run_id, record)
         return Recorded(record, state)
     async with journal:
         state = fold(journal.events)
         record = checked(state)
-        if repeated(state, record):
-            return Recorded(record, state, repeated=True)
+        if record is None:
+            return Recorded(build(state), state, repeated=True)
         (written,) = await journal.append([record])
     return Recorded(written, state)
+
+
+def with_queued(state: RunState, queued: list[AnyEvent], now: float) -> RunState:
+    """``state`` with the queued answers its holder will record applied, as it will apply
+    them: in order, each only if it still fits (changes ``state`` in place)."""
+    for answer in queued:
+        if repeated(state, answer) or answer_problem(state, answer, now) is not None:
+            continue
+        state.apply(msgspec.structs.replace(answer, seq=state.applied))
+    return state
 
 
 async def fold_inbox(
@@ -231,9 +252,9 @@ async def fold_inbox(
     answers = await mailbox.take_inbox(run_id)
     recorded = False
     for answer in answers:
-        problem = answer_problem(state, answer, clock())
-        if problem is None and repeated(state, answer):
+        if repeated(state, answer):
             continue  # a signal delivered twice while the run was held
+        problem = answer_problem(state, answer, clock())
         if problem is not None:
             log.warning("run %s: ignored a queued answer: %s", run_id, problem)
             continue

@@ -18,7 +18,7 @@ import asyncio
 import hashlib
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from typing import Any
 
 import anyio
@@ -31,7 +31,7 @@ from ..tools._context import ToolContext
 from ..tools._spec import ToolSpec
 from ..tools._waits import Wait
 from ._backoff import TOOL_RETRY
-from ._state import Call
+from ._state import Call, RunState
 
 _CHILD_PART = re.compile(r"[A-Za-z0-9._-]+")
 
@@ -162,3 +162,30 @@ async def verify(
     if landed is not None:
         return ok_result(call, landed, call.attempts, run_id)
     return None if then_run else error_result(call, otherwise)
+
+
+def interrupted(state: RunState, not_run: Container[str]) -> list[Event]:
+    """What a cancellation leaves of the calls in flight (started, nothing says how they
+    ended): each one that really ran gets ``tool_failed`` with ``timed_out`` (its outcome is
+    unknown, as after a crash: whether its effect happened is for a person to find out), each
+    one started with the model's answer but never run (``not_run``) an error result that says
+    it did not run."""
+    records: list[Event] = []
+    for call in state.calls.values():
+        if not call.dangling:
+            continue
+        if call.id in not_run:
+            records.append(
+                error_result(call, "not run: the run was cancelled before this call started")
+            )
+            continue
+        records.append(
+            ToolFailed(
+                call_id=call.id,
+                attempt=call.attempts,
+                error="interrupted: the run was cancelled while this call ran; whether it "
+                "had its effect is unknown",
+                timed_out=True,
+            )
+        )
+    return records

@@ -141,7 +141,9 @@ class Board:
         """
         self.entry(run_id).set(outcome)
         if not quiet:
-            log.info(
+            # A run a person must look at is news even to a worker run with --quiet.
+            log.log(
+                logging.WARNING if outcome.status is RunStatus.NEEDS_ATTENTION else logging.INFO,
                 "run %s is %s%s",
                 run_id,
                 outcome.status.value,

@@ -34,6 +34,7 @@ from ..journal._protocols import JournalHandle
 from ..journal._records import (
     Event,
     ModelResponse,
+    Parked,
     Resumed,
     RunFinished,
     Suspended,
@@ -45,10 +46,12 @@ from ..tools._context import ToolContext
 from ..tools._spec import ToolSpec
 from ._answers import fold_inbox
 from ._attempt import attempt as run_attempt
+from ._attempt import interrupted
 from ._attempt import verify as verify_landed
 from ._backoff import sleep_unless
 from ._budgets import budget_problem
 from ._children import look_at_children
+from ._manifest import CONTRACT, contract_found
 from ._manifest import build_manifest as build_manifest
 from ._manifest import manifest_problem as manifest_problem
 from ._replay import Run, Verify, plan_turn
@@ -110,7 +113,10 @@ async def drive(
         return None
     except anyio.get_cancelled_exc_class():
         with anyio.move_on_after(SUSPEND_TIMEOUT, shield=True):
-            await stepper.suspend("cancelled")
+            if journal.run_id in rt.halting:  # a person cancelled the run: stop it now
+                await stepper.halt()
+            else:
+                await stepper.suspend("cancelled")
         stepper.end_trace(status=None, reason="cancelled")
         raise
     except BaseException as exc:
@@ -156,7 +162,10 @@ class _Drive:
             return run_status(state, rt.clock())
         problem = manifest_problem(rt, state.manifest)
         if problem is not None:
-            return Outcome(RunStatus.NEEDS_ATTENTION, problem)
+            return await self._park_for_contract(problem)
+        if state.parked is not None and state.parked.cause == CONTRACT:
+            # Parked by a process that lacked the run's contract; this one has it.
+            await self._append([contract_found(rt)])
         if not fresh and was_interrupted(state, rt.clock()):
             parked = await self._resumed(prior)
             if parked is not None:
@@ -193,6 +202,20 @@ class _Drive:
 
     # ------------------------------------------------------------------ resuming
 
+    async def _park_for_contract(self, problem: str) -> Outcome:
+        """Park the run because this process cannot honour what it pinned, and say so in its
+        journal (once), so that every view shows why and what to do."""
+        state = self.state
+        if state.parked is None or state.parked.reason != problem:
+            log.warning(
+                "run %s parked: %s",
+                self.journal.run_id,
+                problem,
+                extra={"run_id": self.journal.run_id},
+            )
+            await self._append([Parked(reason=problem, cause=CONTRACT)])
+        return run_status(state, self.rt.clock())
+
     async def _resumed(self, prior: Interruption | None) -> Outcome | None:
         """Count the interruption; park the run at once if it is the latest of a crash loop.
 
@@ -206,6 +229,32 @@ class _Drive:
             return None
         await self._append([record, *parking])
         return run_status(self.state, self.rt.clock())
+
+    async def halt(self) -> None:
+        """Stop for a person's cancellation (best effort: never raises): record each call in
+        flight as interrupted (``_attempt.interrupted``), then take the queued answers in, the
+        cancellation among them when another process sent it (a supervisor's own cancel
+        records it once this drive has ended)."""
+        journal, state = self.journal, self.state
+        if journal.broken:
+            return
+        try:
+            await self._catch_up()  # calls started since the last fold (their tool_started)
+        except Exception as exc:
+            log.warning("run %s: could not record the cancellation: %s", journal.run_id, exc)
+            return
+        records = interrupted(state, self.prestarted)
+        self.prestarted.clear()
+        if stopped_mid_work(state, self.rt.clock()):
+            records.append(
+                Suspended(reason="stopped for a cancellation", host=self.rt.host, pid=os.getpid())
+            )
+        try:
+            if records:
+                await self._append(records)
+            await self._fold_inbox(cascade=False)
+        except Exception as exc:  # a broken handle or a lost lease: the next owner sees it
+            log.warning("run %s: could not record the cancellation: %s", journal.run_id, exc)
 
     async def suspend(self, reason: str) -> None:
         """Record that this owner stopped on purpose (best effort: never raises)."""
@@ -230,6 +279,8 @@ class _Drive:
         if failure is not None and failure.retry_at is not None:
             await self._pause_until(failure.retry_at)
         self._check_stopping()
+        if await self._cancelled_meanwhile():
+            return
         tools = definitions(rt, state.manifest)
         # A new list, so a model that appends to it cannot touch the run's state; the messages
         # themselves are shared (the Model protocol forbids changing them): copying each one
@@ -308,6 +359,8 @@ class _Drive:
                 f"run {self.journal.run_id!r}: the run is running but no call can advance"
             )
         self._check_stopping()
+        if await self._cancelled_meanwhile():
+            return
         starting = sum(1 for c, _, s in runs if isinstance(s, Run) and c.id not in self.prestarted)
         over = budget_problem(state, rt.clock(), for_model=False, starting=starting)
         if over is not None:
@@ -373,18 +426,33 @@ class _Drive:
 
     # ------------------------------------------------------------------ plumbing
 
-    async def _fold_inbox(self) -> bool:
+    async def _fold_inbox(self, *, cascade: bool = True) -> bool:
         """Record the answers people queued while this process held the journal.
 
-        Looked at when a drive resumes a run and whenever the run is about to rest (not at
-        every step, nor when a just-created run starts: a ``stat`` there is measurable), so a
-        queued answer takes effect at the run's next pause. Returns whether any answer was
-        recorded.
+        Looked at when a drive resumes a run and whenever the run is about to rest, so a
+        queued answer takes effect at the run's next pause; a cancellation sooner (see
+        ``_cancelled_meanwhile``). Returns whether any answer was recorded. A cancellation
+        recorded here goes on to the run's children (``cascade``: not from a drive being
+        cancelled, whose time is short; its halter does it).
         """
-        rt = self.rt
-        return await fold_inbox(
-            rt.mailbox, self.journal.run_id, self.state, self._append, clock=rt.clock
+        rt, state = self.rt, self.state
+        unfinished = state.finished is None
+        recorded = await fold_inbox(
+            rt.mailbox, self.journal.run_id, state, self._append, clock=rt.clock
         )
+        finished = state.finished
+        if cascade and unfinished and finished and finished.status == RunStatus.CANCELLED:
+            await rt.cascade(state)
+        return recorded
+
+    async def _cancelled_meanwhile(self) -> bool:
+        """Before a model or tool call starts: take the queued answers in if a cancellation is
+        among them (a cheap look, where the store has one: see ``Halts.queued``), and say
+        whether the run is over. So no new call starts once a cancellation is queued."""
+        if not await self.rt.cancel_queued(self.journal.run_id):
+            return False
+        await self._fold_inbox()
+        return self.state.finished is not None
 
     async def _pause_until(self, when: float) -> None:
         """Wait until wall-clock ``when``; stop waiting (``Suspend``) if the supervisor stops."""

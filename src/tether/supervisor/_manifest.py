@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import hashlib
+import os
 from typing import Any
 
 import msgspec
 
-from ..journal._records import Manifest
+from ..journal._records import Manifest, Retried
 from ..models._base import SystemPrompt
 from ._runtime import Runtime
 
@@ -51,6 +52,19 @@ def _system_hash(system: str | list[dict[str, Any]] | None) -> str:
     if system is None or isinstance(system, str):
         return _sha256(system or "")
     return _sha256(msgspec.json.encode(system).decode())
+
+
+CONTRACT = "contract"
+"""The ``cause`` of a ``parked`` record written because a process could not honour the model,
+system prompt, app version or tool contracts the run pinned."""
+
+
+def contract_found(rt: Runtime) -> Retried:
+    """The record that sends on a run parked for its contract, written by a process that has
+    the contract (a rolled-back deploy, or a worker of the old version beside the new)."""
+    return Retried(
+        note=f"continued by {rt.host} pid {os.getpid()}, which has the run's pinned contracts"
+    )
 
 
 def manifest_problem(rt: Runtime, manifest: Manifest) -> str | None:

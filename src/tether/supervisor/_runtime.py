@@ -41,6 +41,14 @@ async def _no_children(state: RunState, waiting: Waiting) -> None:
     raise RuntimeError("this runtime cannot start child runs (it has no supervisor)")
 
 
+async def _nothing_queued(run_id: str) -> bool:
+    return False
+
+
+async def _no_cascade(state: RunState) -> None:
+    return None
+
+
 async def _no_runs(run_id: str) -> list[AnyEvent]:
     raise RuntimeError("this runtime cannot read other runs (it has no supervisor)")
 
@@ -66,6 +74,9 @@ class Runtime:
     read_run: Callable[[str], Awaitable[list[AnyEvent]]] = _no_runs
     on_text: Callable[[str, str], None] | None = None
     gate: StepGate = field(default_factory=StepGate)
+    halting: set[str] = field(default_factory=set)  # runs whose drive a cancellation stops
+    cancel_queued: Callable[[str], Awaitable[bool]] = _nothing_queued
+    cascade: Callable[[RunState], Awaitable[None]] = _no_cascade
     telemetry: RunTelemetry | None = None
     definitions: dict[tuple[tuple[str, str, str], ...], list[dict[str, Any]]] = field(
         default_factory=dict

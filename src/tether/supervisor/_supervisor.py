@@ -17,8 +17,7 @@ import contextlib
 import logging
 import random
 import time
-import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import AsyncExitStack
 from typing import Any, Literal, final
 
@@ -28,25 +27,19 @@ from .._errors import RunExistsError, RunNotFoundError, RunStateError
 from ..journal._protocols import JournalHandle, Store
 from ..journal._records import (
     Budgets,
-    ChildEnded,
-    Decision,
-    Event,
-    Resolved,
-    Retried,
-    RunFinished,
     RunStarted,
-    Signal,
     Waiting,
 )
 from ..models._base import Model, SystemPrompt
 from ..tools._registry import ToolRegistry
-from ..tools._waits import wait_for
-from ._answers import record_answer
+from . import _verbs as verbs
+from ._answers import Recorded, record_answer
 from ._children import child_ended, child_started
 from ._entry import Board
 from ._entry import Entry as _Entry
 from ._entry import RunView as RunView
 from ._entry import StatusChange as StatusChange
+from ._halts import Halts
 from ._manifest import build_manifest
 from ._runtime import Runtime
 from ._state import RunState, RunStatus, fold
@@ -170,6 +163,9 @@ class Supervisor:
         self._sweeper = Sweeper(
             store, self._rt, self._board, self._tasks, tell_parent=self._tell_parent
         )
+        self._halts = Halts(store, self._rt, self._board)
+        self._rt.cancel_queued = self._halts.queued
+        self._rt.cascade = self._halts.cascade
         self._stack: AsyncExitStack | None = None
 
     async def __aenter__(self) -> Supervisor:
@@ -184,6 +180,7 @@ class Supervisor:
             stack.callback(self._board.close)
             await self._check_model()
             tg.start_soon(self._timers.serve, name="tether-timers")
+            tg.start_soon(self._halts.serve, name="tether-halts")
             if self._resume:
                 counts = await self._sweeper.sweep()
                 log.info("%s", start_line(self._store, counts))
@@ -328,7 +325,8 @@ class Supervisor:
 
         A rejection reaches the model as an error tool result carrying ``note``. An approval
         that comes after the call's approval deadline is refused: the deadline's outcome
-        (a rejection, or an escalation) stands.
+        (a rejection, or an escalation) stands. The same verb as ``tether.operate.decide``
+        and ``tether approve``.
 
         Raises:
             RunStateError: the call is not waiting for approval (or its deadline passed).
@@ -337,8 +335,18 @@ class Supervisor:
         While another process advances the run, the answer waits in the run's inbox and that
         process records it at its next pause (when it would otherwise rest).
         """
-
-        await self._record(run_id, Decision(call_id=call_id, approved=approved, by=by, note=note))
+        await self._answer(
+            run_id,
+            lambda: verbs.decide(
+                self._store,
+                run_id,
+                call_id,
+                approved=approved,
+                by=by,
+                note=note,
+                clock=self._rt.clock,
+            ),
+        )
 
     async def resolve(
         self,
@@ -353,37 +361,67 @@ class Supervisor:
         """Record a person's answer to an escalated call, then continue the run.
 
         ``succeeded``: the call happened, ``result`` is its result. ``retry``: run it again (with
-        the same idempotency key). ``failed``: the model gets an error result (``note``).
+        the same idempotency key). ``failed``: the model gets an error result (``note``). The
+        same verb as ``tether.operate.resolve`` and ``tether resolve``.
 
         Raises:
+            ValueError: an unknown outcome, or a ``result`` with ``retry``.
             RunStateError: the call is not escalated.
             RunNotFoundError: no such run.
 
         While another process advances the run, the answer waits in the run's inbox and that
         process records it at its next pause (when it would otherwise rest).
         """
-        if outcome not in ("succeeded", "retry", "failed"):
-            raise ValueError(f"outcome must be succeeded, retry or failed, not {outcome!r}")
-
-        record = Resolved(call_id=call_id, outcome=outcome, result=result, by=by, note=note)
-        await self._record(run_id, record)
+        await self._answer(
+            run_id,
+            lambda: verbs.resolve(
+                self._store,
+                run_id,
+                call_id,
+                outcome=outcome,
+                result=result,
+                by=by,
+                note=note,
+                clock=self._rt.clock,
+            ),
+        )
 
     async def retry(
-        self, run_id: str, *, by: str = "", note: str = "", budgets: Budgets | None = None
+        self,
+        run_id: str,
+        *,
+        by: str = "",
+        note: str = "",
+        budgets: Budgets | None = None,
+        extend: Iterable[tuple[str, float]] = (),
     ) -> None:
-        """Send on a run the runtime parked (a model that refused, a crash loop) or that failed.
+        """Send on a run the runtime parked (a model that refused, a crash loop, a changed
+        contract) or that failed. The same verb as ``tether.operate.retry`` and ``tether retry``.
 
         Records ``retried``; the run continues from where it stopped. A failed run is re-opened
         (on purpose, and journaled); when it failed on a budget, pass ``budgets`` with the
-        limits it may use from now on (they replace the old ones).
+        limits it may use from now on (they replace the old ones), or ``extend`` to raise some
+        by an amount each (``[("max_model_calls", 20)]``).
 
         Raises:
+            ValueError: a bad ``extend``, or both ``budgets`` and ``extend``.
             RunStateError: the run is neither parked by the runtime nor failed (calls waiting
                 for a resolution are answered with ``resolve``), or would fail again at once on
                 its budgets.
             RunNotFoundError: no such run.
         """
-        await self._record(run_id, Retried(by=by, note=note, budgets=budgets))
+        await self._answer(
+            run_id,
+            lambda: verbs.retry(
+                self._store,
+                run_id,
+                by=by,
+                note=note,
+                budgets=budgets,
+                extend=extend,
+                clock=self._rt.clock,
+            ),
+        )
 
     async def signal(
         self,
@@ -398,41 +436,60 @@ class Supervisor:
 
         A call waiting for ``name`` (``tether.wait_for``) gets ``payload`` as its result. A
         signal that arrives before anything waits for it is kept until a call asks; one whose
-        ``signal_id`` the run already has counts once. Give the sender's own id (a webhook's
-        delivery id) as ``signal_id`` so that a delivery retried by the sender is not counted
-        twice; by default each call makes a new one.
+        ``signal_id`` the run already has counts once (and is not an error, even once the run
+        finished). Give the sender's own id (a webhook's delivery id) as ``signal_id`` so that
+        a delivery retried by the sender is not counted twice; by default each call makes a new
+        one. The same verb as ``tether.operate.signal`` and ``tether signal``.
 
         Raises:
             RunNotFoundError: no such run.
-            RunStateError: the run already finished.
-            ValueError: ``name`` is not an event name.
+            RunStateError: the run already finished (and has no signal of this id).
+            ValueError: ``name`` is not an event name, or ``signal_id`` not a signal id.
 
         While another process advances the run, the signal waits in the run's inbox and that
         process records it at its next pause.
         """
-        wait_for(name)  # checks the name
-        record = Signal(name=name, signal_id=signal_id or uuid.uuid4().hex, payload=payload, by=by)
-        await self._record(run_id, record)
+        await self._answer(
+            run_id,
+            lambda: verbs.signal(
+                self._store,
+                run_id,
+                name,
+                payload,
+                signal_id=signal_id,
+                by=by,
+                clock=self._rt.clock,
+            ),
+        )
 
-    async def cancel(self, run_id: str, *, reason: str = "cancelled") -> None:
-        """Stop a run for good: its task (if any) is cancelled and ``cancelled`` recorded.
+    async def cancel(self, run_id: str, *, reason: str = "cancelled", by: str = "") -> None:
+        """Stop a run for good, and its child runs whose waits are open: each one's task (if
+        it runs here) is stopped at once, its call in flight recorded as interrupted, and
+        ``cancelled`` recorded with ``reason``. The same verb as ``tether.operate.cancel`` and
+        ``tether cancel``.
+
+        While another process advances the run, the cancellation is queued in the run's inbox
+        and that process stops the run within about a second, whatever it is doing.
 
         Raises:
             RunNotFoundError: no such run.
             RunStateError: the run already finished.
         """
-        entry = await self._known(run_id)
-        if entry.scope is not None:
-            entry.scope.cancel()
-        record = RunFinished(status=RunStatus.CANCELLED.value, reason=reason)
-        if await self._append_answer(run_id, entry, record):
-            self._board.set(run_id, Outcome(RunStatus.CANCELLED, reason))
-        # Its children go with it (a child still running is cancelled as well).
-        for call in fold(await self._store.read(run_id)).calls.values():
-            wait = call.wait
-            if wait is not None and wait.child is not None:
-                with contextlib.suppress(RunStateError, RunNotFoundError):
-                    await self.cancel(str(wait.child["run_id"]), reason=f"its parent: {reason}")
+        await self._known(run_id)
+        touched: list[str] = []
+
+        async def halt(target: str) -> None:
+            touched.append(target)
+            await self._halts.halt(target)
+
+        try:
+            await verbs.cancel(
+                self._store, run_id, reason=reason, by=by, clock=self._rt.clock, halt=halt
+            )
+        finally:
+            for target in touched:
+                with contextlib.suppress(RunNotFoundError):
+                    await self._halts.settle(target)
 
     async def inspect(self, run_id: str) -> RunView:
         """The run as its journal tells it, with the status this supervisor knows.
@@ -480,7 +537,12 @@ class Supervisor:
         try:
             ended = child_ended(call_id, fold(await self._store.read(child_id)))
             if ended is not None:
-                await self._record(parent_id, ended)
+                await self._answer(
+                    parent_id,
+                    lambda: record_answer(
+                        self._store, parent_id, lambda _: ended, clock=self._rt.clock
+                    ),
+                )
         except (RunStateError, RunNotFoundError) as exc:  # recorded already, or it went on
             log.debug("run %s ended; its parent %s did not take it: %s", child_id, parent_id, exc)
         except Exception as exc:  # the parent finds out by itself at its next drive
@@ -505,22 +567,14 @@ class Supervisor:
             raise RunNotFoundError(run_id)
         return self._board.entry(run_id)
 
-    async def _record(
-        self, run_id: str, record: Decision | Resolved | Retried | Signal | ChildEnded
-    ) -> None:
+    async def _answer(self, run_id: str, give: Callable[[], Awaitable[Recorded]]) -> Recorded:
+        """Give a person's answer (``give``) once no task of this supervisor advances the run,
+        then continue the run if the answer was appended (not queued for another process, nor
+        a signal the run had already)."""
         entry = await self._known(run_id)
-        if await self._append_answer(run_id, entry, record):
+        async with entry.lock:  # waits while a task of this supervisor advances the run
+            done = await give()
+        if not (done.queued or done.repeated):
             self._board.set(run_id, Outcome(RunStatus.RUNNING))
             self._tasks.spawn(run_id, None, fresh=False)
-
-    async def _append_answer(self, run_id: str, entry: _Entry, record: Event) -> bool:
-        """Append a person's answer under the journal's lock; ``False`` if it went to the inbox
-        (or was a signal the run already has, acknowledged and not recorded again).
-
-        While another process advances the run (it holds the lock), the answer is checked
-        against what its journal says so far and queued in the run's inbox; the owner records
-        it at its next pause.
-        """
-        async with entry.lock:  # waits while a task of this supervisor advances the run
-            done = await record_answer(self._store, run_id, lambda _: record, clock=self._rt.clock)
-        return not (done.queued or done.repeated)
+        return done

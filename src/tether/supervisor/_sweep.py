@@ -23,7 +23,7 @@ from .._errors import TetherError
 from ..journal._protocols import Store
 from ._entry import Board
 from ._failures import explain, is_store_failure
-from ._manifest import manifest_problem
+from ._manifest import CONTRACT, manifest_problem
 from ._runtime import Runtime
 from ._state import RunState, RunStatus, fold
 from ._status import Outcome, run_status
@@ -70,10 +70,16 @@ def what_to_do(
         for c in state.calls.values()
     ):
         return Found(Outcome(RunStatus.RUNNING), spawn=True)
+    if state.parked is not None and state.parked.cause == CONTRACT and state.finished is None:
+        # Parked by a process that lacked its contract: continued by one that has it.
+        if manifest_problem(rt, state.manifest) is None:
+            return Found(Outcome(RunStatus.RUNNING), spawn=True, resumes=True)
+        return Found(outcome)
     if outcome.status is RunStatus.RUNNING:
         problem = manifest_problem(rt, state.manifest)
         if problem is not None:
-            return Found(Outcome(RunStatus.NEEDS_ATTENTION, problem))
+            # Started, to journal why it cannot go on here (every view then shows it).
+            return Found(Outcome(RunStatus.NEEDS_ATTENTION, problem), spawn=True)
         if state.interruptions:
             return Found(outcome, spawn=True, alone=True, resumes=True)
         return Found(outcome, spawn=True, resumes=True)

@@ -24,9 +24,8 @@ from .._errors import (
     RunStateError,
 )
 from ..journal._protocols import Store
-from ..operate._answer import OUTCOMES
-from ..operate._describe import as_json, call_text, shorten
-from ..supervisor._answers import Recorded
+from ..operate import acknowledgement
+from ..supervisor._verbs import OUTCOMES
 
 VERBS = ("approve", "reject", "resolve", "retry", "cancel", "signal")
 CALL_VERBS = ("approve", "reject", "resolve")
@@ -53,10 +52,6 @@ class Answered:
     repeated: bool = False
 
 
-def _answered(message: str, done: Recorded) -> Answered:
-    return Answered(message, queued=done.queued, repeated=done.repeated)
-
-
 def _text(params: Mapping[str, Any], key: str, default: str = "") -> str:
     value = params.get(key, default)
     if value is None:
@@ -64,12 +59,6 @@ def _text(params: Mapping[str, Any], key: str, default: str = "") -> str:
     if not isinstance(value, str):
         raise ActionError(400, "bad_request", f"{key} must be a string")
     return value
-
-
-def _where(done: Recorded) -> str:
-    if done.queued:
-        return "(queued: a worker is advancing the run and records it at its next pause)"
-    return f"(seq {done.record.seq})"
 
 
 async def act(
@@ -140,35 +129,29 @@ async def _act(
         raise ActionError(503, "store_closed", "the console's store is not open for writing")
     if verb in ("approve", "reject"):
         assert call_id is not None
-        note = _text(params, "note")
         done = await operate.decide(
-            store, run_id, call_id, approved=verb == "approve", by=by, note=note
+            store,
+            run_id,
+            call_id,
+            approved=verb == "approve",
+            by=by,
+            note=_text(params, "note"),
         )
-        what = call_text(done.state.calls[call_id].name, done.state.calls[call_id].input, 60)
-        extra = f" ({shorten(note, 80)})" if note else ""
-        done_verb = "approved" if verb == "approve" else "rejected"
-        said = (
-            f"recorded: {done_verb} {call_id} {what} of run {run_id} by {by}{extra} {_where(done)}"
-        )
-        return _answered(said, done)
-    if verb == "resolve":
+    elif verb == "resolve":
         assert call_id is not None
         outcome = _text(params, "outcome")
         if outcome not in OUTCOMES:
             raise ActionError(400, "bad_request", "outcome must be succeeded, retry or failed")
-        result = params.get("result")
-        note = _text(params, "note")
         done = await operate.resolve(
-            store, run_id, call_id, outcome=outcome, result=result, by=by, note=note
+            store,
+            run_id,
+            call_id,
+            outcome=outcome,
+            result=params.get("result"),
+            by=by,
+            note=_text(params, "note"),
         )
-        what = call_text(done.state.calls[call_id].name, done.state.calls[call_id].input, 60)
-        extra = f", result {shorten(as_json(result), 80)}" if result is not None else ""
-        return _answered(
-            f"recorded: resolved {call_id} {what} of run {run_id} as {outcome}{extra} by {by} "
-            f"{_where(done)}",
-            done,
-        )
-    if verb == "retry":
+    elif verb == "retry":
         extend = params.get("extend") or {}
         if not isinstance(extend, Mapping) or not all(
             isinstance(v, (int, float)) and not isinstance(v, bool) for v in extend.values()
@@ -177,23 +160,16 @@ async def _act(
         done = await operate.retry(
             store, run_id, by=by, note=_text(params, "note"), extend=list(extend.items())
         )
-        return _answered(f"recorded: retry of run {run_id} by {by} {_where(done)}", done)
-    if verb == "cancel":
+    elif verb == "cancel":
         reason = _text(params, "reason", "cancelled") or "cancelled"
-        done = await operate.cancel(store, run_id, reason=f"{reason} (by {by})")
-        return _answered(
-            f"recorded: run {run_id} cancelled ({reason}) by {by} {_where(done)}", done
+        done = await operate.cancel(store, run_id, reason=reason, by=by)
+    else:
+        done = await operate.signal(
+            store,
+            run_id,
+            _text(params, "name"),
+            params.get("data"),
+            signal_id=_text(params, "id") or None,
+            by=by,
         )
-    name = _text(params, "name")
-    signal_id = _text(params, "id") or None
-    done = await operate.signal(store, run_id, name, params.get("data"), signal_id=signal_id, by=by)
-    record_id = getattr(done.record, "signal_id", "")
-    if done.repeated:
-        return _answered(
-            f"already recorded: signal {name} ({record_id}) to run {run_id}; "
-            "delivered again, it counts once",
-            done,
-        )
-    return _answered(
-        f"recorded: signal {name} ({record_id}) to run {run_id} by {by} {_where(done)}", done
-    )
+    return Answered(acknowledgement(run_id, done), queued=done.queued, repeated=done.repeated)

@@ -48,7 +48,9 @@ def run_row(s: RunSummary, now: float) -> dict[str, Any]:
         "tokens": s.input_tokens + s.output_tokens + s.cache_creation_tokens + s.cache_read_tokens,
         "detail": s.detail(),
         "reason": s.reason,
-        "waiting": [{**w.as_dict(), "deadline": w.deadline} for w in s.waiting],
+        "waiting": [{**w.as_dict(), "deadline": w.deadline} for w in s.waiting]
+        + [r.as_dict() for r in s.rests],
+        "action": s.action,
         "held_by": s.held_by,
         "parent": s.parent,
         "readable": s.readable,
@@ -150,7 +152,13 @@ def inbox(summaries: list[RunSummary], now: float) -> dict[str, list[dict[str, A
             )
         if state.parked is not None:
             parked.append(
-                {**base, **context, "reason": state.parked.reason, "since": state.parked.at}
+                {
+                    **base,
+                    **context,
+                    "reason": state.parked.reason,
+                    "action": s.action,
+                    "since": state.parked.at,
+                }
             )
         for call in state.calls.values():
             wait = call.wait

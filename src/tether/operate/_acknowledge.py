@@ -1,0 +1,65 @@
+"""What a person is told of an answer they gave: one sentence, the same in every front end.
+
+``tether approve`` and the other operator commands print it, the web console shows it as its
+flash and the JSON API returns it as ``message``. It says exactly what happened, no more: an
+answer appended to the journal is ``recorded`` (with its ``seq``); one queued for a run another
+process holds is ``queued``, with what that process will do with it (check it again and record
+it at the run's next pause; for a cancellation, stop the run within about a second); a signal
+the run already had is ``already recorded``.
+"""
+
+from __future__ import annotations
+
+from ..journal._records import AnyEvent, Decision, Event, Resolved, Retried, RunFinished, Signal
+from ..supervisor._answers import Recorded
+from ._describe import as_json, call_text, shorten
+
+QUEUED = "queued: another process is advancing the run; it will"
+NEXT_PAUSE = f"{QUEUED} check this answer again and record it at the run's next pause"
+STOPS = (
+    f"{QUEUED} stop the run within about a second (a call in flight is cancelled and recorded "
+    "as interrupted, no new call starts) and record"
+)
+
+
+def acknowledgement(run_id: str, done: Recorded) -> str:
+    """The sentence that tells a person what became of their answer ``done`` to run
+    ``run_id``."""
+    what = answer_text(run_id, done)
+    record = done.record
+    if done.repeated:
+        return f"already recorded: {what}; delivered again, it counts once"
+    if done.queued:
+        return f"{STOPS if isinstance(record, RunFinished) else NEXT_PAUSE}: {what}"
+    return f"recorded: {what} (seq {record.seq})"
+
+
+def answer_text(run_id: str, done: Recorded) -> str:
+    """The answer in words: ``approved toolu_03 reply(...) of run R by priya (note)``."""
+    record: Event | AnyEvent = done.record
+    if isinstance(record, Decision | Resolved):
+        call = done.state.calls.get(record.call_id)
+        what = f" {call_text(call.name, call.input, 60)}" if call is not None else ""
+        if isinstance(record, Decision):
+            verb = "approved" if record.approved else "rejected"
+            head = f"{verb} {record.call_id}{what} of run {run_id}"
+        else:
+            result = (
+                f", result {shorten(as_json(record.result), 80)}"
+                if record.result is not None
+                else ""
+            )
+            head = f"resolved {record.call_id}{what} of run {run_id} as {record.outcome}{result}"
+        return f"{head} by {record.by}{_note(record.note)}"
+    if isinstance(record, Retried):
+        return f"retry of run {run_id} by {record.by}{_note(record.note)}"
+    if isinstance(record, Signal):
+        by = f" by {record.by}" if record.by and not done.repeated else ""
+        return f"signal {record.name} ({record.signal_id}) to run {run_id}{by}"
+    if isinstance(record, RunFinished):
+        return f"run {run_id} cancelled: {record.reason}"
+    return f"{type(record).__name__} for run {run_id}"
+
+
+def _note(note: str) -> str:
+    return f" ({shorten(note, 80)})" if note else ""

@@ -1,0 +1,176 @@
+"""Cancellations of the runs a supervisor is advancing: carried out at once, not at a pause.
+
+An answer for a run another process holds waits in the run's inbox until its holder records
+it at the run's next pause, which is right for an approval (the run asks for it when it
+rests) but not for a cancellation: a run that never rests would never stop. So the holder
+looks, twice a second and whenever the store reports a change (a PostgreSQL ``NOTIFY``), at
+the inboxes of the runs it is advancing (``inbox_versions``: one ``lstat`` each, or one
+statement), and for one that holds a cancellation it halts the run's task: the call in flight
+is cancelled and recorded as interrupted, and the drive takes the queued answers in, the
+cancellation among them, before it ends (``_loop._Drive.halt``). Then the run's child runs are
+cancelled too.
+
+``Halts.halt`` is also how ``Supervisor.cancel`` stops its own task of a run before it records
+the cancellation itself.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Hashable
+from typing import final
+
+import anyio
+import anyio.abc
+
+from ..journal._protocols import Store
+from ..journal._records import RunFinished
+from ._entry import Board
+from ._failures import explain
+from ._runtime import Runtime
+from ._state import RunState, RunStatus, fold
+from ._status import run_status
+from ._verbs import cancel_children
+
+log = logging.getLogger("tether.supervisor")
+
+HALT_POLL = 0.5
+"""Seconds between looks at the inboxes of the runs this process advances."""
+
+
+@final
+class Halts:
+    """The supervisor's watch for cancellations of the runs it advances.
+
+    Args:
+        store, rt, board: the supervisor's store, runtime and board.
+    """
+
+    def __init__(self, store: Store, rt: Runtime, board: Board) -> None:
+        self._store = store
+        self._rt = rt
+        self._board = board
+        self._seen: dict[str, Hashable] = {}
+        self._cheap = bool(getattr(store, "cheap_inbox_looks", False))
+        self.tg: anyio.abc.TaskGroup | None = None
+
+    async def queued(self, run_id: str) -> bool:
+        """Whether a cancellation waits in the inbox of run ``run_id``, which this process
+        advances; asked by its drive before each model or tool call.
+
+        Where the store's look is cheap (a directory store: one ``lstat``, and the inbox read
+        only when it changed) it looks now, so no call starts once a cancellation is queued.
+        Elsewhere (PostgreSQL) the store's change notification wakes ``serve`` instead.
+        """
+        if not self._cheap:
+            return False
+        version = (await self._store.inbox_versions((run_id,))).get(run_id)
+        if version is None:
+            self._seen.pop(run_id, None)
+            return False
+        if self._seen.get(run_id) == version:
+            return False
+        self._seen[run_id] = version
+        return any(isinstance(a, RunFinished) for a in await self._store.peek_inbox(run_id))
+
+    async def cascade(self, state: RunState) -> None:
+        """Cancel the child runs of ``state``, cancelled just now (halting those advanced
+        here first)."""
+        finished = state.finished
+        if finished is None:
+            return
+        touched: list[str] = []
+
+        async def halt_child(child: str) -> None:
+            touched.append(child)
+            await self.halt(child)
+
+        await cancel_children(
+            self._store, state, finished.reason, clock=self._rt.clock, halt=halt_child
+        )
+        for child in touched:
+            await self.settle(child)
+
+    async def serve(self, interval: float = HALT_POLL) -> None:
+        """Look for queued cancellations every ``interval`` seconds and at each change the
+        store reports, until cancelled; a look that fails is tried again at the next."""
+        async with anyio.create_task_group() as tg:
+            self.tg = tg
+            try:
+                while True:
+                    with anyio.move_on_after(interval):
+                        await self._store.changed()
+                    try:
+                        await self.look()
+                    except Exception as exc:  # the store is unreachable for now
+                        log.warning("looking for cancellations failed (%s)", explain(exc))
+            finally:
+                self.tg = None
+
+    async def look(self) -> None:
+        """Halt each run advanced here whose inbox holds a cancellation."""
+        driving = [
+            run_id
+            for run_id, entry in self._board.runs.items()
+            if entry.driving and run_id not in self._rt.halting
+        ]
+        if not driving:
+            self._seen.clear()
+            return
+        versions = await self._store.inbox_versions(driving)
+        self._seen = {r: v for r, v in self._seen.items() if r in versions}
+        for run_id, version in versions.items():
+            if self._seen.get(run_id) == version:
+                continue  # looked at already, and unchanged: no cancellation in it
+            self._seen[run_id] = version
+            queued = await self._store.peek_inbox(run_id)
+            if any(isinstance(a, RunFinished) for a in queued) and self.tg is not None:
+                self._rt.halting.add(run_id)  # so the next look leaves it alone
+                self.tg.start_soon(self._carry_out, run_id, name=f"tether-halt-{run_id}")
+
+    async def halt(self, run_id: str) -> None:
+        """Stop this supervisor's task of run ``run_id``, if it has one, and return once it
+        has ended (a drive records its calls in flight as interrupted, and takes in the answers
+        queued for the run). Returns at once when no task of it runs here.
+
+        On cancellation: stops waiting; the task still ends.
+        """
+        entry = self._board.runs.get(run_id)
+        if entry is None or entry.scope is None:
+            return
+        self._rt.halting.add(run_id)
+        try:
+            entry.scope.cancel()
+            async with entry.lock:  # held while the task drives the run
+                pass
+        finally:
+            self._rt.halting.discard(run_id)
+
+    async def settle(self, run_id: str) -> None:
+        """Show run ``run_id`` on the board as its journal tells it (after a cancellation)."""
+        state = fold(await self._store.read(run_id))
+        outcome = run_status(state, self._rt.clock())
+        if outcome.status.resting:
+            self._board.set(run_id, outcome)
+
+    async def _carry_out(self, run_id: str) -> None:
+        """Halt run ``run_id`` for the cancellation queued for it, then cancel its children."""
+        try:
+            await self.halt(run_id)
+            state = fold(await self._store.read(run_id))
+            finished = state.finished
+            if finished is None or finished.status != RunStatus.CANCELLED:
+                return  # the drive could not take it in; the next pause or sweep will
+            log.warning(
+                "run %s: cancelled while it was running: %s",
+                run_id,
+                finished.reason,
+                extra={"run_id": run_id},
+            )
+            await self.settle(run_id)
+            await self.cascade(state)
+        except Exception as exc:
+            log.warning("run %s: carrying out its cancellation failed: %s", run_id, explain(exc))
+        finally:
+            self._rt.halting.discard(run_id)
+            self._seen.pop(run_id, None)

@@ -1,0 +1,90 @@
+"""The operator's verbs have one implementation, used by ``Supervisor``, ``tether.operate``,
+the CLI and the console, and what it acknowledges holds."""
+
+from __future__ import annotations
+
+import pathlib
+
+import anyio
+import pytest
+
+from tether import Budgets, RunStateError, operate
+from tether.journal import Decision, FileStore, Signal
+from tether.supervisor import Supervisor
+
+from ..cli._stores import APPROVE, CHARGE_CALL, ESCALATED, REFUND_CALL, Env, cli_async
+
+MORE = Budgets(max_model_calls=3)
+
+
+@pytest.fixture
+def env(tmp_path: pathlib.Path) -> Env:
+    built = Env(tmp_path / "store")
+    anyio.run(built.build)
+    return built
+
+
+async def test_a_queued_answer_is_checked_against_the_answers_queued_before_it(
+    env: Env,
+) -> None:
+    """Two people answer a held run's call: the second is refused now, with the first
+    person's name, instead of being acknowledged and then ignored by the holder."""
+    async with (
+        FileStore(env.root) as store,
+        await store.open(APPROVE),  # a worker holds the run
+        FileStore(env.root) as other,
+    ):
+        first = await operate.decide(other, APPROVE, REFUND_CALL, approved=True, by="priya")
+        assert first.queued
+        with pytest.raises(RunStateError, match="already approved by priya"):
+            await operate.decide(other, APPROVE, REFUND_CALL, approved=False, by="sam")
+        assert [type(e) for e in await other.peek_inbox(APPROVE)] == [Decision]
+    view = await env.resume(APPROVE)
+    assert view.status.value == "done"
+    decisions = [e for e in await env.events(APPROVE) if isinstance(e, Decision)]
+    assert [(d.by, d.approved) for d in decisions] == [("priya", True)]
+
+
+async def test_a_signal_delivered_again_after_the_run_finished_is_acknowledged(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ("signal", "--root", env.r, APPROVE, "payment.o-1", "--id", "evt_1")
+    code, out, _ = await cli_async(capsys, *argv)
+    assert code == 0
+    assert out.startswith("recorded: signal payment.o-1 (evt_1)")
+    code, _, _ = await cli_async(capsys, "cancel", "--root", env.r, APPROVE)
+    assert code == 0
+    # A webhook retries its delivery: the run has it already, so this is no error.
+    code, out, err = await cli_async(capsys, *argv)
+    assert (code, err) == (0, "")
+    assert out.startswith("already recorded: signal payment.o-1 (evt_1)")
+    # A new signal to a finished run is still refused.
+    code, _, err = await cli_async(capsys, "signal", "--root", env.r, APPROVE, "payment.o-1")
+    assert code == 1
+    assert "run already finished (cancelled)" in err
+    signals = [e for e in await env.events(APPROVE) if isinstance(e, Signal)]
+    assert [s.signal_id for s in signals] == ["evt_1"]
+
+
+async def test_supervisor_and_operate_refuse_and_accept_the_same_answers(env: Env) -> None:
+    async with (
+        FileStore(env.root) as store,
+        Supervisor(store, model=env.model(), tools=env.tools(), resume=False) as sup,
+    ):
+        for resolve in (sup.resolve, lambda *a, **k: operate.resolve(store, *a, **k)):
+            with pytest.raises(ValueError, match="does not apply to the outcome retry"):
+                await resolve(ESCALATED, CHARGE_CALL, outcome="retry", result=1, by="priya")
+        for retry in (sup.retry, lambda *a, **k: operate.retry(store, *a, **k)):
+            with pytest.raises(ValueError, match="not both"):
+                await retry(
+                    ESCALATED,
+                    by="x",
+                    extend=[("max_model_calls", 1)],
+                    budgets=Budgets(max_model_calls=3),
+                )
+            with pytest.raises(RunStateError, match="answer them with resolve"):
+                await retry(ESCALATED, by="x", extend=[("max_model_calls", 1)])
+        with pytest.raises(ValueError, match="a signal id is"):
+            await sup.signal(APPROVE, "payment.o-1", signal_id="has spaces")
+        with pytest.raises(ValueError, match="a signal id is"):
+            await operate.signal(store, APPROVE, "payment.o-1", signal_id="x" * 201)

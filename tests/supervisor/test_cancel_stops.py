@@ -1,0 +1,251 @@
+"""A cancellation stops a run that a worker is advancing, whatever the run is doing.
+
+An answer queued for a held run used to wait for the run's next pause, so a run that never
+rests ran on for good after ``tether cancel`` said "queued". Now the holder notices a queued
+cancellation before its next model or tool call (a directory store looks at the inbox before
+each one), and within about a second while a call is in flight (it looks twice a second, and
+at a PostgreSQL ``NOTIFY``): the call in flight is cancelled and recorded as interrupted, no
+new call starts, the run ends ``cancelled``, and so do its children.
+
+The in-process tests here cancel through a second store object (its own descriptors, as
+another process has: the holder's lock refuses it, so the answer is queued); the
+``tether worker`` tests at the end use real processes on files and PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import anyio
+import pytest
+
+import tether
+from tether import operate
+from tether.journal import FileStore, RunFinished, ToolFailed, ToolResult, ToolStarted
+from tether.supervisor import RunStatus, Supervisor, fold
+
+from ..postgres.conftest import pg_dsn, pg_schema, pg_server  # noqa: F401
+from ._helpers import WAIT, of_type, read_events
+
+use = tether.ScriptedModel.tool_use
+RUN = "run-runaway"
+REPO = pathlib.Path(__file__).resolve().parents[2]
+
+
+def never_rests(messages: list[dict[str, Any]]) -> Any:
+    step = sum(1 for m in messages if m["role"] == "assistant")
+    return [use(f"toolu_{step}", "send", {"n": step})]
+
+
+class World:
+    """What the run did to the outside world, and a way to hold a call in flight."""
+
+    def __init__(self, *, hold: bool) -> None:
+        self.sent: list[int] = []
+        self.hold = hold
+        self.in_flight = anyio.Event()
+
+    def tools(self) -> tether.ToolRegistry:
+        tools = tether.ToolRegistry()
+
+        @tools.tool  # escalate: the outcome of a call cut short is unknown
+        async def send(n: int) -> str:
+            """Send message ``n``."""
+            self.sent.append(n)
+            if self.hold:
+                self.in_flight.set()
+                await anyio.sleep_forever()
+            await anyio.sleep(0)
+            return f"sent {n}"
+
+        return tools
+
+
+async def _until(check: Any, what: str) -> None:
+    with anyio.fail_after(WAIT):
+        while not check():
+            await anyio.sleep(0.005)
+
+
+async def test_a_queued_cancel_stops_a_call_in_flight(tmp_path: pathlib.Path) -> None:
+    world = World(hold=True)
+    model = tether.ScriptedModel(never_rests)
+    async with Supervisor(FileStore(tmp_path), model=model, tools=world.tools()) as sup:
+        await sup.start(RUN, "go")
+        with anyio.fail_after(WAIT):
+            await world.in_flight.wait()
+        async with FileStore(tmp_path) as other:  # as another process would
+            done = await operate.cancel(other, RUN, reason="runaway", by="priya")
+        assert done.queued
+        assert await sup.wait(RUN, timeout=WAIT) is RunStatus.CANCELLED
+        view = await sup.inspect(RUN)
+    assert view.reason == "runaway (by priya)"
+    assert world.sent == [0]
+    events = await read_events(tmp_path, RUN)
+    (failed,) = of_type(events, ToolFailed)
+    assert failed.call_id == "toolu_0"
+    assert failed.timed_out
+    assert "interrupted: the run was cancelled while this call ran" in failed.error
+    assert of_type(events, ToolResult) == []
+    assert isinstance(events[-1], RunFinished)
+    assert events[-1].status == "cancelled"
+    assert not (tmp_path / "runs" / f"{RUN}.inbox").exists()
+
+
+async def test_a_queued_cancel_starts_no_new_call(tmp_path: pathlib.Path) -> None:
+    world = World(hold=False)
+    model = tether.ScriptedModel(never_rests)
+    async with Supervisor(FileStore(tmp_path), model=model, tools=world.tools()) as sup:
+        await sup.start(RUN, "go")
+        await _until(lambda: len(world.sent) >= 20, "twenty sends")
+        async with FileStore(tmp_path) as other:
+            done = await operate.cancel(other, RUN, reason="runaway")
+            at_ack = len(world.sent)
+        assert done.queued
+        assert await sup.wait(RUN, timeout=WAIT) is RunStatus.CANCELLED
+    assert len(world.sent) - at_ack <= 1  # at most the call in flight when it was queued
+    events = await read_events(tmp_path, RUN)
+    assert len(of_type(events, ToolStarted)) == len(world.sent)
+    assert fold(events).finished == RunFinished(
+        seq=events[-1].seq, at=events[-1].at, status="cancelled", reason="runaway"
+    )
+
+
+async def test_supervisor_cancel_stops_its_own_run_at_once(tmp_path: pathlib.Path) -> None:
+    world = World(hold=True)
+    model = tether.ScriptedModel(never_rests)
+    async with Supervisor(FileStore(tmp_path), model=model, tools=world.tools()) as sup:
+        await sup.start(RUN, "go")
+        with anyio.fail_after(WAIT):
+            await world.in_flight.wait()
+        with anyio.fail_after(WAIT):
+            await sup.cancel(RUN, reason="stop", by="sam")
+        assert (await sup.inspect(RUN)).status is RunStatus.CANCELLED
+        assert await sup.wait(RUN, timeout=WAIT) is RunStatus.CANCELLED
+    events = await read_events(tmp_path, RUN)
+    assert [type(e).__name__ for e in events[-3:]] == ["ToolFailed", "Suspended", "RunFinished"]
+    assert fold(events).finished is not None
+
+
+# ------------------------------------------------------------------ real worker processes
+
+
+def _worker(argv: list[str], env: dict[str, str], log: pathlib.Path) -> subprocess.Popen[bytes]:
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "tether.cli", "worker", *argv],
+            cwd=REPO,
+            env={**os.environ, **env},
+            stdout=subprocess.DEVNULL,
+            stderr=out,
+        )
+
+
+def _cli(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tether.cli", *argv],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+
+
+def _sends(ledger: pathlib.Path) -> list[tuple[float, str]]:
+    if not ledger.exists():
+        return []
+    out = []
+    for line in ledger.read_text().splitlines():
+        at, key = line.split(" ", 1)
+        out.append((float(at), key))
+    return out
+
+
+@pytest.fixture(params=["file", "postgres"])
+def where(request: pytest.FixtureRequest, tmp_path: pathlib.Path) -> Iterator[list[str]]:
+    if request.param == "file":
+        yield ["--root", str(tmp_path / "store")]
+    else:
+        dsn = request.getfixturevalue("pg_dsn")
+        yield ["--store", dsn, "--schema", request.getfixturevalue("pg_schema")]
+
+
+def _wait_for(check: Any, seconds: float, what: str) -> None:
+    deadline = time.monotonic() + seconds
+    while not check():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.02)
+
+
+def _status(where: list[str], run_id: str) -> str:
+    shown = _cli("runs", *where, "--json")
+    (run,) = [r for r in json.loads(shown.stdout) if r["run_id"] == run_id]
+    return str(run["status"])
+
+
+def _start_run(where: list[str], run_id: str, prompt: str) -> None:
+    """Create the run for the workers (as a web handler would: ``drive=False``)."""
+    from tether._store_url import store_for
+
+    from . import _runaway_app
+
+    async def create() -> None:
+        if where[0] == "--root":
+            store = store_for(where[1])
+        else:
+            store = store_for(where[1], schema=where[3])
+        async with Supervisor(
+            store, model=_runaway_app.make_model(), tools=_runaway_app.tools, resume=False
+        ) as sup:
+            await sup.start(run_id, prompt, drive=False)
+
+    anyio.run(create)
+
+
+@pytest.mark.parametrize("lead", [False, True], ids=["run", "run-and-child"])
+def test_tether_cancel_stops_a_run_a_worker_drives_within_3_s(
+    where: list[str], tmp_path: pathlib.Path, lead: bool
+) -> None:
+    ledger = tmp_path / "ledger"
+    log = tmp_path / "worker.log"
+    run_id = "run-lead" if lead else RUN
+    _start_run(where, run_id, "lead: help the customer" if lead else "help the customer")
+    worker = _worker(
+        [*where, "--app", "tests.supervisor._runaway_app:app"],
+        {"TETHER_TEST_LEDGER": str(ledger), "TETHER_TEST_STEP": "0.1"},
+        log,
+    )
+    try:
+        _wait_for(lambda: len(_sends(ledger)) >= 5, 60, f"no sends: {log.read_text()}")
+        cancelled = _cli("cancel", *where, run_id, "--reason", "runaway agent", "--by", "priya")
+        acked = time.time()
+        assert cancelled.returncode == 0, cancelled.stderr
+        if lead:  # the lead rests, waiting for its helper: recorded at once, the helper queued
+            assert cancelled.stdout.startswith(f"recorded: run {run_id} cancelled")
+        else:
+            assert cancelled.stdout.startswith("queued: another process is advancing the run")
+            assert "stop the run within about a second" in cancelled.stdout
+        _wait_for(lambda: _status(where, run_id) == "cancelled", 3, "not cancelled within 3 s")
+        stopped = time.time()
+        assert stopped - acked < 3
+        time.sleep(0.5)  # nothing more happens after it
+        after = [key for at, key in _sends(ledger) if at > acked]
+        assert len(after) <= 1, after
+        if lead:
+            child = f"{run_id}.toolu_h"
+            assert _status(where, child) == "cancelled"
+            shown = _cli("show", *where, child)
+            assert "its parent: runaway agent (by priya)" in shown.stdout
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(30) == 0, log.read_text()
+    assert "ignored a queued answer" not in log.read_text()
