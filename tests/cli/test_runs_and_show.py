@@ -10,7 +10,7 @@ import pytest
 from tether.cli import build_parser
 from tether.journal import FileStore
 
-from ._stores import APPROVE, CHARGE_CALL, DONE, ESCALATED, FAILED, REFUND_CALL, Env, cli
+from ._stores import APPROVE, CHARGE_CALL, DONE, ESCALATED, FAILED, REFUND_CALL, Env, cli, cli_async
 
 
 def test_runs_table(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
@@ -177,3 +177,48 @@ def test_help_is_complete(command: str, capsys: pytest.CaptureFixture[str]) -> N
     out = capsys.readouterr().out
     assert "--root DIR" in out
     assert "Exit" in out or "exit" in out
+
+
+async def _waiting_run(env: Env) -> None:
+    """A run whose call waits for the event ``payment.o-9`` (until a time), and one asleep."""
+    from tether.journal import Manifest, ModelResponse, RunStarted, ToolStarted, Waiting
+
+    for run_id, wait in (
+        ("run-event", Waiting(call_id="c1", attempt=1, event="payment.o-9", until=4e9)),
+        ("run-sleep", Waiting(call_id="c1", attempt=1, until=4e9)),
+    ):
+        use = {"type": "tool_use", "id": "c1", "name": "wait_paid", "input": {}}
+        await env.craft(
+            run_id,
+            [
+                RunStarted(
+                    run_id=run_id,
+                    manifest=Manifest(model="scripted"),
+                    messages=[{"role": "user", "content": "wait"}],
+                ),
+                ModelResponse(message={"role": "assistant", "content": [use]}),
+                ToolStarted(call_id="c1", name="wait_paid"),
+                wait,
+            ],
+        )
+
+
+async def test_runs_json_and_show_say_what_a_resting_run_waits_for(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    await _waiting_run(env)
+    code, out, _ = await cli_async(capsys, "runs", "--root", env.r, "--json")
+    assert code == 0
+    runs = {r["run_id"]: r for r in json.loads(out)}
+    (event,) = runs["run-event"]["waiting"]
+    assert (event["awaiting"], event["event"], event["call_id"]) == ("event", "payment.o-9", "c1")
+    assert event["until"] == 4e9
+    assert event["what"].startswith("waiting for event payment.o-9 (until ")
+    (sleep,) = runs["run-sleep"]["waiting"]
+    assert (sleep["awaiting"], sleep["event"], sleep["until"]) == ("time", None, 4e9)
+    code, out, _ = await cli_async(capsys, "show", "--root", env.r, "run-event")
+    assert code == 0
+    assert (
+        f"waiting for event payment.o-9 (until 2096-10-02 07:06:40 UTC): c1 wait_paid  ->  "
+        f"tether signal --root {env.r} run-event payment.o-9 --data JSON --id ID"
+    ) in out

@@ -139,7 +139,7 @@ def test_a_run_lives_through_eight_deploys_and_eight_kills_mid_step(tmp_path: pa
         check=True,
         timeout=60,
     )
-    assert "after shutdown, not counted" in show.stdout
+    assert "after shutdown (not a restart)" in show.stdout
     assert "after crash" in show.stdout
     assert "suspended by" in show.stdout
 

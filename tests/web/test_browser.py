@@ -27,7 +27,7 @@ import anyio
 import httpx2
 import pytest
 
-from tether import ScriptedModel
+from tether import ScriptedModel, operate
 from tether.journal import Decision, ModelResponse, RunStarted
 from tether.supervisor import RunStatus, Supervisor
 from tether.supervisor._loop import Runtime, build_manifest
@@ -347,3 +347,37 @@ def test_a_hostile_call_id_cannot_approve_another_runs_call(
     (decision,) = [e for e in _sync(env.events, "run-hostile-new") if isinstance(e, Decision)]
     assert decision.call_id == renamed
     assert [e for e in _sync(env.events, APPROVE) if isinstance(e, Decision)] == []
+
+
+async def _approve(env: Env) -> None:
+    async with env.store() as store:
+        await operate.decide(store, APPROVE, REFUND_CALL, approved=True, by="sam")
+
+
+def test_a_live_update_keeps_the_rows_a_person_opened(
+    served: tuple[str, Env, list[subprocess.Popen[bytes]]], browser_page: Any
+) -> None:
+    """The page swaps in new content when the run changes; what a person opened stays open and
+    nothing else opens (it used to be matched by position, and an approval shifts positions)."""
+    page = browser_page
+    base, env, _procs = served
+    page.set_default_timeout(WAIT_MS)
+    page.goto(f"{base}/login")
+    page.fill("input[name=token]", TOKEN)
+    page.click("form.login button[type=submit]")
+    page.wait_for_url(f"{base}/")
+    page.goto(f"{base}/runs/{APPROVE}")
+    page.wait_for_selector("#live-state:not([hidden])")
+    answer = page.locator("details[data-key='event 1'] > summary")
+    answer.click()
+    assert page.locator("details[data-key='event 1']").get_attribute("open") is not None
+    assert page.locator("details[data-key='event 0']").get_attribute("open") is None
+    page.evaluate("window.__not_reloaded = true")
+    _sync(_approve, env)  # another person approves: the run changes, the page follows
+    deadline = time.monotonic() + 30
+    while "by sam" not in page.locator("#live").inner_text():
+        assert time.monotonic() < deadline, "the page did not follow the run"
+        time.sleep(0.1)
+    assert page.evaluate("window.__not_reloaded") is True
+    assert page.locator("details[data-key='event 1']").get_attribute("open") is not None
+    assert page.locator("details[data-key='event 0']").get_attribute("open") is None

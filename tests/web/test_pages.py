@@ -5,11 +5,20 @@ words."""
 from __future__ import annotations
 
 import html
+import re
 
 import pytest
 from markupsafe import escape
 
-from tether.journal import Decision, Resolved, Retried, RunFinished, Signal
+from tether.journal import (
+    Decision,
+    Manifest,
+    Resolved,
+    Retried,
+    RunFinished,
+    RunStarted,
+    Signal,
+)
 
 from ..cli._stores import APPROVE, CHARGE_CALL, DONE, ESCALATED, FAILED, REFUND_CALL, Env
 from ._envs import auth, console, sign_in
@@ -54,7 +63,7 @@ async def test_the_runs_page_a_runs_page_and_the_inbox(env: Env) -> None:
 
     for event in shown["events"]:  # the timeline tether show prints, records folded
         assert str(escape(event["text"])) in done
-    assert "<details><summary>" in done
+    assert '<details data-key="event ' in done
     assert f'href="/runs/{DONE}/blobs/{blob["digest"]}"' in done
     assert "x" * 300 in blob_page
     assert missing.status_code == 404
@@ -118,6 +127,7 @@ async def test_every_form_records_its_answer_or_says_why_not(env: Env) -> None:
         )
     assert refused.startswith(' error" role="status">refused: run ')
     assert "recorded: resolved toolu_c1" in resolved
+    assert "by priya (seen in the PSP)" in resolved  # the note, as `tether resolve` says it
     assert "recorded: rejected toolu_r1" in rejected
     assert "recorded: retry of run" in retried
     assert "recorded: signal payment.o-1" in signalled
@@ -145,3 +155,27 @@ async def test_every_form_records_its_answer_or_says_why_not(env: Env) -> None:
     ]
     (end,) = [e for e in events if isinstance(e, RunFinished)]
     assert (end.status, end.reason) == ("cancelled", "customer withdrew (by priya)")
+
+
+async def test_the_runs_page_lists_each_child_run_under_its_parent(file_env: Env) -> None:
+    for run_id, parent in (("run-lead", None), ("run-zzz", None), ("run-lead.c1", "run-lead")):
+        await file_env.craft(
+            run_id,
+            [
+                RunStarted(
+                    run_id=run_id,
+                    manifest=Manifest(model="scripted"),
+                    messages=[{"role": "user", "content": "go"}],
+                    parent=parent,
+                    parent_call="c1" if parent else None,
+                )
+            ],
+        )
+    async with console(file_env) as client:
+        await sign_in(client)
+        page = (await client.get("/?per_page=50")).text
+    rows = re.findall(r'<tr data-run="([^"]+)"( class="[^"]*")?>', page)
+    order = [run for run, _ in rows]
+    assert order.index("run-lead.c1") == order.index("run-lead") + 1
+    assert dict(rows)["run-lead.c1"] == ' class="child depth-1"'
+    assert dict(rows)["run-lead"] == ""

@@ -18,6 +18,7 @@ from tether.journal import (
     ToolResult,
     ToolStarted,
 )
+from tether.web._guard import Guard
 
 from ..cli._stores import APPROVE, DONE, REFUND_CALL, Env
 from ._envs import PRIYA, SAM, auth, console, sign_in
@@ -267,3 +268,56 @@ async def test_bearer_requests_need_no_csrf_token_but_no_cross_site_either(file_
         assert cross.status_code == 403
         ok = await client.post(f"/api{APPROVE_FORM}", json={}, headers=auth())
         assert ok.status_code == 200
+
+
+async def test_an_open_consoles_api_needs_a_session_and_its_csrf_token(file_env: Env) -> None:
+    """Without sign-in a bearer header proves nothing: an API change needs the session a script
+    opens with ``GET /api/whoami`` and its CSRF token, as the guard's contract says."""
+    loopback = "http://127.0.0.1:8765"
+    async with console(file_env, tokens=None, anonymous="ops", base_url=loopback) as client:
+        for headers in ({}, {"authorization": "Bearer anything-at-all-here"}):
+            refused = await client.post(f"/api{APPROVE_FORM}", json={}, headers=headers)
+            assert refused.status_code == 403, headers
+            assert "GET /api/whoami opens one" in refused.json()["message"]
+        assert not await decisions(file_env)
+        me = (await client.get("/api/whoami")).json()
+        assert me["identity"] == "ops"
+        assert me["csrf"]
+        ok = await client.post(f"/api{APPROVE_FORM}", json={}, headers={"x-csrf-token": me["csrf"]})
+        assert ok.status_code == 200, ok.text
+    (decision,) = await decisions(file_env)
+    assert decision.by == "ops"
+
+
+async def test_the_api_takes_exactly_application_json(file_env: Env) -> None:
+    async with console(file_env) as client:
+        for kind in ("text/plain; x=application/json", "text/plain;application/json", ""):
+            sent = await client.post(
+                f"/api{APPROVE_FORM}", content=b"{}", headers={**auth(), "content-type": kind}
+            )
+            assert sent.status_code == 415, kind
+        assert not await decisions(file_env)
+        ok = await client.post(
+            f"/api{APPROVE_FORM}",
+            content=b"{}",
+            headers={**auth(), "content-type": "Application/JSON; charset=utf-8"},
+        )
+        assert ok.status_code == 200
+
+
+async def test_a_wrong_bearer_token_costs_what_a_failed_sign_in_does(
+    file_env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    waited: list[str] = []
+
+    async def penalize(self: Guard) -> None:
+        waited.append("guess")
+
+    monkeypatch.setattr(Guard, "penalize", penalize)
+    async with console(file_env) as client:
+        guess = await client.get("/api/runs", headers={"authorization": "Bearer not-a-token"})
+        assert guess.status_code == 401
+        assert waited == ["guess"]
+        assert (await client.get("/api/runs", headers=auth())).status_code == 200
+        assert (await client.get("/api/runs")).status_code == 401  # no guess, no wait
+    assert waited == ["guess"]

@@ -40,9 +40,10 @@ def add_serve_command(commands: Any) -> None:
         "/api/openapi.json). People sign in with an access token: --token-file FILE, else the "
         "TETHER_CONSOLE_TOKEN environment variable, one NAME:TOKEN entry per line (commas in "
         "the variable), NAME being who the journal records as deciding. Binds to 127.0.0.1 "
-        "unless --host says otherwise. Exit 0 on a signal; 2 on bad usage (no tokens, "
-        "--no-auth on an address other hosts can reach); 3 if the store cannot be reached or "
-        "the web extra is missing.",
+        "unless --host says otherwise. Exit 0 on SIGTERM or SIGINT (requests in flight finish); "
+        "2 on bad usage (no tokens, --no-auth on an address other hosts can reach); 3 if the "
+        "port cannot be bound (in use), the store cannot be reached or the web extra is "
+        "missing.",
     )
     add_store_options(serve)
     serve.add_argument(
@@ -70,6 +71,14 @@ def add_serve_command(commands: Any) -> None:
         default=1.0,
         help="seconds between looks at the store for live updates (default: 1)",
     )
+    serve.add_argument(
+        "--header-timeout",
+        metavar="SECONDS",
+        type=float,
+        default=10.0,
+        help="seconds a client has to send a request's headers, however slowly it sends them; "
+        "then the connection is closed (default: 10)",
+    )
     serve.set_defaults(handler=_serve, parser=serve)
 
 
@@ -86,10 +95,11 @@ def _serve(args: argparse.Namespace) -> int:
     check_store_usage(args)
     if not args.poll_interval > 0:
         args.parser.error("--poll-interval must be more than 0")
+    if not args.header_timeout > 0:
+        args.parser.error("--header-timeout must be more than 0")
     try:
-        import uvicorn
-
         from .. import web
+        from ..web._serving import listen, serve
     except ImportError as exc:
         print(
             f"tether: the console needs the web extra (pip install 'tether[web]'): {exc}",
@@ -124,42 +134,47 @@ def _serve(args: argparse.Namespace) -> int:
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
 
-    async def main() -> None:
+    try:
+        sock = listen(args.host, args.port)
+    except OSError as exc:
+        print(
+            f"tether: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}",
+            file=sys.stderr,
+        )
+        return 3
+
+    def listening(host: str, port: int) -> None:
+        shown = f"[{host}]" if ":" in host else host
+        print(
+            f"serving the console of {store_label(args)} at http://{shown}:{port}/",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    async def main() -> bool:
         store = open_store(args)
         application = web.app(
             store, tokens=tokens, anonymous=anonymous, poll_interval=args.poll_interval
         )
-        config = uvicorn.Config(
+        return await serve(
             application,
-            host=args.host,
-            port=args.port,
+            sock,
+            header_timeout=args.header_timeout,
+            on_listening=listening,
             log_level="warning",
             access_log=False,
-            timeout_graceful_shutdown=2,
-            lifespan="on",
-            server_header=False,
         )
-        server = uvicorn.Server(config)
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(server.serve)
-            # uvicorn sets a flag once its sockets listen, and offers no event to wait on.
-            while not server.started and not server.should_exit:  # noqa: ASYNC110
-                await anyio.sleep(0.05)
-            if server.started:
-                host, port = server.servers[0].sockets[0].getsockname()[:2]
-                shown = f"[{host}]" if ":" in str(host) else host
-                print(
-                    f"serving the console of {store_label(args)} at http://{shown}:{port}/",
-                    file=sys.stderr,
-                    flush=True,
-                )
 
     try:
-        anyio.run(main)
+        with sock:
+            started = anyio.run(main)
     except Exception as exc:
         problem = str(exc) if isinstance(exc, StoreMissingError) else store_failure(args, exc)
         if problem is None:
             raise
         print(f"tether: {problem}", file=sys.stderr)
+        return 3
+    if not started:
+        print("tether: the console did not start (see the error above)", file=sys.stderr)
         return 3
     return 0

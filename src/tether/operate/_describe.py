@@ -150,11 +150,9 @@ def describe(event: AnyEvent, names: dict[str, str], limit: int = 100) -> str:
         where = f"{event.host or '?'} (pid {event.pid})"
         if event.cause == FIRST_DRIVE:
             return shorten(f"first driven on {where}, a process other than its creator", limit)
-        counted = "" if event.charged else ", not counted"
-        return shorten(
-            f"restart {event.attempt} on {where} after {event.cause}{counted}",
-            limit,
-        )
+        if not event.charged:  # a graceful stop, a store outage: not a restart
+            return shorten(f"resumed on {where} after {event.cause} (not a restart)", limit)
+        return shorten(f"restart {event.attempt} on {where} after {event.cause}", limit)
     if isinstance(event, Suspended):
         return shorten(f"suspended by {event.host or '?'} (pid {event.pid}): {event.reason}", limit)
     if isinstance(event, ModelFailed):

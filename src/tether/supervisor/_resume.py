@@ -40,7 +40,7 @@ def resumed(
     none)."""
     cause = prior or cause_of(state)
     record = Resumed(
-        attempt=state.restarts + 1,
+        attempt=state.resumes + 1,
         host=rt.host,
         pid=os.getpid(),
         cause=cause.cause,

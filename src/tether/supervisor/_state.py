@@ -138,7 +138,8 @@ class RunState:
     output_tokens: int = 0
     cache_creation_tokens: int = 0
     cache_read_tokens: int = 0
-    restarts: int = 0
+    restarts: int = 0  # resumes after the run's own interruption (a crash, its task raised)
+    resumes: int = 0  # every resume by a process that was not the first to drive it
     interruptions: int = 0
     finished: RunFinished | None = None
     parked: Parked | None = None
@@ -262,8 +263,11 @@ class RunState:
             call.attempts_at_resolution = call.attempts
             call.failures = 0
         elif isinstance(event, Resumed):
-            # A run first driven by a process other than its creator was not restarted.
-            self.restarts += event.cause != FIRST_DRIVE
+            # Restarts are what the crash-loop count charges (a crash, the run's own error);
+            # a run resumed after a graceful stop, a store outage or by a second process was
+            # not restarted.
+            self.restarts += event.charged
+            self.resumes += event.cause != FIRST_DRIVE
             self.interruptions += event.charged
         elif isinstance(event, ModelFailed):
             self.model_failures += 1

@@ -28,7 +28,7 @@ def open_drive(
         trace=state.started.trace,
         model=state.manifest.model,
         fresh=fresh,
-        restarts=state.restarts + (1 if resumed else 0),
+        restarts=state.restarts + (1 if resumed and (prior or cause_of(state)).charged else 0),
         cause=(prior or cause_of(state)).cause if resumed else "",
     )
 

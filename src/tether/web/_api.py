@@ -29,7 +29,7 @@ from ..operate._holders import holder_of
 from ..operate._summary import RunSummary, summarize
 from ..supervisor._state import RunStatus
 from ._actions import ActionError, act
-from ._console import BodyTooLarge, Console, read_json
+from ._console import BodyTooLarge, Console, media_type, read_json, set_cookie
 from ._guard import Who
 from ._views import inbox, run_row, runs_page, timeline
 
@@ -49,8 +49,10 @@ def api_routes(console: Console) -> list[Route]:
         async def wrapped(request: Request) -> Response:
             who = guard.who(request)
             if who is None and guard.anonymous is not None:
-                who = Who(guard.anonymous)
+                who = Who(guard.anonymous, anonymous=True)
             if who is None:
+                if guard.failed_bearer(request):
+                    await guard.penalize()  # guesses cost time
                 return error(401, "unauthorized", "sign in: send Authorization: Bearer TOKEN")
             try:
                 return await handler(request, who)
@@ -125,16 +127,23 @@ def api_routes(console: Console) -> list[Route]:
         return JSONResponse(inbox(await console.listing.summaries(), console.clock()))
 
     async def whoami(request: Request, who: Who) -> Response:
-        return JSONResponse(
-            {"identity": who.identity, "csrf": who.session.csrf if who.session else None}
+        session = who.session
+        opened = None
+        if session is None and who.anonymous:  # a console without sign-in: a session for it
+            session = opened = guard.new_session(who.identity)
+        response = JSONResponse(
+            {"identity": who.identity, "csrf": session.csrf if session else None}
         )
+        if opened is not None:
+            set_cookie(request, response, opened)
+        return response
 
     def answer(verb: str) -> Handler:
         async def post(request: Request, who: Who) -> Response:
             problem = guard.csrf_problem(request, who, request.headers.get("x-csrf-token"))
             if problem is not None:
                 return error(403, "forbidden", problem)
-            if "application/json" not in request.headers.get("content-type", ""):
+            if media_type(request) != "application/json":
                 return error(415, "unsupported_media_type", "send the body as application/json")
             try:
                 params = await read_json(request)

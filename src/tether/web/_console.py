@@ -17,10 +17,11 @@ from urllib.parse import parse_qsl, quote
 
 import jinja2
 from starlette.requests import Request
+from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..journal._protocols import Store
-from ._guard import Guard
+from ._guard import COOKIE, Guard, Session
 from ._listing import Listing
 from ._views import when
 
@@ -81,6 +82,11 @@ def segment(value: object) -> str:
     text = quote(str(value), safe="")
     # "." and ".." are the segments a browser resolves; quote() leaves dots alone.
     return text.replace(".", "%2E") if text.strip(".") == "" else text
+
+
+def media_type(request: Request) -> str:
+    """The request body's media type, without parameters, lower-cased (``""`` if none)."""
+    return request.headers.get("content-type", "").partition(";")[0].strip().lower()
 
 
 def base_of(request: Request) -> str:
@@ -228,3 +234,15 @@ class LoopbackOnly:
             }
         )
         await send({"type": "http.response.body", "body": body})
+
+
+def set_cookie(request: Request, response: Response, session: Session) -> None:
+    """Give the browser (or script) the cookie of ``session``."""
+    response.set_cookie(
+        COOKIE,
+        session.key,
+        httponly=True,
+        samesite="lax",
+        secure=request.url.scheme == "https",
+        path=base_of(request) or "/",
+    )

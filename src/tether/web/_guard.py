@@ -15,7 +15,9 @@ A state-changing request over a session must pass three checks, any of which ref
   compared in constant time.
 
 A bearer token is not sent by a browser on its own, so a request carrying one needs no CSRF
-token; the fetch-site and origin checks still apply.
+token; the fetch-site and origin checks still apply. Without tokens a bearer header proves
+nothing, so there every change needs a session and its CSRF token (``GET /api/whoami`` opens
+one for a script). A wrong token costs ``FAILED_SIGN_IN_DELAY`` as a failed sign-in does.
 
 Sessions live in memory (a restart signs everyone out): at most ``limit`` of them, each for
 ``lifetime`` seconds after it was last used.
@@ -31,11 +33,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+import anyio
 from starlette.requests import Request
 
 from ._tokens import identity_of
 
 COOKIE = "tether_console"
+
+FAILED_SIGN_IN_DELAY = 0.3
+"""Seconds a failed sign-in or a wrong bearer token waits before its answer: guesses cost time."""
 
 
 @dataclass
@@ -55,10 +61,12 @@ class Who:
 
     identity: str
     session: Session | None = None
+    anonymous: bool = False  # a console without sign-in, and no session yet
 
     @property
     def bearer(self) -> bool:
-        return self.session is None
+        """Proven by a bearer token (which no browser sends by itself)."""
+        return self.session is None and not self.anonymous
 
 
 class Guard:
@@ -139,15 +147,28 @@ class Guard:
         """
         header = request.headers.get("authorization", "")
         scheme, _, value = header.partition(" ")
-        if scheme.lower() == "bearer" and value.strip():
-            if self.tokens is None:
-                return Who(str(self.anonymous)) if self.anonymous is not None else None
+        if scheme.lower() == "bearer" and value.strip() and self.tokens is not None:
             identity = self.identity_for(value.strip())
             return Who(identity) if identity is not None else None
+        # Without tokens a bearer header proves nothing: a session (and its CSRF token) does.
         session = self._session(request)
         if session is not None:
             return Who(session.identity, session)
         return None
+
+    async def penalize(self) -> None:
+        """Wait ``FAILED_SIGN_IN_DELAY`` before answering a guess (a wrong token)."""
+        await anyio.sleep(FAILED_SIGN_IN_DELAY)
+
+    def failed_bearer(self, request: Request) -> bool:
+        """Whether ``request`` carried a bearer token that is not one of the tokens (a guess:
+        answered after ``FAILED_SIGN_IN_DELAY``, as a failed sign-in is)."""
+        scheme, _, value = request.headers.get("authorization", "").partition(" ")
+        return (
+            self.tokens is not None
+            and scheme.lower() == "bearer"
+            and self.identity_for(value.strip()) is None
+        )
 
     def cross_site(self, request: Request) -> str | None:
         """Why ``request`` looks like it comes from another site, or ``None``."""
@@ -168,8 +189,13 @@ class Guard:
         problem = self.cross_site(request)
         if problem is not None:
             return problem
-        if who.session is None:
+        if who.bearer:
             return None  # a bearer token: no browser sends one by itself
+        if who.session is None:
+            return (
+                "this console has no sign-in, so a change needs a session and its CSRF token: "
+                "GET /api/whoami opens one (a cookie) and gives the token for X-CSRF-Token"
+            )
         if not given or not hmac.compare_digest(given.encode(), who.session.csrf.encode()):
             return "the form is out of date or was not sent from this console (CSRF token)"
         return None

@@ -14,7 +14,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import quote
 
-import anyio
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
@@ -25,12 +24,19 @@ from ..operate._holders import holder_of
 from ..operate._summary import summarize
 from ..supervisor._state import RunStatus
 from ._actions import ActionError, act
-from ._console import BodyTooLarge, Console, base_of, local_path, read_form, safe_next
+from ._console import (
+    BodyTooLarge,
+    Console,
+    base_of,
+    local_path,
+    read_form,
+    safe_next,
+    set_cookie,
+)
 from ._guard import COOKIE, Session, Who
 from ._views import inbox, pretty, run_row, runs_page, timeline
 
 Handler = Callable[[Request], Awaitable[Response]]
-FAILED_LOGIN_DELAY = 0.3
 
 
 def page_routes(console: Console) -> list[Route]:
@@ -249,7 +255,7 @@ def page_routes(console: Console) -> list[Route]:
             return problem_page(request, None, 413, "Too large", "The form is too large.")
         identity = guard.identity_for(form.get("token", "").strip()) if not guard.open else None
         if identity is None:
-            await anyio.sleep(FAILED_LOGIN_DELAY)  # guesses cost time
+            await guard.penalize()  # guesses cost time
             return render(
                 request,
                 None,
@@ -294,17 +300,6 @@ def page_routes(console: Console) -> list[Route]:
     for verb in ("retry", "cancel", "signal"):
         routes.append(Route(f"/runs/{{run_id}}/{verb}", answer(verb), methods=["POST"]))
     return routes
-
-
-def set_cookie(request: Request, response: Response, session: Session) -> None:
-    response.set_cookie(
-        COOKIE,
-        session.key,
-        httponly=True,
-        samesite="lax",
-        secure=request.url.scheme == "https",
-        path=base_of(request) or "/",
-    )
 
 
 def _quote(path: str) -> str:

@@ -15,7 +15,7 @@ import msgspec
 
 from ..journal._records import AnyEvent, ModelResponse, RunStarted, ToolResult
 from ..operate._describe import as_json, describe, event_type, format_age, format_time, shorten
-from ..operate._summary import RunSummary
+from ..operate._summary import RunSummary, as_tree
 from ..supervisor._state import RunState, RunStatus
 from ..supervisor._status import run_deadline, world_wait
 
@@ -70,6 +70,8 @@ class Page:
     page: int
     pages: int
     per_page: int
+    depths: list[int]
+    """How far under its parent each row is (0: not listed under another)."""
 
 
 def runs_page(
@@ -90,9 +92,11 @@ def runs_page(
     ]
     pages = max(1, math.ceil(len(chosen) / per_page))
     page = min(max(1, page), pages)
-    shown = chosen[(page - 1) * per_page : page * per_page]
+    # Each child run right under its parent (when both are chosen), as `tether runs` lists them.
+    shown = as_tree(chosen)[(page - 1) * per_page : page * per_page]
     return Page(
-        rows=[run_row(s, now) for s in shown],
+        rows=[run_row(s, now) for _, s in shown],
+        depths=[depth for depth, _ in shown],
         counts={st: counts.get(st, 0) for st in STATUSES},
         total=len(summaries),
         matching=len(chosen),

@@ -27,11 +27,15 @@
       .then(function (r) { return r.ok ? r.text() : null; })
       .then(function (html) {
         if (html !== null && !editing()) {
+          // Each <details> keeps what the person made of it (opened or closed), found again by
+          // its data-key (a record's seq, a call's id), not by its place: an approval adds rows.
           var main = document.getElementById("live");
           var open = {};
-          main.querySelectorAll("details[open]").forEach(function (d, i) { open[i] = true; });
+          main.querySelectorAll("details[data-key]").forEach(function (d) { open[d.dataset.key] = d.open; });
           main.innerHTML = html;
-          main.querySelectorAll("details").forEach(function (d, i) { if (open[i]) d.open = true; });
+          main.querySelectorAll("details[data-key]").forEach(function (d) {
+            if (Object.prototype.hasOwnProperty.call(open, d.dataset.key)) d.open = open[d.dataset.key];
+          });
         }
       })
       .catch(function () {})
