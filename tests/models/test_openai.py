@@ -17,10 +17,13 @@ import anyio
 import httpx2
 import openai
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tether import ModelError, ModelResponseError, OpenAIModel
 from tether.journal import Usage
 from tether.models import text_sink
+from tether.models._openai_chat import EventData
 
 from . import _chat_api as chat
 from . import _responses_api as responses
@@ -305,6 +308,40 @@ async def test_chat_a_stream_broken_off_is_transient() -> None:
             await model(system=None, messages=ASK, tools=[])
     assert info.value.transient
     assert "The server had an error" in info.value.reason
+
+
+# Event data: any text but line ends (U+2028 and its like included: JSON leaves them raw).
+_LINES = st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="\r\n"))
+
+
+@given(
+    events=st.lists(st.lists(_LINES, min_size=1, max_size=3), max_size=6),
+    newline=st.sampled_from([b"\n", b"\r\n", b"\r"]),
+    noise=st.booleans(),
+    cuts=st.lists(st.integers(min_value=0), max_size=8),
+)
+def test_chat_stream_events_are_read_as_the_sse_rules_say(
+    events: list[list[str]], newline: bytes, noise: bool, cuts: list[int]
+) -> None:
+    """Each event's data lines joined, whatever the line ends, with comments and other fields
+    around them, however the bytes arrive; of a stream cut anywhere, the events it held whole."""
+    wire = b""
+    ends: list[int] = []  # where each event ends on the wire
+    for lines in events:
+        if noise:
+            wire += b": keep-alive" + newline + b"event: chunk" + newline + b"id: 7" + newline
+        wire += b"".join(b"data: " + line.encode() + newline for line in lines) + newline
+        ends.append(len(wire))
+    data = ["\n".join(lines) for lines in events]
+    expected = [d for d in data if d]  # an event whose data is empty is no event
+    splits = sorted({c % (len(wire) + 1) for c in cuts})
+    pieces = [wire[i:j] for i, j in zip([0, *splits], [*splits, len(wire)], strict=True)]
+    reader = EventData()
+    assert [d for piece in pieces for d in reader.feed(piece)] == expected
+    lf = len(newline) - 1  # with CR LF, the CR of the blank line ends the event already
+    for cut in splits:
+        whole = [d for d, at in zip(data, ends, strict=True) if at - lf <= cut and d]
+        assert EventData().feed(wire[:cut]) == whole
 
 
 async def test_chat_images_from_a_tool_result_follow_the_tool_messages() -> None:
