@@ -468,14 +468,39 @@ async def test_responses_text_goes_back_as_its_output_message() -> None:
     assert [p["text"] for p in sent[2]["content"]] == ["Hello.", "Hi again."]
 
 
-async def test_responses_without_encrypted_content_and_store_false_is_refused() -> None:
-    """Why ``include=["reasoning.encrypted_content"]`` goes with ``store=False``: the fake
-    refuses a reasoning item it cannot look up, as the API does."""
+async def test_responses_with_store_false_reasoning_comes_sealed_and_goes_back() -> None:
+    """With ``store=False`` the model asks for the reasoning's encrypted content itself: the
+    fake, as the API, refuses a reasoning item sent back that it can neither look up nor read."""
     api = responses.ResponsesAPI(
         responses.answer(responses.reasoning("Hm."), responses.message("One.")),
         responses.answer("Two."),
     )
     async with model_on(api, store=False) as model:
+        assert model.params == {"api": "responses", "host": "api.openai.com", "store": False}
+        first = await model(system=None, messages=ASK, tools=[])
+        second = await model(
+            system=None,
+            messages=[*ASK, first.as_message(), {"role": "user", "content": "and?"}],
+            tools=[],
+        )
+    api.assert_all_answered()
+    assert [body["include"] for body in api.bodies] == [["reasoning.encrypted_content"]] * 2
+    assert first.content[0]["item"]["encrypted_content"]
+    assert (
+        api.bodies[1]["input"][1]["encrypted_content"]
+        == first.content[0]["item"]["encrypted_content"]
+    )
+    assert second.content[0]["text"] == "Two."
+
+
+async def test_responses_an_include_of_ones_own_is_sent_as_given() -> None:
+    """``include`` given is the user's word, also with ``store=False``: without the encrypted
+    content the next request is refused, as the API refuses it."""
+    api = responses.ResponsesAPI(
+        responses.answer(responses.reasoning("Hm."), responses.message("One.")),
+        responses.answer("Two."),
+    )
+    async with model_on(api, store=False, include=[]) as model:
         first = await model(system=None, messages=ASK, tools=[])
         with pytest.raises(ModelError) as info:
             await model(
@@ -483,6 +508,7 @@ async def test_responses_without_encrypted_content_and_store_false_is_refused() 
                 messages=[*ASK, first.as_message(), {"role": "user", "content": "and?"}],
                 tools=[],
             )
+    assert api.bodies[0]["include"] == []
     assert "HTTP 404" in info.value.reason
     assert "Items are not persisted when `store` is set to false" in info.value.reason
     assert not info.value.transient

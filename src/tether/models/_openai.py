@@ -87,7 +87,10 @@ class OpenAIModel:
             (``temperature``, ``max_completion_tokens`` / ``max_output_tokens``,
             ``reasoning_effort`` / ``reasoning``, ``tool_choice``, ``parallel_tool_calls``,
             ``store``, ``include``, ...; ``extra_body={...}`` for a server's own fields). They
-            must be JSON-able: they are pinned into each run's manifest.
+            must be JSON-able: they are pinned into each run's manifest. With ``api=
+            "responses"`` and ``store=False``, ``include=["reasoning.encrypted_content"]`` is
+            sent unless ``include`` is given: reasoning items go back in every request, and a
+            server that stored nothing can only read them from their encrypted content.
 
     Raises:
         ValueError: ``model`` is empty, ``api`` is neither ``"chat"`` nor ``"responses"``,
