@@ -1,16 +1,23 @@
-"""The model seam: reply checking, ``ModelReply``, the public names, and a cheap import."""
+"""The model seam: reply checking, ``ModelReply``, the public names, a cheap import, the end
+of a streamed answer and the errors of the connection under it."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
 from typing import Any
 
+import anyio
+import httpcore2
+import httpx2
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import tether.models
-from tether._errors import ModelResponseError
+from tether._errors import ModelError, ModelResponseError
 from tether.journal import Usage
 from tether.models import (
     AnthropicModel,
@@ -20,6 +27,8 @@ from tether.models import (
     ScriptedModel,
     check_reply_blocks,
 )
+from tether.models._base import StreamEnd
+from tether.models._client import stream_errors
 
 
 def test_public_names() -> None:
@@ -144,3 +153,74 @@ def test_blocks_of_other_types_are_kept_as_they_came() -> None:
         {"type": "text", "text": "found it"},
     ]
     assert check_reply_blocks("m", blocks) is blocks
+
+
+# -- the end of a streamed answer, and a failed connection --------------------------------------
+
+SIGNALS = ("a finish reason", "[DONE]")
+
+
+@given(st.lists(st.sampled_from(SIGNALS)))
+def test_a_stream_is_an_answer_only_once_every_signal_arrived(seen: list[str]) -> None:
+    end = StreamEnd("gpt-5-mini", *SIGNALS)
+    for signal in seen:
+        end.saw(signal)
+    missing = [s for s in SIGNALS if s not in seen]
+    assert end.missing == missing
+    if not missing:
+        end.check()
+        return
+    with pytest.raises(ModelError) as info:
+        end.check()
+    assert info.value.transient
+    assert info.value.usage is None
+    assert info.value.reason.startswith(f"the stream ended before {' and '.join(missing)}:")
+
+
+def test_a_signal_the_end_was_not_made_with_is_refused() -> None:
+    end = StreamEnd("claude-haiku-4-5", "message_stop")
+    with pytest.raises(ValueError, match="'message-stop' is none of"):
+        end.saw("message-stop")
+    with pytest.raises(ValueError, match="at least one signal"):
+        StreamEnd("claude-haiku-4-5")
+
+
+def test_the_transports_errors_are_transient_and_say_what_lies_under_them() -> None:
+    def raised(exc: BaseException) -> ModelError:
+        with pytest.raises(ModelError) as info, stream_errors("m"):
+            raise exc
+        return info.value
+
+    inner = ConnectionResetError(104, "Connection reset by peer")
+    wrapped = httpcore2.ReadError("")
+    wrapped.__cause__ = inner
+    outer = httpx2.ReadError("")
+    outer.__cause__ = wrapped
+    dropped = raised(outer)
+    assert dropped.transient
+    assert dropped.reason == (
+        "connection failed: ReadError: ConnectionResetError: [Errno 104] Connection reset by peer"
+    )
+    assert raised(httpx2.RemoteProtocolError("peer closed connection")).reason == (
+        "connection failed: RemoteProtocolError: peer closed connection"
+    )
+    assert raised(anyio.EndOfStream()).reason == "connection failed: EndOfStream"
+    stalled = raised(httpx2.ReadTimeout("timed out"))
+    assert stalled.transient
+    assert stalled.reason == "request timed out: ReadTimeout: timed out"
+    cut = raised(_undecodable())
+    assert cut.transient
+    assert cut.reason.startswith("the stream ended inside a character: ")
+    garbled = raised(json.JSONDecodeError("Expecting value", "{", 1))
+    assert isinstance(garbled, ModelResponseError)
+    assert not garbled.transient
+    with pytest.raises(KeyError), stream_errors("m"):
+        raise KeyError("not the network's")
+
+
+def _undecodable() -> UnicodeDecodeError:
+    try:
+        b"\xe2\x80".decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return exc
+    raise AssertionError("decoded")

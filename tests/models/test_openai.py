@@ -17,10 +17,13 @@ import anyio
 import httpx2
 import openai
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tether import ModelError, ModelResponseError, OpenAIModel
 from tether.journal import Usage
 from tether.models import text_sink
+from tether.models._openai_chat import EventData
 
 from . import _chat_api as chat
 from . import _responses_api as responses
@@ -307,6 +310,40 @@ async def test_chat_a_stream_broken_off_is_transient() -> None:
     assert "The server had an error" in info.value.reason
 
 
+# Event data: any text but line ends (U+2028 and its like included: JSON leaves them raw).
+_LINES = st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="\r\n"))
+
+
+@given(
+    events=st.lists(st.lists(_LINES, min_size=1, max_size=3), max_size=6),
+    newline=st.sampled_from([b"\n", b"\r\n", b"\r"]),
+    noise=st.booleans(),
+    cuts=st.lists(st.integers(min_value=0), max_size=8),
+)
+def test_chat_stream_events_are_read_as_the_sse_rules_say(
+    events: list[list[str]], newline: bytes, noise: bool, cuts: list[int]
+) -> None:
+    """Each event's data lines joined, whatever the line ends, with comments and other fields
+    around them, however the bytes arrive; of a stream cut anywhere, the events it held whole."""
+    wire = b""
+    ends: list[int] = []  # where each event ends on the wire
+    for lines in events:
+        if noise:
+            wire += b": keep-alive" + newline + b"event: chunk" + newline + b"id: 7" + newline
+        wire += b"".join(b"data: " + line.encode() + newline for line in lines) + newline
+        ends.append(len(wire))
+    data = ["\n".join(lines) for lines in events]
+    expected = [d for d in data if d]  # an event whose data is empty is no event
+    splits = sorted({c % (len(wire) + 1) for c in cuts})
+    pieces = [wire[i:j] for i, j in zip([0, *splits], [*splits, len(wire)], strict=True)]
+    reader = EventData()
+    assert [d for piece in pieces for d in reader.feed(piece)] == expected
+    lf = len(newline) - 1  # with CR LF, the CR of the blank line ends the event already
+    for cut in splits:
+        whole = [d for d, at in zip(data, ends, strict=True) if at - lf <= cut and d]
+        assert EventData().feed(wire[:cut]) == whole
+
+
 async def test_chat_images_from_a_tool_result_follow_the_tool_messages() -> None:
     png = {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}
     result = {
@@ -431,14 +468,39 @@ async def test_responses_text_goes_back_as_its_output_message() -> None:
     assert [p["text"] for p in sent[2]["content"]] == ["Hello.", "Hi again."]
 
 
-async def test_responses_without_encrypted_content_and_store_false_is_refused() -> None:
-    """Why ``include=["reasoning.encrypted_content"]`` goes with ``store=False``: the fake
-    refuses a reasoning item it cannot look up, as the API does."""
+async def test_responses_with_store_false_reasoning_comes_sealed_and_goes_back() -> None:
+    """With ``store=False`` the model asks for the reasoning's encrypted content itself: the
+    fake, as the API, refuses a reasoning item sent back that it can neither look up nor read."""
     api = responses.ResponsesAPI(
         responses.answer(responses.reasoning("Hm."), responses.message("One.")),
         responses.answer("Two."),
     )
     async with model_on(api, store=False) as model:
+        assert model.params == {"api": "responses", "host": "api.openai.com", "store": False}
+        first = await model(system=None, messages=ASK, tools=[])
+        second = await model(
+            system=None,
+            messages=[*ASK, first.as_message(), {"role": "user", "content": "and?"}],
+            tools=[],
+        )
+    api.assert_all_answered()
+    assert [body["include"] for body in api.bodies] == [["reasoning.encrypted_content"]] * 2
+    assert first.content[0]["item"]["encrypted_content"]
+    assert (
+        api.bodies[1]["input"][1]["encrypted_content"]
+        == first.content[0]["item"]["encrypted_content"]
+    )
+    assert second.content[0]["text"] == "Two."
+
+
+async def test_responses_an_include_of_ones_own_is_sent_as_given() -> None:
+    """``include`` given is the user's word, also with ``store=False``: without the encrypted
+    content the next request is refused, as the API refuses it."""
+    api = responses.ResponsesAPI(
+        responses.answer(responses.reasoning("Hm."), responses.message("One.")),
+        responses.answer("Two."),
+    )
+    async with model_on(api, store=False, include=[]) as model:
         first = await model(system=None, messages=ASK, tools=[])
         with pytest.raises(ModelError) as info:
             await model(
@@ -446,6 +508,7 @@ async def test_responses_without_encrypted_content_and_store_false_is_refused() 
                 messages=[*ASK, first.as_message(), {"role": "user", "content": "and?"}],
                 tools=[],
             )
+    assert api.bodies[0]["include"] == []
     assert "HTTP 404" in info.value.reason
     assert "Items are not persisted when `store` is set to false" in info.value.reason
     assert not info.value.transient

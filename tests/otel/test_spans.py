@@ -215,3 +215,27 @@ async def test_a_failed_model_call_is_an_error_span(tmp_path: Path, exported: Ex
     assert attrs(chat)["tether.model.transient"] is False
     (drive,) = exported.named("invoke_agent")
     assert attrs(drive)["tether.status"] == "needs_attention"
+
+
+async def test_a_refused_start_reports_no_span(tmp_path: Path, exported: Exported) -> None:
+    """A worker that starts its runs idempotently is refused for a run that exists: no span
+    for that, no trace of its own. Only the start that created the run is reported."""
+    model, tools = app(tmp_path / "desk.jsonl")
+    store = tether.FileStore(tmp_path / "store")
+    async with Supervisor(store, model=model, tools=tools, telemetry=exported.telemetry()) as sup:
+        await sup.start(RUN, "Help with K-1.")
+        assert await sup.wait(RUN, timeout=30) is RunStatus.DONE
+        reported = exported.spans()
+        for _ in range(3):
+            with pytest.raises(tether.RunExistsError):
+                await sup.start(RUN, "Help with K-1.")
+        with pytest.raises(tether.InvalidRunIdError):
+            await sup.start("../not-a-run", "Help.")
+    assert exported.spans() == reported
+    (root,) = exported.named("start_run")
+    assert {s.context.trace_id for s in reported} == {root.context.trace_id}
+    (started,) = [
+        e for e in await read_events(tmp_path / "store", RUN) if isinstance(e, RunStarted)
+    ]
+    assert started.trace is not None
+    assert f"{root.context.span_id:016x}" in started.trace["traceparent"]

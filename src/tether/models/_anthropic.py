@@ -2,8 +2,10 @@
 
 The SDK is imported only when a model is first called (or a client is handed in), so importing
 ``tether.models`` stays cheap for the child processes that run agents. The SDK's exceptions
-become ``ModelError`` at this boundary, classified: connection errors, timeouts and HTTP
-408/409/429/5xx (529 ``overloaded_error`` among them) are ``transient`` (with the server's
+become ``ModelError`` at this boundary, classified: connection errors (also those the SDK lets
+through as they are once a stream has begun), timeouts, a stream that ended before
+``message_stop``, and HTTP 408/409/429/5xx (529 ``overloaded_error`` among them, also as an
+``error`` event in the middle of a stream) are ``transient`` (with the server's
 ``retry-after``), and the runtime asks again within the run, journaled; anything else (400, 401,
 403, 404, missing credentials, arguments the SDK refuses) parks the run for a person. A client
 built here makes no retries of its own, so every retry is the runtime's and shows in the run's
@@ -21,8 +23,8 @@ import anyio
 
 from .._errors import ModelError, ModelResponseError
 from ..journal._records import Usage
-from ._base import ModelReply, SystemPrompt, check_reply_blocks, text_sink
-from ._client import SDKClient
+from ._base import ModelReply, StreamEnd, SystemPrompt, check_reply_blocks, text_sink
+from ._client import SDKClient, connection_failed, stream_errors
 from ._retry_after import retry_after
 
 if TYPE_CHECKING:
@@ -57,7 +59,8 @@ class AnthropicModel:
             default) streams when the SDK would refuse to wait for the answer (its rule: an
             expected time past ten minutes, ``max_tokens > 21,333``, or a model's own
             non-streaming limit) or when the supervisor has a text observer (``on_text``).
-            A streamed answer is journaled once, whole, when the stream ends.
+            A streamed answer is journaled once, whole, when the stream ends with
+            ``message_stop``; a stream that ends any other way is a transient error.
         **params: further ``messages.create`` keyword arguments that shape answers
             (``stop_sequences``, ``thinking``, ``tool_choice``, ``metadata``, ...). Which ones
             exist depends on the installed SDK; a body field it has no argument for can still
@@ -162,10 +165,13 @@ class AnthropicModel:
         Raises:
             ModelError: the API refused the request (``reason`` holds the status, error type
                 and message; ``transient`` for 408/409/429/5xx, with ``retry_after`` from the
-                response), the connection failed or timed out (``transient``), the SDK refused
-                the arguments (an unknown param) or found no credentials, or the model was
-                closed.
-            ModelResponseError: the answer's content is malformed (see ``check_reply_blocks``).
+                response), the connection failed or timed out, before the answer or in the
+                middle of its stream, or the stream ended before ``message_stop`` (each
+                ``transient``, with no usage: what a partial answer says of its tokens is a
+                guess), the SDK refused the arguments (an unknown param) or found no
+                credentials, or the model was closed.
+            ModelResponseError: the answer's content is malformed (see ``check_reply_blocks``),
+                or is not JSON (its body, or an event of its stream).
 
         Cancellation: the in-flight HTTP request (or the SDK's wait before a retry) is
             abandoned and the cancellation propagates unchanged. Nothing about the call is
@@ -182,10 +188,11 @@ class AnthropicModel:
 
         sink = text_sink.get()
         try:
-            if self._streams(sink is not None):
-                response = await self._streamed(client, request, sink)
-            else:
-                response = await client.messages.create(**request)
+            with stream_errors(self._name):
+                if self._streams(sink is not None):
+                    response = await self._streamed(client, request, sink)
+                else:
+                    response = await client.messages.create(**request)
         except anthropic.APIStatusError as exc:
             transient = (
                 exc.status_code in _TRANSIENT_STATUS
@@ -201,9 +208,7 @@ class AnthropicModel:
         except anthropic.APITimeoutError as exc:
             raise ModelError(self._name, "request timed out", transient=True) from exc
         except anthropic.APIConnectionError as exc:
-            cause = exc.__cause__
-            detail = f": {type(cause).__name__}: {cause}" if cause is not None else ""
-            raise ModelError(self._name, f"connection failed{detail}", transient=True) from exc
+            raise connection_failed(self._name, exc.__cause__) from exc
         except anthropic.APIResponseValidationError as exc:
             raise ModelResponseError(self._name, f"response failed validation: {exc}") from exc
         except anthropic.AnthropicError as exc:
@@ -232,13 +237,18 @@ class AnthropicModel:
     ) -> anthropic.types.Message:
         """The whole answer of a streamed request; text goes to ``sink`` as it arrives.
 
-        Nothing of a stream that breaks off is kept: the error is raised (a dropped
-        connection is transient) and the runtime asks again.
+        Nothing of a stream that breaks off is kept: the error is raised and the runtime asks
+        again. The SDK's ``get_final_message`` is its snapshot of whatever arrived, whether
+        ``message_stop`` did or not, so the stream's end is checked first (``StreamEnd``).
         """
+        end = StreamEnd(self._name, "message_stop")
         async with client.messages.stream(**request) as stream:
             async for event in stream:
-                if sink is not None and event.type == "text":
+                if event.type == "message_stop":
+                    end.saw("message_stop")
+                elif sink is not None and event.type == "text":
                     sink(event.text)
+            end.check()
             return await stream.get_final_message()
 
     async def check(self) -> str | None:

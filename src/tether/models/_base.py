@@ -3,7 +3,8 @@
 A model is called with Anthropic Messages-API shaped plain dicts and answers with the assistant's
 content blocks as plain dicts, so what the runtime journals is exactly what the next call (or a
 resumed process) sends back. ``check_reply_blocks`` is the one place that decides whether an
-answer is usable; every adapter runs it before returning.
+answer is usable, and ``StreamEnd`` the one that decides whether a streamed answer is whole;
+every adapter runs them before returning.
 """
 
 from __future__ import annotations
@@ -11,11 +12,11 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable
 from contextvars import ContextVar
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, final
 
 import msgspec
 
-from .._errors import ModelResponseError
+from .._errors import ModelError, ModelResponseError
 from ..journal._records import Usage
 
 BLOCK_TYPES: frozenset[str] = frozenset({"text", "tool_use", "thinking", "redacted_thinking"})
@@ -208,3 +209,57 @@ def check_reply_blocks(model_name: str, blocks: object) -> list[dict[str, Any]]:
                 )
             seen_ids[call_id] = index
     return blocks
+
+
+@final
+class StreamEnd:
+    """The one rule for a streamed answer: it is an answer only once the provider said it ended.
+
+    Each API ends an answer with signals of its own: the Messages API with ``message_stop``,
+    the Responses API with a terminal ``response.*`` event, Chat Completions with a finish
+    reason and then ``[DONE]``. An adapter names them (``StreamEnd(model, "message_stop")``),
+    reports each one with ``saw`` as it arrives, and calls ``check`` when the stream has ended,
+    before it makes anything of what it gathered. A stream can end without them and look whole
+    to the SDK: a proxy's idle timeout, a load balancer draining or a server restart end an
+    HTTP response cleanly. What was gathered is then a part of an answer: the text before a
+    tool call the real answer made, a call's input cut anywhere (which may still be a valid
+    object, missing only an optional field), no stop reason, and the usage the first event
+    guessed. None of it is kept: ``check`` raises a transient ``ModelError``, carrying no
+    usage, and the runtime asks again with backoff, as after a dropped connection.
+    """
+
+    def __init__(self, model: str, *signals: str) -> None:
+        if not signals:
+            raise ValueError("a stream ends with at least one signal")
+        self._model = model
+        self._signals = signals
+        self._seen: set[str] = set()
+
+    def saw(self, signal: str) -> None:
+        """``signal`` arrived (one of those this end was made with).
+
+        Raises:
+            ValueError: ``signal`` is not one of them (a typo would make every answer fail).
+        """
+        if signal not in self._signals:
+            raise ValueError(f"{signal!r} is none of {self._signals}")
+        self._seen.add(signal)
+
+    @property
+    def missing(self) -> list[str]:
+        """The signals that have not arrived, in the order the API sends them."""
+        return [s for s in self._signals if s not in self._seen]
+
+    def check(self) -> None:
+        """Accept the stream as a whole answer, or refuse it.
+
+        Raises:
+            ModelError: (``transient``) a signal never arrived; the reason names it.
+        """
+        if missing := self.missing:
+            raise ModelError(
+                self._model,
+                f"the stream ended before {' and '.join(missing)}: the answer is incomplete, "
+                "and nothing of it is kept",
+                transient=True,
+            )

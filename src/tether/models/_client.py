@@ -1,14 +1,18 @@
 """The SDK client a model adapter calls: the one the application gave it, or one it builds on
-first use, owns and closes. Shared by ``AnthropicModel`` and ``OpenAIModel``."""
+first use, owns and closes; and what a failure of the connection under it is. Shared by
+``AnthropicModel`` and ``OpenAIModel``."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import json
+import sys
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, Generic, Protocol, TypeVar
 
 import anyio
 
-from .._errors import ModelError
+from .._errors import ModelError, ModelResponseError
 
 
 class _Closable(Protocol):
@@ -56,3 +60,89 @@ class SDKClient(Generic[C]):
         if client is not None and self._owned:
             with anyio.CancelScope(shield=True):
                 await client.close()
+
+
+@contextmanager
+def stream_errors(model: str) -> Iterator[None]:
+    """Around a request and the reading of its answer: the errors that reach an adapter from
+    below either SDK, each as the ``ModelError`` it is.
+
+    - A failure of the transport (``transport_errors``): ``connection_failed``, transient; a
+      timeout of it (a stream that stalled past the client's read timeout) says so.
+    - A ``UnicodeDecodeError`` from an SDK's stream decoder, which decodes each event's bytes
+      strictly: at the end of a stream cut inside a character. Transient too.
+    - A ``json.JSONDecodeError``: a whole event (or body) that is not JSON. A malformed
+      answer (``ModelResponseError``), asked again a bounded number of times.
+
+    Raises:
+        ModelError: one of those; any other exception passes unchanged.
+    """
+    try:
+        yield
+    except transport_errors() as exc:
+        if isinstance(exc, _timeouts()):
+            raise ModelError(model, f"request timed out{_detail(exc)}", transient=True) from exc
+        raise connection_failed(model, exc) from exc
+    except UnicodeDecodeError as exc:
+        raise ModelError(
+            model, f"the stream ended inside a character: {exc}", transient=True
+        ) from exc
+    except json.JSONDecodeError as exc:
+        raise ModelResponseError(model, f"the answer is not JSON: {exc}") from exc
+
+
+def transport_errors() -> tuple[type[BaseException], ...]:
+    """What the HTTP stack under both SDKs raises when a connection fails mid-response.
+
+    Both SDKs send through ``httpx2`` (the ``openai`` SDK also through a client of the older
+    ``httpx`` package, when given one), whose transports (``httpcore2``, the aiohttp one) map
+    their errors to its ``RequestError``: a connection reset, a body the server cut short
+    (``RemoteProtocolError``), a read timeout. The ``openai`` SDK turns these into
+    ``APIConnectionError`` while it reads a stream (its ``request_exceptions``, this same
+    list); the ``anthropic`` SDK does so only while it sends a request, and lets them through
+    as they are once a stream has begun. Either way they are the network's fault, never the
+    run's: ``connection_failed`` is the error for them.
+    """
+    import ssl
+
+    import httpx2
+
+    errors: tuple[type[BaseException], ...] = (httpx2.RequestError, ssl.SSLError, anyio.EndOfStream)
+    legacy = sys.modules.get("httpx")
+    if legacy is not None and isinstance(getattr(legacy, "RequestError", None), type):
+        errors = (*errors, legacy.RequestError)
+    return errors
+
+
+def _timeouts() -> tuple[type[BaseException], ...]:
+    import httpx2
+
+    legacy = sys.modules.get("httpx")
+    if legacy is not None and isinstance(getattr(legacy, "TimeoutException", None), type):
+        return (httpx2.TimeoutException, legacy.TimeoutException)
+    return (httpx2.TimeoutException,)
+
+
+def connection_failed(model: str, cause: BaseException | None) -> ModelError:
+    """The transient ``ModelError`` for a connection that failed (``cause``: the transport's
+    error, when known), before or in the middle of an answer: asked again, with backoff."""
+    return ModelError(model, f"connection failed{_detail(cause)}", transient=True)
+
+
+def _detail(cause: BaseException | None) -> str:
+    """``": ReadError: ..."``. A transport's error often has no text of its own, only errors it
+    wraps (an ``httpx2.ReadError`` of an ``httpcore2.ReadError`` of a ``BrokenResourceError``):
+    then the first of them that has some text, or else the innermost one, says what happened."""
+    if cause is None:
+        return ""
+    inner: BaseException = cause
+    seen = {id(cause)}
+    while not str(inner) and (nxt := inner.__cause__ or inner.__context__) is not None:
+        if id(nxt) in seen:
+            break
+        seen.add(id(nxt))
+        inner = nxt
+    said = f"{type(inner).__name__}: {inner}" if str(inner) else type(inner).__name__
+    if inner is cause:
+        return f": {said}"
+    return f": {type(cause).__name__}: {said}"

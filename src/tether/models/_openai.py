@@ -8,9 +8,11 @@ model is first called (or a client is handed in) and is an optional extra (``pip
 'tether[openai]'``).
 
 Errors become ``ModelError`` at this boundary, classified as ``AnthropicModel`` classifies
-them: connection errors, timeouts and HTTP 408/409/429/5xx are ``transient`` (with the
-server's ``retry-after``), except a 429 that says the account's quota is used up; an error
-that breaks a stream off, or a response that ``failed``, is transient when its code is a
+them: connection errors (before an answer or in the middle of its stream), timeouts, a stream
+that ended before the API said the answer was complete (``StreamEnd``: a finish reason and
+``[DONE]``, or a terminal ``response.*`` event) and HTTP 408/409/429/5xx are ``transient``
+(with the server's ``retry-after``), except a 429 that says the account's quota is used up; an
+error that breaks a stream off, or a response that ``failed``, is transient when its code is a
 server-side one (``server_error``, ``rate_limit_exceeded``, ...) or it has none. Anything else
 (400, 401, 403, 404, 422, missing credentials, arguments the SDK refuses, a conversation the
 API cannot take) parks the run for a person. A client built here makes no retries of its own.
@@ -27,8 +29,8 @@ from urllib.parse import urlsplit
 
 from .._errors import ModelError, ModelResponseError
 from . import _openai_chat, _openai_responses
-from ._base import ModelReply, SystemPrompt, check_reply_blocks, text_sink
-from ._client import SDKClient
+from ._base import ModelReply, StreamEnd, SystemPrompt, check_reply_blocks, text_sink
+from ._client import SDKClient, connection_failed, stream_errors
 from ._openai_translate import Untranslatable
 from ._retry_after import retry_after
 
@@ -51,6 +53,7 @@ _TRANSIENT_CODES = frozenset(
 """Error codes of a stream broken off, or a response that failed, worth asking again."""
 
 _FINAL_EVENTS = frozenset({"response.completed", "response.incomplete", "response.failed"})
+_FINAL = "a terminal event (response.completed, .incomplete or .failed)"
 
 
 @final
@@ -76,14 +79,18 @@ class OpenAIModel:
             here (``"ollama"``). Never pinned or journaled.
         stream: ``True`` always streams the answer, ``False`` never does; ``None`` (the
             default) streams when the supervisor has a text observer (``on_text``). A
-            streamed answer is journaled once, whole, when the stream ends. Streaming also
-            keeps a long answer (a reasoning model at high effort) from running into the
-            client's read timeout.
+            streamed answer is journaled once, whole, when the stream ends as the API ends an
+            answer (a finish reason and ``[DONE]``; a terminal ``response.*`` event); a stream
+            that ends any other way is a transient error. Streaming also keeps a long answer
+            (a reasoning model at high effort) from running into the client's read timeout.
         **params: further arguments of ``chat.completions.create`` or ``responses.create``
             (``temperature``, ``max_completion_tokens`` / ``max_output_tokens``,
             ``reasoning_effort`` / ``reasoning``, ``tool_choice``, ``parallel_tool_calls``,
             ``store``, ``include``, ...; ``extra_body={...}`` for a server's own fields). They
-            must be JSON-able: they are pinned into each run's manifest.
+            must be JSON-able: they are pinned into each run's manifest. With ``api=
+            "responses"`` and ``store=False``, ``include=["reasoning.encrypted_content"]`` is
+            sent unless ``include`` is given: reasoning items go back in every request, and a
+            server that stored nothing can only read them from their encrypted content.
 
     Raises:
         ValueError: ``model`` is empty, ``api`` is neither ``"chat"`` nor ``"responses"``,
@@ -188,10 +195,12 @@ class OpenAIModel:
 
         Raises:
             ModelError: the API refused the request (``transient`` for 408/409/429/5xx, with
-                ``retry_after``), the connection failed or timed out, a stream broke off, the
-                response failed, the SDK refused the arguments or found no credentials, the
-                conversation holds something this API cannot take, or the model was closed.
-            ModelResponseError: the answer is malformed.
+                ``retry_after``), the connection failed or timed out, a stream broke off or
+                ended before the API said the answer was complete (``transient``, with no
+                usage), the response failed, the SDK refused the arguments or found no
+                credentials, the conversation holds something this API cannot take, or the
+                model was closed.
+            ModelResponseError: the answer is malformed, or is not JSON.
 
         Cancellation: the in-flight HTTP request is abandoned and the cancellation propagates
             unchanged. Nothing about the call is journaled, so a resumed run asks again.
@@ -209,10 +218,11 @@ class OpenAIModel:
         import openai
 
         try:
-            if self._api == "chat":
-                answer = await self._chat(client, request, sink)
-            else:
-                answer = await self._responses(client, request, sink)
+            with stream_errors(self._name):
+                if self._api == "chat":
+                    answer = await self._chat(client, request, sink)
+                else:
+                    answer = await self._responses(client, request, sink)
         except openai.APIStatusError as exc:
             transient = (
                 exc.status_code in _TRANSIENT_STATUS or exc.status_code >= 500
@@ -226,9 +236,7 @@ class OpenAIModel:
         except openai.APITimeoutError as exc:
             raise ModelError(self._name, "request timed out", transient=True) from exc
         except openai.APIConnectionError as exc:
-            cause = exc.__cause__
-            detail = f": {type(cause).__name__}: {cause}" if cause is not None else ""
-            raise ModelError(self._name, f"connection failed{detail}", transient=True) from exc
+            raise connection_failed(self._name, exc.__cause__) from exc
         except openai.APIResponseValidationError as exc:
             raise ModelResponseError(self._name, f"response failed validation: {exc}") from exc
         except openai.APIError as exc:  # an error event that broke a stream off
@@ -255,21 +263,56 @@ class OpenAIModel:
         request: dict[str, Any],
         sink: Callable[[str], None] | None,
     ) -> ModelReply:
-        create: Any = client.chat.completions.create
         if not request.get("stream"):
+            create: Any = client.chat.completions.create
             completion = await create(**request)
             return _openai_chat.reply(self._name, _plain(completion))
+        # The SDK's stream of chunks ends alike at [DONE] and at an EOF that came first, and
+        # which one it was is what says whether the answer is whole: read its events here.
         streamed = _openai_chat.StreamedAnswer()
-        async with await create(**request) as stream:
-            async for chunk in stream:
-                added = streamed.add(_plain(chunk))
-                if added and sink is not None:
-                    sink(added)
-        if not streamed.finished:
-            raise ModelError(
-                self._name, "the stream ended before the answer was complete", transient=True
-            )
+        events = _openai_chat.EventData()
+        end = StreamEnd(self._name, _openai_chat.FINISHED, _openai_chat.DONE)
+        create_streaming: Any = client.chat.completions.with_streaming_response.create
+        done = False
+        async with create_streaming(**request) as response:
+            async for piece in response.iter_bytes():
+                try:
+                    ended = events.feed(piece)
+                except UnicodeDecodeError as exc:
+                    raise ModelResponseError(self._name, f"the stream is not UTF-8: {exc}") from exc
+                for data in ended:
+                    if done := data.startswith(_openai_chat.DONE):
+                        end.saw(_openai_chat.DONE)
+                        break  # nothing after it is read, nor waited for
+                    self._chunk(streamed, data, sink)
+                    if streamed.finished:
+                        end.saw(_openai_chat.FINISHED)
+                if done:
+                    break
+        end.check()
         return _openai_chat.reply(self._name, streamed.completion())
+
+    def _chunk(
+        self, streamed: _openai_chat.StreamedAnswer, data: str, sink: Callable[[str], None] | None
+    ) -> None:
+        """Take one streamed chunk (its event's data) into ``streamed``; its text to ``sink``.
+
+        Raises:
+            ModelError: the chunk is the error the API breaks a stream off with.
+            ModelResponseError: the chunk is not a JSON object.
+        """
+        chunk = json.loads(data)
+        if not isinstance(chunk, dict):
+            raise ModelResponseError(self._name, f"a streamed chunk is not an object: {data}")
+        error = chunk.get("error")
+        if error:  # the API breaks a stream off with an error in place of a chunk
+            error = error if isinstance(error, dict) else {"message": str(error)}
+            code = error.get("code") or error.get("type")
+            message = str(error.get("message") or "an error occurred during streaming")
+            raise _failure(self._name, "the stream broke off", code, message)
+        added = streamed.add(chunk)
+        if added and sink is not None:
+            sink(added)
 
     async def _responses(
         self,
@@ -293,6 +336,8 @@ class OpenAIModel:
         self, stream: Any, sink: Callable[[str], None] | None
     ) -> dict[str, Any]:
         """The response a stream of Responses events ends with; its text goes to ``sink``."""
+        end = StreamEnd(self._name, _FINAL)
+        response: dict[str, Any] = {}
         async with stream:
             async for event in stream:
                 kind = getattr(event, "type", None)
@@ -303,10 +348,11 @@ class OpenAIModel:
                     message = str(getattr(event, "message", ""))
                     raise _failure(self._name, "the stream broke off", code, message)
                 elif kind in _FINAL_EVENTS:
-                    return _plain(event.response)
-        raise ModelError(
-            self._name, "the stream ended before the response was complete", transient=True
-        )
+                    end.saw(_FINAL)
+                    response = _plain(event.response)
+                    break
+        end.check()
+        return response
 
     async def check(self) -> str | None:
         """What stops this model from answering at all (no credentials), or ``None``.

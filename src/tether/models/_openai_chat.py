@@ -17,10 +17,16 @@ is renamed: ``distinct_ids``). The stop reason is
 the runtime's: ``refusal`` when the model refused or ``finish_reason`` is ``content_filter``,
 ``max_tokens`` for ``length``, ``tool_use`` when there are calls, ``end_turn`` for ``stop``;
 any other finish reason is kept as it is. ``stop_details`` keeps ``finish_reason`` as sent.
+
+Streams. A streamed answer is ``data:`` events of ``chat.completion.chunk`` objects
+(``EventData`` reads them off the response's bytes, as the SSE rules dispatch them), rebuilt
+by ``StreamedAnswer``; it is whole once a chunk gave the finish reason and ``[DONE]`` followed
+(with ``stream_options.include_usage``, the chunk with the usage comes between them).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from .._errors import ModelResponseError
@@ -225,6 +231,59 @@ def _stop_reason(finish: object, blocks: list[dict[str, Any]]) -> str | None:
     if finish in ("stop", "tool_calls", "function_call", None):
         return "end_turn"
     return str(finish)
+
+
+FINISHED = "a finish reason"
+DONE = "[DONE]"
+"""The two signals that end a streamed answer (``StreamEnd``), in the order they come."""
+
+
+class EventData:
+    """Reads the data of server-sent events off a response's bytes, fed as they arrive.
+
+    As the SSE rules say: lines end with CR LF, LF or CR (and only those: the splitting of
+    text lines also breaks at U+2028 and the like, which JSON leaves raw inside a string); an
+    event's ``data:`` lines are joined at the blank line that ends it; comments, other fields
+    and events without data are skipped; and an event the stream ends in the middle of is
+    never given out, nor is the unfinished line it ends in decoded.
+    """
+
+    def __init__(self) -> None:
+        self._buffer = b""
+        self._data: list[str] = []
+        self._after_cr = False  # the last chunk ended with a CR: the next may begin with its LF
+
+    def feed(self, chunk: bytes) -> list[str]:
+        """The data of each event ``chunk`` ended, in order.
+
+        Raises:
+            UnicodeDecodeError: a whole line is not UTF-8.
+        """
+        if chunk:
+            if self._after_cr and chunk.startswith(b"\n"):
+                chunk = chunk[1:]  # the second half of a CR LF, whose CR ended a line already
+            self._after_cr = False
+        self._buffer += chunk
+        ended: list[str] = []
+        while (end := _LINE_END.search(self._buffer)) is not None:
+            line, self._buffer = self._buffer[: end.start()], self._buffer[end.end() :]
+            self._after_cr = not self._buffer and end.group() == b"\r"
+            data = self._line(line.decode("utf-8"))
+            if data:
+                ended.append(data)
+        return ended
+
+    def _line(self, line: str) -> str | None:
+        if line:
+            field, _, value = line.partition(":")
+            if field == "data":
+                self._data.append(value.removeprefix(" "))
+            return None
+        data, self._data = "\n".join(self._data), []
+        return data
+
+
+_LINE_END = re.compile(rb"\r\n|\r|\n")
 
 
 class StreamedAnswer:

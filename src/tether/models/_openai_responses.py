@@ -2,7 +2,10 @@
 
 Every request carries the whole conversation as ``input`` items (the journal is the run's
 state, so nothing relies on ``previous_response_id`` or on what the server stored), with the
-system prompt as ``instructions``.
+system prompt as ``instructions``. With ``store: false`` a request asks for the reasoning
+items' ``encrypted_content`` (``include: ["reasoning.encrypted_content"]``) unless the params
+say what to include: a server that stored nothing can read a reasoning item sent back only
+from it, and refuses the next request of the run without it.
 
 Requests. A user message's ``tool_result`` blocks become ``function_call_output`` items (by
 ``call_id``: the id the run journaled), first; the rest (text as ``input_text``, images as
@@ -52,6 +55,9 @@ RESERVED_PARAMS = frozenset(
 """``responses.create`` arguments the model supplies itself, or that would have the server
 hold the conversation the journal already holds."""
 
+ENCRYPTED_REASONING = "reasoning.encrypted_content"
+"""What ``include`` asks for when nothing is stored: the reasoning items, sealed."""
+
 REASONING_KEYS = frozenset({"type", "id", "summary", "content", "encrypted_content", "status"})
 """The fields of a reasoning item that go back in a request (its input type's)."""
 
@@ -79,6 +85,8 @@ def request(
         # strict schema must list every property as required, which a tool's need not.
         body["tools"] = [{"type": "function", **tool_function(t), "strict": False} for t in tools]
     body.update(params)
+    if params.get("store") is False and "include" not in params:
+        body["include"] = [ENCRYPTED_REASONING]
     if stream:
         body["stream"] = True
     return body

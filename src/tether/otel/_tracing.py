@@ -3,7 +3,9 @@
 The spans of one run, across every process that drove it, form one trace:
 
 - ``start_run`` (internal), when the run is created: the trace's root (or a child of the span
-  current in the code that created it). Its context is journaled in ``run_started``.
+  current in the code that created it). Its context is journaled in ``run_started``. It is
+  reported only once the run exists: a start refused because the run exists (a worker that
+  starts its runs idempotently) leaves no span, and no trace of its own.
 - ``invoke_agent [NAME]`` (internal), one per drive of the run in a process, a child of
   ``start_run`` through the journaled context, so a drive in a later process (after a crash,
   a deploy, on another machine) lands in the same trace.
@@ -81,17 +83,32 @@ class OpenTelemetry:
             capture_content = os.environ.get(CAPTURE_CONTENT_ENV, "").strip().lower() == "true"
         self.capture_content = capture_content
 
+    @contextmanager
+    def start_run(self, run_id: str) -> Iterator[dict[str, str] | None]:
+        """The run's ``start_run`` span, around its creation; gives its context, to journal.
+
+        The span ends, and so is exported, only when the block ends without an exception: the
+        run exists. A refused start (``RunExistsError``, a store that failed) leaves the span
+        unended, and an unended span is never exported; nothing else was made in its context.
+        """
+        span = self._start_span(run_id)
+        carrier = _context_of(span)
+        yield carrier
+        span.end()
+
     def run_context(self, run_id: str) -> dict[str, str] | None:
-        """Open and end the run's ``start_run`` span; its context, to journal."""
-        span = self._tracer.start_span(
+        """Open and end a child run's ``start_run`` span; its context, to journal."""
+        span = self._start_span(run_id)
+        carrier = _context_of(span)
+        span.end()
+        return carrier
+
+    def _start_span(self, run_id: str) -> Span:
+        return self._tracer.start_span(
             "start_run",
             kind=SpanKind.INTERNAL,
             attributes={"tether.run.id": run_id, "gen_ai.conversation.id": run_id},
         )
-        carrier: dict[str, str] = {}
-        _PROPAGATOR.inject(carrier, context=trace.set_span_in_context(span))
-        span.end()
-        return carrier or None  # an SDK-less (no-op) provider has no context to give
 
     def drive(
         self,
@@ -287,6 +304,14 @@ class _ToolSpan:
             span.set_status(Status(StatusCode.ERROR))
         elif isinstance(outcome, Waiting):
             span.set_attribute("tether.outcome", "waiting")
+
+
+def _context_of(span: Span) -> dict[str, str] | None:
+    """The W3C trace context of ``span``, ``None`` from a no-op provider (no SDK installed),
+    which has no context to give."""
+    carrier: dict[str, str] = {}
+    _PROPAGATOR.inject(carrier, context=trace.set_span_in_context(span))
+    return carrier or None
 
 
 def _failed(span: Span, error: BaseException) -> None:

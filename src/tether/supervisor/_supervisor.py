@@ -261,14 +261,19 @@ class Supervisor:
         )
         manifest = build_manifest(self._rt, system=system, app_version=self._app_version)
         telemetry = self._rt.telemetry
-        started = RunStarted(
-            run_id=run_id,
-            manifest=manifest,
-            messages=messages,
-            budgets=budgets or Budgets(),
-            trace=None if telemetry is None else telemetry.run_context(run_id),
+        # Tracing reports the start only once the run exists: a refused start reports nothing.
+        starting: contextlib.AbstractContextManager[dict[str, str] | None] = (
+            contextlib.nullcontext() if telemetry is None else telemetry.start_run(run_id)
         )
-        journal: JournalHandle | None = await self._store.create(run_id, [started])
+        with starting as trace:
+            started = RunStarted(
+                run_id=run_id,
+                manifest=manifest,
+                messages=messages,
+                budgets=budgets or Budgets(),
+                trace=trace,
+            )
+            journal: JournalHandle | None = await self._store.create(run_id, [started])
         assert journal is not None
         if not drive:
             await journal.aclose()

@@ -9,9 +9,11 @@ process did: a drive that replays a recorded answer reports no model call for it
 dangling call run again is a new tool attempt that says it dangled. That is the whole of
 "replay-honest": the hooks sit beside the calls, not beside the fold.
 
-- ``RunTelemetry.run_context`` is asked once, as a run is created: what it returns (a W3C
-  trace context, ``{"traceparent": ...}``) is journaled in ``run_started``, so every later
-  drive, in any process, reports into the same trace.
+- ``RunTelemetry.start_run`` is around the creation of a run by ``Supervisor.start`` (and
+  ``run_context`` is asked as a child run's record is made): what it gives (a W3C trace
+  context, ``{"traceparent": ...}``) is journaled in ``run_started``, so every later drive, in
+  any process, reports into the same trace. A start the store refuses (the run exists)
+  reports nothing.
 - ``RunTelemetry.drive`` opens one drive of one run (``begin`` to ``end``).
 - ``DriveTelemetry.chat`` and ``DriveTelemetry.tool`` are context managers around one model
   call and one tool attempt (or ``verify`` check); the work runs inside them, so spans the
@@ -80,8 +82,14 @@ class DriveTelemetry(Protocol):
 class RunTelemetry(Protocol):
     """What a ``Supervisor(telemetry=...)`` reports to (``tether.otel.OpenTelemetry``)."""
 
+    def start_run(self, run_id: str) -> AbstractContextManager[dict[str, str] | None]:
+        """Around the creation of run ``run_id``: gives the trace context to journal in its
+        ``run_started``, and reports the start only if the block ends without an exception
+        (the run was created); a refused start (``RunExistsError``) reports nothing."""
+        ...
+
     def run_context(self, run_id: str) -> dict[str, str] | None:
-        """The trace context to journal in the new run's ``run_started``."""
+        """The trace context to journal in a new child run's ``run_started``."""
         ...
 
     def drive(
