@@ -13,7 +13,6 @@ import logging
 import os
 import pathlib
 
-import anyio
 import pytest
 
 from tether import RecordTooLargeError, operate
@@ -23,7 +22,7 @@ from tether.journal._inbox import inbox_header
 from tether.journal._records import encode_event
 
 from ..postgres.conftest import pg_dsn, pg_schema, pg_server  # noqa: F401
-from ..web._envs import PgEnv
+from ..web._envs import PgEnv, env_on
 from ._stores import APPROVE, REFUND_CALL, Env, cli_async
 
 HUGE = "x" * (MAX_PAYLOAD + 1)
@@ -31,13 +30,7 @@ HUGE = "x" * (MAX_PAYLOAD + 1)
 
 @pytest.fixture(params=["file", "postgres"])
 def any_env(request: pytest.FixtureRequest, tmp_path: pathlib.Path) -> Env:
-    if request.param == "file":
-        built = Env(tmp_path / "store")
-    else:
-        dsn = request.getfixturevalue("pg_dsn")
-        built = PgEnv(pathlib.Path("unused"), dsn=dsn, schema=request.getfixturevalue("pg_schema"))
-    anyio.run(built.build)
-    return built
+    return env_on(request.param, request, tmp_path)
 
 
 async def test_an_answer_over_the_frame_limit_is_refused_before_it_is_queued(

@@ -26,22 +26,12 @@ import tether.web
 from tether.journal import FileStore, Parked
 from tether.supervisor import Supervisor
 
+from .._cli import run_tether
 from ..web._envs import PRIYA, TOKENS, auth
 from . import _contract_app
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 RUN = "run-deployed"
-
-
-def _tether(*argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tether.cli", *argv],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-    )
 
 
 def _worker(root: pathlib.Path, app: str, log: pathlib.Path) -> subprocess.Popen[bytes]:
@@ -108,13 +98,13 @@ def test_a_run_parked_for_its_contract_says_so_in_every_view(tmp_path: pathlib.P
     assert f"run {RUN} parked: tool 'lookup'" in log.read_text()  # shown despite --quiet
 
     where = ("--root", str(root))
-    runs = _tether("runs", *where).stdout
+    runs = run_tether("runs", *where).stdout
     (line,) = [ln for ln in runs.splitlines() if ln.startswith(RUN)]
     assert "needs_attention" in line
     assert "continues when a supervisor picks it up" not in runs
-    (listed,) = json.loads(_tether("runs", *where, "--json").stdout)
-    shown = _tether("show", *where, RUN).stdout
-    shown_json = json.loads(_tether("show", *where, RUN, "--json").stdout)["summary"]
+    (listed,) = json.loads(run_tether("runs", *where, "--json").stdout)
+    shown = run_tether("show", *where, RUN).stdout
+    shown_json = json.loads(run_tether("show", *where, RUN, "--json").stdout)["summary"]
     page, api, inbox = anyio.run(_console_views, root)
     action = listed["action"]
     assert "roll back" in action
@@ -135,7 +125,7 @@ def test_a_run_parked_for_its_contract_says_so_in_every_view(tmp_path: pathlib.P
     worker = _worker(root, "v1", log)
     try:
         deadline = time.monotonic() + 30
-        while json.loads(_tether("runs", *where, "--json").stdout)[0]["status"] != "done":
+        while json.loads(run_tether("runs", *where, "--json").stdout)[0]["status"] != "done":
             assert time.monotonic() < deadline, log.read_text()
             time.sleep(0.2)
     finally:

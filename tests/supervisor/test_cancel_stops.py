@@ -32,6 +32,7 @@ from tether import operate
 from tether.journal import FileStore, RunFinished, ToolFailed, ToolResult, ToolStarted
 from tether.supervisor import RunStatus, Supervisor, fold
 
+from .._cli import run_tether
 from ..postgres.conftest import pg_dsn, pg_schema, pg_server  # noqa: F401
 from ._helpers import WAIT, of_type, read_events
 
@@ -149,17 +150,6 @@ def _worker(argv: list[str], env: dict[str, str], log: pathlib.Path) -> subproce
         )
 
 
-def _cli(*argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tether.cli", *argv],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-    )
-
-
 def _sends(ledger: pathlib.Path) -> list[tuple[float, str]]:
     if not ledger.exists():
         return []
@@ -187,7 +177,7 @@ def _wait_for(check: Any, seconds: float, what: str) -> None:
 
 
 def _status(where: list[str], run_id: str) -> str:
-    shown = _cli("runs", *where, "--json")
+    shown = run_tether("runs", *where, "--json")
     (run,) = [r for r in json.loads(shown.stdout) if r["run_id"] == run_id]
     return str(run["status"])
 
@@ -226,7 +216,9 @@ def test_tether_cancel_stops_a_run_a_worker_drives_within_3_s(
     )
     try:
         _wait_for(lambda: len(_sends(ledger)) >= 5, 60, f"no sends: {log.read_text()}")
-        cancelled = _cli("cancel", *where, run_id, "--reason", "runaway agent", "--by", "priya")
+        cancelled = run_tether(
+            "cancel", *where, run_id, "--reason", "runaway agent", "--by", "priya"
+        )
         acked = time.time()
         assert cancelled.returncode == 0, cancelled.stderr
         if lead:  # the lead rests, waiting for its helper: recorded at once, the helper queued
@@ -243,7 +235,7 @@ def test_tether_cancel_stops_a_run_a_worker_drives_within_3_s(
         if lead:
             child = f"{run_id}.toolu_h"
             assert _status(where, child) == "cancelled"
-            shown = _cli("show", *where, child)
+            shown = run_tether("show", *where, child)
             assert "its parent: runaway agent (by priya)" in shown.stdout
     finally:
         worker.send_signal(signal.SIGTERM)

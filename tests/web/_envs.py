@@ -9,7 +9,9 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import anyio
 import httpx2
+import pytest
 
 import tether.web
 from tether.journal import AnyEvent
@@ -66,3 +68,15 @@ async def sign_in(client: httpx2.AsyncClient, token: str = PRIYA) -> str:
 
 def file_env(tmp_path: pathlib.Path) -> Env:
     return Env(tmp_path / "store")
+
+
+def env_on(kind: str, request: pytest.FixtureRequest, tmp_path: pathlib.Path) -> Env:
+    """The operator tests' runs, built on a directory store (``kind`` ``"file"``) or in a
+    PostgreSQL schema of their own (``"postgres"``: needs the ``pg_dsn`` fixture)."""
+    if kind == "file":
+        built = Env(tmp_path / "store")
+    else:
+        dsn = request.getfixturevalue("pg_dsn")
+        built = PgEnv(pathlib.Path("unused"), dsn=dsn, schema=request.getfixturevalue("pg_schema"))
+    anyio.run(built.build)
+    return built

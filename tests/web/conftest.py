@@ -9,7 +9,7 @@ import pytest
 
 from ..cli._stores import Env
 from ..postgres.conftest import pg_dsn, pg_schema, pg_server  # noqa: F401
-from ._envs import PgEnv
+from ._envs import env_on
 
 
 @pytest.fixture
@@ -21,10 +21,4 @@ def file_env(tmp_path: pathlib.Path) -> Env:
 
 @pytest.fixture(params=["file", "postgres"])
 def env(request: pytest.FixtureRequest, tmp_path: pathlib.Path) -> Env:
-    if request.param == "file":
-        built = Env(tmp_path / "store")
-    else:
-        dsn = request.getfixturevalue("pg_dsn")
-        built = PgEnv(pathlib.Path("unused"), dsn=dsn, schema=request.getfixturevalue("pg_schema"))
-    anyio.run(built.build)
-    return built
+    return env_on(request.param, request, tmp_path)
