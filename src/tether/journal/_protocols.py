@@ -14,7 +14,7 @@ three things, each a protocol of its own so that code needing one asks for no mo
 
 from __future__ import annotations
 
-from collections.abc import Collection, Hashable, Iterable, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, Self
 
@@ -54,6 +54,17 @@ class JournalHandle(Protocol):
         Called before a tool runs, so a worker that was paused past its lease performs no side
         effect after another worker took the run over.
         """
+        ...
+
+    def when_lost(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` as soon as this handle may no longer act for the run (PostgreSQL:
+        another worker took it, or the lease ran out unrenewed), at once if it may not now:
+        the runtime stops the run's calls in flight then, and records nothing more for it."""
+        ...
+
+    @property
+    def taken_from(self) -> str:
+        """The holder whose expired lease this handle took over, in words (``""``: none)."""
         ...
 
     async def aclose(self) -> None: ...

@@ -229,7 +229,9 @@ class Resumed(Event, frozen=True, kw_only=True, tag="resumed"):
     suspended the run on purpose), ``"store: ..."`` (the store failed under it),
     ``"first drive"`` (the run had not taken a step yet). ``charged`` says whether it counts
     towards crash-loop detection: only crashes and the run's own errors do. Records written
-    before these fields existed read as charged crashes.
+    before these fields existed read as charged crashes. ``taken_from`` names the worker whose
+    expired lease this owner took the run over from (PostgreSQL), whose calls may still have
+    been running if it was only paused.
     """
 
     attempt: int
@@ -237,6 +239,7 @@ class Resumed(Event, frozen=True, kw_only=True, tag="resumed"):
     pid: int = 0
     cause: str = "crash"
     charged: bool = True
+    taken_from: str = ""
 
 
 class Suspended(Event, frozen=True, kw_only=True, tag="suspended"):

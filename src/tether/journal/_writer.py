@@ -385,6 +385,14 @@ class FileJournal:
     async def fence(self) -> None:
         """Nothing to check: the ``flock`` lasts as long as this handle (and its process)."""
 
+    def when_lost(self, callback: Callable[[], None]) -> None:
+        """Never calls ``callback``: the ``flock`` is not lost while this handle is open."""
+
+    @property
+    def taken_from(self) -> str:
+        """Always ``""``: a directory store's run is taken only once its holder is gone."""
+        return ""
+
     def _settle(self, stamped: list[AnyEvent], error: BaseException | None) -> None:
         self._inflight -= 1
         if self._inflight == 0 and self._drained is not None and not self._drained.done():

@@ -150,9 +150,10 @@ def describe(event: AnyEvent, names: dict[str, str], limit: int = 100) -> str:
         where = f"{event.host or '?'} (pid {event.pid})"
         if event.cause == FIRST_DRIVE:
             return shorten(f"first driven on {where}, a process other than its creator", limit)
+        taken = f", taken over from {event.taken_from}" if event.taken_from else ""
         if not event.charged:  # a graceful stop, a store outage: not a restart
-            return shorten(f"resumed on {where} after {event.cause} (not a restart)", limit)
-        return shorten(f"restart {event.attempt} on {where} after {event.cause}", limit)
+            return shorten(f"resumed on {where} after {event.cause} (not a restart){taken}", limit)
+        return shorten(f"restart {event.attempt} on {where} after {event.cause}{taken}", limit)
     if isinstance(event, Suspended):
         return shorten(f"suspended by {event.host or '?'} (pid {event.pid}): {event.reason}", limit)
     if isinstance(event, ModelFailed):

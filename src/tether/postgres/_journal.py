@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, final
 
 import anyio
@@ -103,13 +103,49 @@ class PgJournal:
         self._events = events
         self._view = EventsView(events)
         self._next_seq = len(events)
-        self.valid_until = time.monotonic() + store.lease_ttl
         self._lock = asyncio.Lock()
         self._inflight: set[asyncio.Future[None]] = set()
         self._lost: str | None = None
+        self._on_lost: list[Callable[[], None]] = []
+        self._expiry: asyncio.TimerHandle | None = None
         self._broken: BaseException | None = None
         self._closed = False
         self.answered = False
+        self.taken_from = ""
+        self.valid_until = time.monotonic() + store.lease_ttl
+
+    @property
+    def valid_until(self) -> float:
+        """Until when (``time.monotonic()``) this worker surely holds the lease: the start of
+        the statement that last took or renewed it, plus the lease's length."""
+        return self._valid_until
+
+    @valid_until.setter
+    def valid_until(self, when: float) -> None:
+        # A timer at the end of the lease: a process paused past it (SIGSTOP, a frozen VM) or
+        # cut off from the database learns it lost the run as soon as it runs again, before
+        # the tool calls it had in flight get to go on (their own wake-ups come later).
+        self._valid_until = when
+        if self._expiry is not None:
+            self._expiry.cancel()
+        if not self._closed and self._lost is None:
+            self._expiry = asyncio.get_running_loop().call_at(when, self._ran_out)
+
+    def _ran_out(self) -> None:
+        self._expiry = None
+        if self.active and time.monotonic() >= self._valid_until:
+            self.mark_lost(
+                "its lease ran out before it could be renewed (the process was paused, or cut "
+                "off from the database)"
+            )
+
+    def when_lost(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` as soon as this handle may no longer act for the run (another
+        worker took it over, or the lease ran out before it was renewed); at once if so."""
+        if self._lost is not None:
+            callback()
+        else:
+            self._on_lost.append(callback)
 
     @property
     def run_id(self) -> str:
@@ -148,9 +184,18 @@ class PgJournal:
         await self.aclose()
 
     def mark_lost(self, detail: str) -> None:
-        if self._lost is None:
-            log.warning("run %s: lease lost (%s)", self._run_id, detail)
-            self._lost = detail
+        """This handle may no longer act for the run: say so, and tell ``when_lost``'s
+        callbacks (which stop the calls still running for it)."""
+        if self._lost is not None:
+            return
+        log.warning("run %s: lease lost (%s)", self._run_id, detail)
+        self._lost = detail
+        if self._expiry is not None:
+            self._expiry.cancel()
+            self._expiry = None
+        callbacks, self._on_lost = self._on_lost, []
+        for callback in callbacks:
+            callback()
 
     def _check_writable(self) -> None:
         if self._closed:
@@ -231,6 +276,10 @@ class PgJournal:
         if self._closed:
             return
         self._closed = True
+        self._on_lost = []
+        if self._expiry is not None:
+            self._expiry.cancel()
+            self._expiry = None
         with anyio.CancelScope(shield=True):
             if self._inflight:
                 await asyncio.wait(list(self._inflight))

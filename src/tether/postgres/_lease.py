@@ -11,6 +11,7 @@ lease nobody renews.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -64,17 +65,18 @@ async def claim(store: PostgresStore, run_id: str) -> PgJournal:
             # went away would hold the run, with no handle to renew or release it.
             with settled():
                 async with store.pool.acquire() as conn:
-                    epoch = await conn.fetchval(
+                    claimed = await conn.fetchrow(
                         sql.claim,
                         run_id,
                         store.owner,
                         store.lease_ttl,
                         timeout=store.statement_timeout,
                     )
-                    if epoch is None:
+                    if claimed is None:
                         if await conn.fetchval(sql.exists, run_id) is None:
                             raise RunNotFoundError(run_id)
                         raise JournalLockedError(store.where(run_id))
+                    epoch, before, ended = claimed
                     rows = await conn.fetch(sql.read, run_id)
                     try:
                         events = decode_rows(store.where(run_id), rows)
@@ -89,7 +91,16 @@ async def claim(store: PostgresStore, run_id: str) -> PgJournal:
             continue
         journal = PgJournal(store, run_id, epoch, events)
         journal.valid_until = started + store.lease_ttl
+        if before is not None and before != store.owner and ended is not None:
+            journal.taken_from = taken_from(before, ended)
         return journal
+
+
+def taken_from(owner: str, ended: float) -> str:
+    """The worker whose run was taken over when its lease ended at ``ended`` (epoch seconds),
+    in words."""
+    when = dt.datetime.fromtimestamp(ended, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return f"worker {owner}, whose lease ended at {when}"
 
 
 async def renew(store: PostgresStore, journals: list[PgJournal]) -> None:
@@ -123,6 +134,7 @@ async def renew_held(store: PostgresStore, held: Callable[[], Iterable[PgJournal
             await store.renew(journals)
         except Exception as exc:  # never take the host down: fence() asks again later
             log.warning("lease renewal failed (%s); retrying", exc)
+            # (a lease that runs out meanwhile is lost: each handle's own timer says so)
 
 
 async def release(store: PostgresStore, journal: PgJournal) -> None:

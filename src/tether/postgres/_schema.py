@@ -122,11 +122,15 @@ class Sql:
         )
         # Claim: one conditional statement. Free (no owner, or the lease expired by the
         # database's clock) -> the epoch rises by one and the caller owns the run.
+        # It also says who held it before, if a lease ran out (for the person who answers
+        # an escalation: that worker may only be paused, its call still running).
         self.claim = (
-            f"UPDATE {s}.runs SET owner = $2, epoch = epoch + 1, "
+            f"UPDATE {s}.runs AS r SET owner = $2, epoch = r.epoch + 1, "
             "expires_at = now() + make_interval(secs => $3) "
-            "WHERE run_id = $1 AND (owner IS NULL OR expires_at <= now() OR owner = $2) "
-            "RETURNING epoch"
+            f"FROM (SELECT owner, expires_at FROM {s}.runs WHERE run_id = $1) AS before "
+            "WHERE r.run_id = $1 "
+            "AND (r.owner IS NULL OR r.expires_at <= now() OR r.owner = $2) "
+            "RETURNING r.epoch, before.owner, extract(epoch FROM before.expires_at)::float8"
         )
         # The fenced append: the row update (which takes the run's row lock and re-checks the
         # epoch against the newest committed row) and the insert are one statement; a stale

@@ -28,7 +28,7 @@ from typing import Any
 
 import anyio
 
-from .._errors import ModelError
+from .._errors import LeaseLostError, ModelError
 from .._failpoints import failpoint
 from ..journal._protocols import JournalHandle
 from ..journal._records import (
@@ -96,11 +96,24 @@ async def drive(
     Raises:
         JournalError: the journal could not be written (the run's task should crash and
             recover by reopening).
+        LeaseLostError: the handle lost the right to act for the run (``when_lost``) while the
+            drive went on: every call still running was cancelled at once and nothing more
+            was recorded; the run belongs to whichever worker holds it now.
 
     On cancellation: stops at the next await and records ``suspended`` (shielded, best
     effort); everything recorded so far is durable and the run resumes from there.
     """
     stepper = _Drive(journal, rt, alone=alone)
+    lost = anyio.CancelScope()  # cancelled when the handle may no longer act for the run
+    journal.when_lost(lost.cancel)
+    with lost:
+        return await _drive(stepper, fresh=fresh, prior=prior)
+    # The calls still running for it were stopped, and nothing more recorded.
+    raise LeaseLostError(journal.path, "it may no longer act for the run; its calls were stopped")
+
+
+async def _drive(stepper: _Drive, *, fresh: bool, prior: Interruption | None) -> Outcome | None:
+    journal, rt = stepper.journal, stepper.rt
     try:
         await stepper.load()
         stepper.begin_trace(fresh=fresh, prior=prior)
@@ -223,7 +236,9 @@ class _Drive:
         run that never gets to act in this process (it waits behind a suspect running alone,
         say) is not charged if the process dies meanwhile, since it was not running then.
         """
-        record, parking = resumed(self.journal.run_id, self.state, self.rt, prior)
+        record, parking = resumed(
+            self.journal.run_id, self.state, self.rt, prior, taken_from=self.journal.taken_from
+        )
         if not parking:
             self.resume_record = record
             return None
@@ -344,7 +359,14 @@ class _Drive:
     async def _advance_calls(self) -> None:
         """Record what needs no tool run, then run every runnable call of the turn at once."""
         state, rt = self.state, self.rt
-        turn = plan_turn(state, partial(spec_for, state, rt), self.prestarted, rt.clock())
+        pending = self.resume_record  # (not journaled yet: written with these records)
+        turn = plan_turn(
+            state,
+            partial(spec_for, state, rt),
+            self.prestarted,
+            rt.clock(),
+            taken_from=pending.taken_from if pending is not None else "",
+        )
         runs, later = turn.runs, turn.later
         if turn.records:
             await self._append(turn.records)

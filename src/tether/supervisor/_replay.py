@@ -122,10 +122,17 @@ def plan_turn(
     spec_of: Callable[[str], ToolSpec | None],
     prestarted: Container[str],
     now: float,
+    *,
+    taken_from: str = "",
 ) -> Turn:
     """``next_step`` for every open call of the turn, gathered: ``spec_of`` gives the pinned
     tool version of a name; the calls in ``prestarted`` were started in the answer's own
-    group, checked then, and run as they are. A signal goes to one call of the turn at most."""
+    group, checked then, and run as they are. A signal goes to one call of the turn at most.
+
+    ``taken_from`` names the worker whose expired lease this drive took the run over from
+    (else the run's own ``taken_from``): an escalation of a call that dangles says so, since
+    that worker may only be paused and its call still running."""
+    taken_from = taken_from or state.taken_from
     turn = Turn()
     taken: set[str] = set()  # signals given to a call in this round: one call each
     for call in list(state.calls.values()):
@@ -143,7 +150,14 @@ def plan_turn(
             taken.add(signal)
             turn.records.extend(step.records)
         elif isinstance(step, Escalate):
-            turn.records.append(escalation(call.id, step.reason))
+            reason = step.reason
+            if taken_from and call.dangling:
+                reason += (
+                    f"; the run was taken over from {taken_from}: if that process may "
+                    "only be paused (not gone), its call may still finish, so make sure it is "
+                    "gone before answering"
+                )
+            turn.records.append(escalation(call.id, reason))
         elif isinstance(step, RetryAt):
             assert spec is not None
             turn.later.append((call, spec, step))

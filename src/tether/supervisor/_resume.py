@@ -32,7 +32,12 @@ log = logging.getLogger("tether.supervisor")
 
 
 def resumed(
-    run_id: str, state: RunState, rt: Runtime, prior: Interruption | None
+    run_id: str,
+    state: RunState,
+    rt: Runtime,
+    prior: Interruption | None,
+    *,
+    taken_from: str = "",
 ) -> tuple[Resumed, list[Event]]:
     """The ``resumed`` record of a drive that takes interrupted run ``run_id`` up again (its cause:
     ``prior`` when this process saw it, else what the journal says), and the records that
@@ -45,6 +50,7 @@ def resumed(
         pid=os.getpid(),
         cause=cause.cause,
         charged=cause.charged,
+        taken_from=taken_from,
     )
     limit = state.budgets.max_restarts
     limit = rt.max_restarts if limit is None else limit

@@ -140,6 +140,7 @@ class RunState:
     cache_read_tokens: int = 0
     restarts: int = 0  # resumes after the run's own interruption (a crash, its task raised)
     resumes: int = 0  # every resume by a process that was not the first to drive it
+    taken_from: str = ""  # whose expired lease the latest resume took over, until progress
     interruptions: int = 0
     finished: RunFinished | None = None
     parked: Parked | None = None
@@ -210,6 +211,7 @@ class RunState:
         progress = (ModelResponse, ToolResult, ToolFailed, Waiting, Decision, Resolved, Retried)
         if isinstance(event, progress):
             self.interruptions = 0  # durable progress, or a person's answer: no crash loop
+            self.taken_from = ""
         if isinstance(event, RunStarted):
             self.run_id = event.run_id
             self.started = event
@@ -268,6 +270,7 @@ class RunState:
             # not restarted.
             self.restarts += event.charged
             self.resumes += event.cause != FIRST_DRIVE
+            self.taken_from = event.taken_from
             self.interruptions += event.charged
         elif isinstance(event, ModelFailed):
             self.model_failures += 1

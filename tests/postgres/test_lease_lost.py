@@ -1,0 +1,114 @@
+"""A worker paused past its lease stops the calls it had running as soon as it runs again.
+
+Found as: a worker frozen (SIGSTOP) while an escalate-policy call ran lost the run; the new
+owner escalated the dangling call, a person answered ``retry``, and when the frozen worker was
+let go its own call finished too: the effect happened twice. Now the paused worker's lease
+timer fires first when it wakes (before the call's own wake-up), the call is cancelled and
+nothing more is recorded for the run; and the escalation tells the person that the run was
+taken over from a worker whose lease ran out, so they can make sure it is gone first.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+
+import anyio
+import pytest
+
+from tether.postgres import PostgresStore
+from tether.supervisor import Supervisor
+
+from .._cli import REPO, run_tether
+from . import _frozen_app
+
+RUN = "run-notify"
+CALL = "toolu_n"
+
+
+def _worker(where: list[str], env: dict[str, str], log: pathlib.Path) -> subprocess.Popen[bytes]:
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "tether.cli", "worker", *where, "--lease-ttl", "1",
+             "--app", "tests.postgres._frozen_app:app"],
+            cwd=REPO, env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=out,
+        )  # fmt: skip
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGCONT)
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _lines(ledger: pathlib.Path) -> list[list[str]]:
+    return [line.split() for line in ledger.read_text().splitlines()] if ledger.exists() else []
+
+
+def _until(check: object, seconds: float, what: str) -> None:
+    deadline = time.monotonic() + seconds
+    while not check():  # type: ignore[operator]
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def _run(where: list[str]) -> dict[str, object]:
+    (run,) = json.loads(run_tether("runs", *where, "--json").stdout)
+    return dict(run)
+
+
+async def _create(dsn: str, schema: str, run_id: str) -> None:
+    app = _frozen_app.app()
+    async with Supervisor(
+        PostgresStore(dsn, schema=schema), model=app.model, tools=app.tools, resume=False
+    ) as sup:
+        await sup.start(run_id, "tell the customer", drive=False)
+
+
+@pytest.mark.parametrize("attempt", range(3))
+def test_a_worker_woken_after_losing_its_lease_does_not_finish_its_call(
+    tmp_path: pathlib.Path, pg_dsn: str, pg_schema: str, attempt: int
+) -> None:
+    where = ["--store", pg_dsn, "--schema", pg_schema]
+    ledger, log = tmp_path / "ledger", tmp_path / "workers.log"
+    env = {"TETHER_TEST_LEDGER": str(ledger), "TETHER_TEST_CALL": "3"}
+    anyio.run(_create, pg_dsn, pg_schema, RUN)
+    frozen = _worker(where, env, log)
+    other = None
+    try:
+        _until(lambda: [ln[0] for ln in _lines(ledger)] == ["start"], 60, "the call to start")
+        frozen.send_signal(signal.SIGSTOP)
+        other = _worker(where, env, log)  # takes the run over once the lease runs out
+        _until(lambda: _run(where)["status"] == "needs_attention", 60, "the escalation")
+        run = _run(where)
+        waiting: dict[str, str]
+        (waiting,) = run["waiting"]  # type: ignore[misc]
+        assert waiting["awaiting"] == "resolution"
+        assert "the run was taken over from worker" in waiting["reason"]
+        assert "whose lease ended at" in waiting["reason"]
+        assert "make sure it is gone before answering" in waiting["reason"]
+        answered = run_tether("resolve", *where, RUN, CALL, "--outcome", "retry", "--by", "priya")
+        assert answered.returncode == 0, answered.stderr
+        _until(lambda: len(_lines(ledger)) >= 2, 60, "the retried call to start")
+        frozen.send_signal(signal.SIGCONT)  # woken while the retried call runs
+        _until(lambda: _run(where)["status"] == "done", 60, f"done: {log.read_text()[-2000:]}")
+        time.sleep(3.5)  # long enough for the woken worker's call to have had its effect
+    finally:
+        _stop(frozen)
+        if other is not None:
+            _stop(other)
+    effects = [ln for ln in _lines(ledger) if ln[0] == "effect"]
+    assert len(effects) == 1, (_lines(ledger), log.read_text()[-3000:])
+    assert effects[0][1] == str(other.pid)
+    lost = [ln for ln in log.read_text().splitlines() if "lease lost" in ln]
+    assert lost, "the woken worker said it had lost the run"
