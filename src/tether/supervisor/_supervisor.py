@@ -300,19 +300,29 @@ class Supervisor:
             RunNotFoundError: no such run.
             TimeoutError: ``timeout`` seconds passed first.
 
+        A run that finished here and was let go (a finished run costs the supervisor nothing)
+        is read from its journal, as a run never seen here is: that first look is not cut
+        short by ``timeout`` (``timeout=0`` asks where a run stands without waiting).
+
         On cancellation: stops waiting; the run is not affected.
         """
+        entry = self._board.runs.get(run_id)
+        if entry is None or not entry.known:
+            status = (await self.inspect(run_id)).status
+            if status.resting:
+                return status
         with anyio.fail_after(timeout):
             while True:
                 entry = self._board.runs.get(run_id)
-                if entry is None or entry.remote:
-                    # Not advanced here (another process has it, or nobody yet): watch the
-                    # run as its journal tells it until it rests or this supervisor takes it.
+                if entry is None or entry.remote or not entry.known:
+                    # Not advanced here (another process has it, or nobody yet, or it finished
+                    # and was let go): watch the run as its journal tells it until it rests or
+                    # this supervisor takes it.
                     status = (await self.inspect(run_id)).status
                     if status.resting:
                         return status
                     entry = self._board.runs.get(run_id)
-                    if entry is None:
+                    if entry is None or not entry.known:
                         await anyio.sleep(REMOTE_POLL)
                         continue
                     if entry.remote:
@@ -322,6 +332,8 @@ class Supervisor:
                 if entry.status is not RunStatus.RUNNING:
                     return entry.status
                 await entry.changed().wait()
+                if entry.status.resting:  # the entry says so even if the board let it go
+                    return entry.status
 
     async def decide(
         self, run_id: str, call_id: str, *, approved: bool, by: str, note: str = ""
@@ -507,7 +519,11 @@ class Supervisor:
         state = fold(events, blobs)
         outcome = run_status(state, self._rt.clock())
         entry = self._board.runs.get(run_id)
-        if entry is not None and (entry.status.resting or not outcome.status.resting):
+        if (
+            entry is not None
+            and entry.known
+            and (entry.status.resting or not outcome.status.resting)
+        ):
             outcome = Outcome(entry.status, entry.reason, entry.pending)
         return RunView.of(run_id, state, outcome, len(events))
 

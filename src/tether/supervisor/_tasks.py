@@ -3,8 +3,9 @@
 A run's task (``RunTasks.spawn``) waits for a slot (``max_active_runs``) without holding its
 journal open, drives the run until it rests (``_restart.drive_until_rest``) under the run's
 entry lock, then says where it rests: its status on the board, its next wake-up to the
-timers, its end to the run that waits for it. A run at rest holds no task. A drain starts no
-task any more, lets those advancing finish for a while, then cancels them.
+timers, its end to the run that waits for it. A run at rest holds no task; a finished one, not
+even its entry. A drain starts no task any more, lets those advancing finish for a while, then
+cancels them.
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ class RunTasks:
         self._count = 0
         self._idle: anyio.Event | None = None
         self.timers = Timers(rt.clock, sleep, self.wake)
+        board.forgot = self.timers.forget  # a finished run let go wakes no more
         self.draining = False
         self.tg: anyio.abc.TaskGroup | None = None
 
@@ -162,6 +164,8 @@ class RunTasks:
                 finally:
                     entry.scope = None
                     entry.release_idle_lock()
+                    if self._board.runs.get(run_id) is entry:
+                        self._board.release(run_id)  # finished, and nobody uses it: let it go
                     if journal is not None:  # cancelled while queued: never driven
                         with anyio.CancelScope(shield=True):
                             await journal.aclose()

@@ -63,4 +63,3 @@ def tool_scope(
         seq=seq,
         verify=verify,
     )
-
