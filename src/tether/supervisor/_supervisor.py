@@ -82,9 +82,12 @@ class Supervisor:
             finish and be recorded before it cancels them.
         model_concurrency: at most this many model calls at once across all runs.
         max_active_runs: at most this many runs advance at once; the others queue, holding no
-            file descriptor. Parked runs never count. Each active run holds one file
-            descriptor, so the default is half the process's soft ``RLIMIT_NOFILE`` (512 under
-            the common limit of 1,024).
+            file descriptor. Parked runs never count. Each active run holds its journal open:
+            over a ``FileStore`` the default is half the journals its descriptor budget holds
+            (``FileStore(descriptors=...)``: 360 under the common soft ``RLIMIT_NOFILE`` of
+            1,024, 72 under 256), and a larger value than the budget's journals less one is
+            cut down to that (with a warning). Over other stores the default is half the
+            soft ``RLIMIT_NOFILE``.
         sweep_interval: every this many seconds, look for runs to take over (their owner
             process died, releasing the journal's lock) or to continue (a decision was recorded
             by another process); ``None`` looks only on entry.
@@ -236,6 +239,12 @@ class Supervisor:
         drive: bool = True,
     ) -> None:
         """Create run ``run_id`` and start it. Returns once the run exists durably.
+
+        A burst of starts is held back rather than refused: creating a run waits for a file
+        descriptor of the store's budget (a ``FileStore``'s ``descriptors``) or a connection
+        of its pool (a ``PostgresStore``'s), and for one the process's other code had taken
+        (``EMFILE``), while the run does not exist yet. On cancellation while it waits: no
+        run is created.
 
         Args:
             prompt: the user's message, or a list of messages in the Messages API shape.
