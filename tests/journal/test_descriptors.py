@@ -113,10 +113,11 @@ async def test_a_shortage_elsewhere_is_waited_out_and_said_once(
         faults.fail("open", errno.EMFILE, times=3)  # the blob
         [result] = await journal.append([ToolResult(call_id="t", ok=True, content="x" * 100)])
         await journal.aclose()
+        assert isinstance(result, ToolResult)
         assert result.blob is not None
         faults.fail("open", errno.EMFILE, times=3)
-        async with await store.open("r") as again:
-            assert len(again.events) == 2
+        async with await store.open("r") as reopened:
+            assert len(reopened.events) == 2
         faults.fail("open", errno.EMFILE, times=3)
         assert len(await store.read("r")) == 2
         faults.fail("open", errno.EMFILE, times=3)
@@ -125,8 +126,8 @@ async def test_a_shortage_elsewhere_is_waited_out_and_said_once(
         assert store.descriptors.journals_open == 0
     shortages = [r for r in caplog.records if "out of file descriptors" in r.getMessage()]
     assert [r.levelname for r in shortages] == ["WARNING"] * 5  # once per shortage
-    again = [r for r in caplog.records if "available again" in r.getMessage()]
-    assert len(again) == 5
+    recovered = [r for r in caplog.records if "available again" in r.getMessage()]
+    assert len(recovered) == 5
 
 
 async def test_an_answer_is_not_queued_again_on_a_shortage(tmp_path: pathlib.Path) -> None:

@@ -75,7 +75,7 @@ def board_of(sup: Supervisor) -> dict[str, Any]:
 async def test_the_board_keeps_no_entry_for_finished_runs(tmp_path: pathlib.Path) -> None:
     model, tools = looking_app()
     store = ReadCounter(tether.FileStore(tmp_path))
-    sup = Supervisor(store, model=model, tools=tools, sweep_interval=None)  # type: ignore[arg-type]
+    sup = Supervisor(store, model=model, tools=tools, sweep_interval=None)
     changes: list[tuple[str, RunStatus]] = []
     async with sup, anyio.create_task_group() as tg:
 
@@ -132,7 +132,7 @@ async def test_a_finished_run_written_again_is_read_again(tmp_path: pathlib.Path
     (``tether retry``): its journal changed, so the next sweep reads it again and drives it."""
     model, tools = looking_app()
     store = ReadCounter(tether.FileStore(tmp_path))
-    sup = Supervisor(store, model=model, tools=tools, sweep_interval=None)  # type: ignore[arg-type]
+    sup = Supervisor(store, model=model, tools=tools, sweep_interval=None)
     async with sup:
         await sup.start("r", "look", budgets=tether.Budgets(max_model_calls=1))
         assert await sup.wait("r", timeout=WAIT) is RunStatus.FAILED  # no second model call

@@ -120,7 +120,7 @@ async def wide_run(root: Path, calls: int, telemetry: SeqTelemetry) -> list[Any]
         model=model,
         tools=tools,
         sweep_interval=None,
-        telemetry=telemetry,  # type: ignore[arg-type]
+        telemetry=telemetry,
     )
     async with sup:
         await sup.start("wide", "look everything up")
