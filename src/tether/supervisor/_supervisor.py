@@ -244,7 +244,7 @@ class Supervisor:
         descriptor of the store's budget (a ``FileStore``'s ``descriptors``) or a connection
         of its pool (a ``PostgresStore``'s), and for one the process's other code had taken
         (``EMFILE``), while the run does not exist yet. On cancellation while it waits: no
-        run is created.
+        run is created (once its journal is being written, the run is created and started).
 
         Args:
             prompt: the user's message, or a list of messages in the Messages API shape.

@@ -55,6 +55,7 @@ class Timers:
         if len(self._heap) > 2 * len(self._next) + COMPACT_SLACK:
             self._heap = [(when, run) for run, when in self._next.items()]
             heapq.heapify(self._heap)
+            self._changed.set()  # ``serve`` looks at the new heap's earliest time
 
     def at(self, when: float, run_id: str) -> None:
         """Wake ``run_id`` at wall-clock ``when`` (kept if it is due earlier already)."""
