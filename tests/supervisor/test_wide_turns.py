@@ -11,7 +11,7 @@ from __future__ import annotations
 import cProfile
 import pstats
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +86,9 @@ class SeqTelemetry:
 
     def __init__(self) -> None:
         self.started: dict[str, int] = {}
+
+    def start_run(self, run_id: str) -> AbstractContextManager[dict[str, str] | None]:
+        return nullcontext(None)
 
     def run_context(self, run_id: str) -> dict[str, str] | None:
         return None
