@@ -6,9 +6,14 @@ import errno
 
 import pytest
 
-from tether import JournalBrokenError
+from tether import BlobError, JournalBrokenError
 from tether._errors import JournalIOError
 from tether.supervisor._failures import explain, is_store_failure, unusable
+
+
+def _caused(exc: Exception, code: int) -> Exception:
+    exc.__cause__ = OSError(code, "Too many open files")
+    return exc
 
 
 @pytest.mark.parametrize(
@@ -20,6 +25,8 @@ from tether.supervisor._failures import explain, is_store_failure, unusable
         (JournalIOError("r.journal", "read", OSError(errno.ENOSPC, "full")), True, False),
         (JournalBrokenError("r.journal", OSError(errno.EIO, "I/O")), True, False),
         (TimeoutError(), True, False),
+        (_caused(BlobError("ab" * 32, "cannot be read"), errno.EMFILE), True, False),
+        (BlobError("ab" * 32, "content does not match its digest"), False, False),
         (OSError(errno.EACCES, "Permission denied"), False, True),
         (JournalIOError("r.journal", "open", OSError(errno.EISDIR, "Is a directory")), False, True),
         (ValueError("a bug in a tool adapter"), False, False),

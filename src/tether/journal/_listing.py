@@ -45,26 +45,31 @@ def list_runs_dir(runs_dir: str, *, versions: bool = False) -> Listing:
     """
     listing = Listing()
     try:
-        entries = list(os.scandir(runs_dir))
+        entries = os.scandir(runs_dir)
     except FileNotFoundError:
         return listing
-    for entry in entries:
-        name = entry.name
-        if name.startswith(".") or not name.endswith((JOURNAL, INBOX)):
-            continue
-        try:
-            regular = entry.is_file(follow_symlinks=False)
-            if not regular:
-                listing.odd[name] = kind_of(entry.stat(follow_symlinks=False).st_mode)
-                continue
-            if name.endswith(INBOX):
-                listing.inboxes.add(name.removesuffix(INBOX))
-                continue
-            version = (0, 0)
-            if versions:
-                st = entry.stat(follow_symlinks=False)
-                version = (st.st_size, st.st_mtime_ns)
-        except FileNotFoundError:  # removed since the directory was read
-            continue
-        listing.runs[name.removesuffix(JOURNAL)] = version
+    with entries:  # one entry at a time: a store of a million runs is never all in memory
+        for entry in entries:
+            _look_at(entry, listing, versions)
     return listing
+
+
+def _look_at(entry: os.DirEntry[str], listing: Listing, versions: bool) -> None:
+    name = entry.name
+    if name.startswith(".") or not name.endswith((JOURNAL, INBOX)):
+        return
+    try:
+        regular = entry.is_file(follow_symlinks=False)
+        if not regular:
+            listing.odd[name] = kind_of(entry.stat(follow_symlinks=False).st_mode)
+            return
+        if name.endswith(INBOX):
+            listing.inboxes.add(name.removesuffix(INBOX))
+            return
+        version = (0, 0)
+        if versions:
+            st = entry.stat(follow_symlinks=False)
+            version = (st.st_size, st.st_mtime_ns)
+    except FileNotFoundError:  # removed since the directory was read
+        return
+    listing.runs[name.removesuffix(JOURNAL)] = version

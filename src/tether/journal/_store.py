@@ -12,6 +12,11 @@ Layout under the store's root (files 0600, directories 0700: they hold customer 
 
 ``FileStore`` claims a run with an exclusive ``flock`` on its journal: the kernel frees the lock
 when the owning process dies, so another process on the machine can take the run over at once.
+
+Every descriptor it opens is counted first against one budget derived from ``RLIMIT_NOFILE``
+(``_descriptors``): a call that finds none free waits for one instead of failing with
+``EMFILE``, and a shortage caused by the rest of the process is waited out and tried again
+where that is safe.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import os
 import stat
 import time
 from collections.abc import Awaitable, Callable, Collection, Hashable, Iterable
-from typing import Any, final
+from typing import Any, TypeVar, final
 
 import anyio
 import msgspec
@@ -29,6 +34,7 @@ import msgspec
 from .._errors import JournalIOError, RunNotFoundError
 from ._blobs import FileBlobStore
 from ._commit import GroupCommitter
+from ._descriptors import Descriptors
 from ._file import DEFAULT_FILE_OPS, FileOps, reaches_ring
 from ._inbox import clear as clear_inbox
 from ._inbox import inbox_path
@@ -52,6 +58,7 @@ from ._writer import (
 )
 
 DEFAULT_BLOB_THRESHOLD = 64 * 1024
+_Opened = TypeVar("_Opened")
 log = logging.getLogger("tether.journal")
 _DEFAULT = object()
 
@@ -92,6 +99,12 @@ class FileStore:
         redact: applied to every event before it is encoded. Defaults to a ``SecretRedactor``;
             pass ``None`` to write events exactly as given.
         sync_threads: how many journals may fsync (or be opened, created, closed) at once.
+        descriptors: how many file descriptors the store may have open at once; by default
+            the soft ``RLIMIT_NOFILE`` less a quarter of it (at least 16 less), for the rest
+            of the process. Opening a journal (creating a run, advancing one), reading one,
+            listing runs, blobs and inboxes each wait for a free descriptor of this budget
+            rather than fail (see ``tether.journal._descriptors``); ``Supervisor`` advances
+            at most half as many runs at once as the budget holds journals by default.
         file_ops: the file layer (a fault-injecting one in tests).
         io_uring: append through Linux ``io_uring`` where the kernel allows it (x86-64 only),
             instead of handing each batch to a writer thread; ``file_ops`` is asked before
@@ -109,6 +122,7 @@ class FileStore:
         sync_threads: int = 16,
         file_ops: FileOps | None = None,
         io_uring: bool = True,
+        descriptors: int | None = None,
     ) -> None:
         self.root = os.path.abspath(os.fspath(root))
         self.runs_dir = os.path.join(self.root, "runs")
@@ -121,6 +135,8 @@ class FileStore:
         ring = io_uring and reaches_ring(self._ops)
         self._committer = GroupCommitter(threads=sync_threads, io_uring=ring)
         self._open: set[FileJournal] = set()
+        self.descriptors = Descriptors(descriptors)
+        """The store's descriptor budget (``descriptors.journals``: journals open at once)."""
         self._dir_fd: int | None = None
         self._watch: RemovalWatch | None = None
         self._reported: set[tuple[str, str]] = set()
@@ -129,6 +145,7 @@ class FileStore:
         self._closed = False
 
     async def __aenter__(self) -> FileStore:
+        self.descriptors.start()
         await anyio.to_thread.run_sync(self._prepare_dirs)
         self._committer.start()
         self._watch = open_watch(self.runs_dir)
@@ -214,8 +231,14 @@ class FileStore:
             prepared = [await self._prepare_event(ev) for ev in events]
             stamped, group = frame_events(prepared, 0, path)
             first = group if stamped else b""
-            file = await self._committer.run(
-                lambda: create_file(self.runs_dir, run_id, self._ops, first, self._dir_fd)
+            file = await self._holding(
+                "create a run",
+                lambda: self._committer.run(
+                    lambda: create_file(self.runs_dir, run_id, self._ops, first, self._dir_fd)
+                ),
+                # Without O_TMPFILE the directory is synced after the link: a run that exists
+                # now is made, and must not be made again.
+                safe=lambda: not os.path.lexists(path),
             )
         except OSError as exc:
             raise JournalIOError(path, "create the run", exc) from exc
@@ -234,10 +257,28 @@ class FileStore:
         """
         self._check_entered()
         check_run_id(run_id)
-        file, result = await self._committer.run(
-            lambda: open_file(self.runs_dir, run_id, self._ops)
+        file, result = await self._holding(
+            "open a journal",
+            lambda: self._committer.run(lambda: open_file(self.runs_dir, run_id, self._ops)),
         )
         return self._wrap(run_id, file, list(result.events))
+
+    async def _holding(
+        self,
+        what: str,
+        op: Callable[[], Awaitable[_Opened]],
+        *,
+        safe: Callable[[], bool] | None = None,
+    ) -> _Opened:
+        """``op()``, which opens a journal that stays open, under a journal token (given back
+        when the journal closes, or now if ``op`` fails) and a short one (see ``_descriptors``).
+        """
+        await self.descriptors.take_journal()
+        try:
+            return await self.descriptors.using(what, op, safe=safe)
+        except BaseException:
+            self.descriptors.give_journal()
+            raise
 
     async def read(self, run_id: str) -> list[AnyEvent]:
         """Every durable event of ``run_id``, without taking the write lock.
@@ -265,8 +306,9 @@ class FileStore:
             finally:
                 self._ops.close(fd)
 
-        result = await anyio.to_thread.run_sync(
-            lambda: scan_live(_read, path, expect_run_id=run_id)
+        result = await self.descriptors.using(
+            "read a journal",
+            lambda: anyio.to_thread.run_sync(lambda: scan_live(_read, path, expect_run_id=run_id)),
         )
         result.raise_if_corrupt(path)
         return result.events
@@ -277,20 +319,25 @@ class FileStore:
         A run is a regular file ``runs/<run_id>.journal``; other entries under such a name are
         left out (see ``odd_entries``) and logged once each.
         """
-        return sorted((await anyio.to_thread.run_sync(self._look)).runs)
+        return sorted((await self._listing()).runs)
 
     async def run_stats(self) -> dict[str, RunStat]:
         """Every run's ``(size, mtime_ns)`` as its version, and whether answers wait for it.
 
         The runs are those ``list_runs`` gives; odd entries are left out here too.
         """
-        listing = await anyio.to_thread.run_sync(lambda: self._look(versions=True))
+        listing = await self._listing(versions=True)
         return {run_id: RunStat(v, run_id in listing.inboxes) for run_id, v in listing.runs.items()}
 
     async def odd_entries(self) -> dict[str, str]:
         """Entries of ``runs/`` named like a run's journal or inbox that are not regular files
         (so no run is listed for them), each with what it is: ``{"x.journal": "a FIFO"}``."""
-        return (await anyio.to_thread.run_sync(self._look)).odd
+        return (await self._listing()).odd
+
+    async def _listing(self, *, versions: bool = False) -> Listing:
+        return await self.descriptors.using(
+            "list runs", lambda: anyio.to_thread.run_sync(lambda: self._look(versions=versions))
+        )
 
     def _look(self, *, versions: bool = False) -> Listing:
         listing = list_runs_dir(self.runs_dir, versions=versions)
@@ -337,12 +384,17 @@ class FileStore:
         path = inbox_path(self.runs_dir, run_id)
         if self._redact is not None:  # secrets never reach a file, the inbox included
             event = self._redact(event)
-        await anyio.to_thread.run_sync(post_inbox, path, run_id, event, self._ops)
+        # Not tried again on a shortage: one that struck after the answer was written would
+        # queue it twice. The sender is told, and nothing was acknowledged.
+        async with self.descriptors.short():
+            await anyio.to_thread.run_sync(post_inbox, path, run_id, event, self._ops)
 
     async def take_inbox(self, run_id: str) -> list[AnyEvent]:
         """The events waiting in the run's inbox, oldest first."""
         path = inbox_path(self.runs_dir, run_id)
-        return await anyio.to_thread.run_sync(take_inbox, path, run_id, self._ops)
+        return await self.descriptors.using(
+            "read an inbox", lambda: anyio.to_thread.run_sync(take_inbox, path, run_id, self._ops)
+        )
 
     async def peek_inbox(self, run_id: str) -> list[AnyEvent]:
         """The events waiting in the run's inbox, oldest first (reading takes nothing here)."""
@@ -373,7 +425,9 @@ class FileStore:
     async def clear_inbox(self, run_id: str, count: int) -> None:
         """Drop the first ``count`` events of the run's inbox (they are in the journal now)."""
         path = inbox_path(self.runs_dir, run_id)
-        await anyio.to_thread.run_sync(clear_inbox, path, run_id, count, self._ops)
+        # Not tried again on a shortage: it may have cleared part of the inbox already.
+        async with self.descriptors.short():
+            await anyio.to_thread.run_sync(clear_inbox, path, run_id, count, self._ops)
 
     async def exists(self, run_id: str) -> bool:
         """Whether run ``run_id`` exists."""
@@ -386,7 +440,8 @@ class FileStore:
         Raises:
             BlobError: the blob is missing or damaged.
         """
-        return msgspec.msgpack.decode(await self.blobs.get(ref.digest))
+        data = await self.descriptors.using("read a blob", lambda: self.blobs.get(ref.digest))
+        return msgspec.msgpack.decode(data)
 
     async def _prepare_event(self, event: Event) -> Event:
         return await prepare_event(
@@ -397,7 +452,10 @@ class FileStore:
         )
 
     async def _put_blob(self, data: bytes, summary: str) -> BlobRef:
-        return await self.blobs.put(data, summary=summary)
+        # Content-addressed: writing it again after a failure is harmless.
+        return await self.descriptors.using(
+            "write a blob", lambda: self.blobs.put(data, summary=summary)
+        )
 
     def _wrap(self, run_id: str, file: JournalFile, events: list[AnyEvent]) -> FileJournal:
         journal: FileJournal
@@ -408,6 +466,7 @@ class FileStore:
 
         async def _closed() -> None:
             self._open.discard(journal)
+            self.descriptors.give_journal()
             if watch is not None:
                 watch.release(name, file)
 

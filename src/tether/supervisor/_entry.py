@@ -1,7 +1,11 @@
 """What the supervisor keeps and reports per run: its entry, its view, its status changes.
 
-``Board`` holds the entries of every run the supervisor knows of (a parked run costs only its
-entry) and tells each watcher (``Supervisor.events``) of every status change.
+``Board`` holds the entries of the runs the supervisor has to remember (a parked run costs only
+its entry) and tells each watcher (``Supervisor.events``) of every status change. A finished
+run is let go as soon as nothing of the supervisor uses its entry any more (no task, no lock,
+no answer being recorded): a worker serving a million runs must not keep a million entries.
+Whoever waits on it holds the entry itself, which has its final status; whoever asks later
+reads the journal (``Supervisor.wait`` and ``inspect`` do).
 """
 
 from __future__ import annotations
@@ -75,7 +79,8 @@ class Entry:
     """What the supervisor keeps per run. Kept small: a parked run costs only this.
 
     The lock and the change event are made when first needed and dropped when the run rests
-    with nobody waiting on them, so thousands of parked runs hold neither.
+    with nobody waiting on them, so thousands of parked runs hold neither. ``known``: a status
+    was set (an entry made only to take a lock, for an answer, knows nothing of the run).
     """
 
     status: RunStatus = RunStatus.RUNNING
@@ -86,6 +91,7 @@ class Entry:
     parent: tuple[str, str] | None = None  # (run, call) of the run that waits for this one
     remote: bool = False
     seen: tuple[int, int] | None = None
+    known: bool = False
     _changed: anyio.Event | None = None
     _lock: anyio.Lock | None = None
 
@@ -104,6 +110,7 @@ class Entry:
     def set(self, outcome: Outcome) -> None:
         self.status, self.reason, self.pending = outcome.status, outcome.reason, outcome.pending
         self.remote = False
+        self.known = True
         if self._changed is not None:
             self._changed.set()
             self._changed = None
@@ -113,6 +120,15 @@ class Entry:
         if lock is not None and not lock.locked() and lock.statistics().tasks_waiting == 0:
             self._lock = None
 
+    @property
+    def idle(self) -> bool:
+        """Whether nothing of the supervisor uses the entry: no task, no lock held or awaited.
+
+        (A watcher waiting on ``changed`` holds the entry itself, and needs no board.)
+        """
+        self.release_idle_lock()
+        return self.scope is None and not self.driving and self._lock is None
+
 
 @final
 class Board:
@@ -120,10 +136,13 @@ class Board:
 
     Args:
         clock: wall-clock time, stamped on each ``StatusChange``.
+
+    ``forgot`` is called with the id of each run let go (the timers drop its wake-ups).
     """
 
     def __init__(self, clock: Callable[[], float]) -> None:
         self.runs: dict[str, Entry] = {}
+        self.forgot: Callable[[str], None] = _nothing
         self._clock = clock
         self._watchers: set[MemoryObjectSendStream[StatusChange]] = set()
 
@@ -137,7 +156,8 @@ class Board:
     def set(self, run_id: str, outcome: Outcome, *, quiet: bool = False) -> None:
         """Record a run's new status, wake its waiters and tell every watcher.
 
-        ``quiet``: not logged (a run found already finished is not news).
+        ``quiet``: not logged (a run found already finished is not news). A finished run's
+        entry is let go here if nothing uses it, else by ``release`` when its user is done.
         """
         self.entry(run_id).set(outcome)
         if not quiet:
@@ -162,6 +182,16 @@ class Board:
                 log.warning("a status watcher is too slow; dropped a change of run %s", run_id)
             except (anyio.BrokenResourceError, anyio.ClosedResourceError):
                 self._watchers.discard(send)
+        if outcome.status.final:
+            self.release(run_id)
+
+    def release(self, run_id: str) -> None:
+        """Let the run's entry go if it is idle and the run is finished (or the entry knows
+        nothing of the run: it was made for a lock, and the lock is free again)."""
+        entry = self.runs.get(run_id)
+        if entry is not None and entry.idle and (entry.status.final or not entry.known):
+            del self.runs[run_id]
+            self.forgot(run_id)
 
     async def changes(self) -> AsyncIterator[StatusChange]:
         """Every status change from now on, until ``close`` (see ``Supervisor.events``)."""
@@ -180,3 +210,7 @@ class Board:
         for send in self._watchers:
             send.close()
         self._watchers.clear()
+
+
+def _nothing(run_id: str) -> None:
+    pass

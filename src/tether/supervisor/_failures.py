@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 
 from .._errors import JournalBrokenError, JournalClosedError, JournalIOError
+from ..journal._descriptors import out_of_descriptors
 
 UNUSABLE: frozenset[int] = frozenset(
     {errno.EACCES, errno.EPERM, errno.EISDIR, errno.ENOTDIR, errno.EINVAL, errno.ELOOP}
@@ -52,6 +53,8 @@ def _errno(exc: BaseException) -> int | None:
 def _store_leaf(exc: BaseException) -> bool:
     if _errno(exc) in UNUSABLE:
         return False
+    if out_of_descriptors(exc):  # however wrapped (a blob that could not be read, say)
+        return True
     if isinstance(exc, (JournalBrokenError, JournalClosedError, JournalIOError, OSError)):
         return True
     if isinstance(exc, TimeoutError):

@@ -63,7 +63,7 @@ from ._runtime import Suspend, definitions, load_blobs, spec_for
 from ._state import Call, RunState, RunStatus, fold
 from ._status import Outcome, run_deadline, run_status
 from ._telemetry import ChatTelemetry, DriveTelemetry
-from ._traced import chat_scope, open_drive, started_seq, tool_scope
+from ._traced import chat_scope, open_drive, tool_scope
 
 log = logging.getLogger("tether.supervisor")
 
@@ -411,7 +411,7 @@ class _Drive:
         journal = self.journal
         if call.id in self.prestarted:  # its tool_started is durable already, and it has not run
             self.prestarted.discard(call.id)
-            dangling, seq = False, started_seq(self.journal, call.id) if self.trace else -1
+            dangling, seq = False, call.started_seq
         else:
             dangling = call.dangling  # the attempt before this one never ended
             (started,) = await journal.append(
@@ -435,7 +435,7 @@ class _Drive:
         journal = self.journal
         await journal.fence()
         ctx = ToolContext(run_id=journal.run_id, call_id=call.id, attempt=call.attempts)
-        seq = started_seq(self.journal, call.id) if self.trace else -1
+        seq = call.started_seq
         with tool_scope(self.trace, call, spec, call.attempts, seq=seq, dangling=True, verify=True):
             result = await verify_landed(
                 call, spec, ctx, then_run=step.then_run, otherwise=step.otherwise, run_id=ctx.run_id

@@ -76,6 +76,7 @@ class Call:
     input: Any
     started_at: float
     attempts: int = 0
+    started_seq: int = -1  # the seq of the latest ``tool_started``, -1 before the first
     result: ToolResult | None = None
     decision: Decision | None = None
     escalation: Escalated | None = None
@@ -155,6 +156,9 @@ class RunState:
     child_tool_calls: int = 0
     applied: int = 0
     last: AnyEvent | None = None
+    open_calls: int = 0
+    """Calls of the latest turn without a result: kept as results land, so that a turn of N
+    calls folds in O(N), not O(N²) (each result would otherwise look at every call)."""
 
     @property
     def manifest(self) -> Manifest:
@@ -180,7 +184,7 @@ class RunState:
     @property
     def turn_open(self) -> bool:
         """Whether the model's latest turn has tool calls still without a result."""
-        return any(not c.done for c in self.calls.values())
+        return self.open_calls > 0
 
     @property
     def final_text(self) -> str | None:
@@ -228,11 +232,16 @@ class RunState:
                 if b.get("type") == "tool_use"
             }
             self.call_ids.update(self.calls)
+            self.open_calls = len(self.calls)
         elif isinstance(event, ToolStarted):
-            self._call(event.call_id).attempts += 1
+            call = self._call(event.call_id)
+            call.attempts += 1
+            call.started_seq = event.seq
             self.tool_calls += 1
         elif isinstance(event, ToolResult):
-            self._call(event.call_id).result = event
+            call = self._call(event.call_id)
+            self.open_calls -= call.result is None
+            call.result = event
             if event.signal_id:
                 self.signals.pop(event.signal_id, None)  # taken by this call
             if not self.turn_open:

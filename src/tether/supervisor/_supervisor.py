@@ -82,9 +82,12 @@ class Supervisor:
             finish and be recorded before it cancels them.
         model_concurrency: at most this many model calls at once across all runs.
         max_active_runs: at most this many runs advance at once; the others queue, holding no
-            file descriptor. Parked runs never count. Each active run holds one file
-            descriptor, so the default is half the process's soft ``RLIMIT_NOFILE`` (512 under
-            the common limit of 1,024).
+            file descriptor. Parked runs never count. Each active run holds its journal open:
+            over a ``FileStore`` the default is half the journals its descriptor budget holds
+            (``FileStore(descriptors=...)``: 360 under the common soft ``RLIMIT_NOFILE`` of
+            1,024, 72 under 256), and a larger value than the budget's journals less one is
+            cut down to that (with a warning). Over other stores the default is half the
+            soft ``RLIMIT_NOFILE``.
         sweep_interval: every this many seconds, look for runs to take over (their owner
             process died, releasing the journal's lock) or to continue (a decision was recorded
             by another process); ``None`` looks only on entry.
@@ -237,6 +240,12 @@ class Supervisor:
     ) -> None:
         """Create run ``run_id`` and start it. Returns once the run exists durably.
 
+        A burst of starts is held back rather than refused: creating a run waits for a file
+        descriptor of the store's budget (a ``FileStore``'s ``descriptors``) or a connection
+        of its pool (a ``PostgresStore``'s), and for one the process's other code had taken
+        (``EMFILE``), while the run does not exist yet. On cancellation while it waits: no
+        run is created (once its journal is being written, the run is created and started).
+
         Args:
             prompt: the user's message, or a list of messages in the Messages API shape.
             system: the system prompt (pinned with its hash).
@@ -300,19 +309,29 @@ class Supervisor:
             RunNotFoundError: no such run.
             TimeoutError: ``timeout`` seconds passed first.
 
+        A run that finished here and was let go (a finished run costs the supervisor nothing)
+        is read from its journal, as a run never seen here is: that first look is not cut
+        short by ``timeout`` (``timeout=0`` asks where a run stands without waiting).
+
         On cancellation: stops waiting; the run is not affected.
         """
+        entry = self._board.runs.get(run_id)
+        if entry is None or not entry.known:
+            status = (await self.inspect(run_id)).status
+            if status.resting:
+                return status
         with anyio.fail_after(timeout):
             while True:
                 entry = self._board.runs.get(run_id)
-                if entry is None or entry.remote:
-                    # Not advanced here (another process has it, or nobody yet): watch the
-                    # run as its journal tells it until it rests or this supervisor takes it.
+                if entry is None or entry.remote or not entry.known:
+                    # Not advanced here (another process has it, or nobody yet, or it finished
+                    # and was let go): watch the run as its journal tells it until it rests or
+                    # this supervisor takes it.
                     status = (await self.inspect(run_id)).status
                     if status.resting:
                         return status
                     entry = self._board.runs.get(run_id)
-                    if entry is None:
+                    if entry is None or not entry.known:
                         await anyio.sleep(REMOTE_POLL)
                         continue
                     if entry.remote:
@@ -322,6 +341,8 @@ class Supervisor:
                 if entry.status is not RunStatus.RUNNING:
                     return entry.status
                 await entry.changed().wait()
+                if entry.status.resting:  # the entry says so even if the board let it go
+                    return entry.status
 
     async def decide(
         self, run_id: str, call_id: str, *, approved: bool, by: str, note: str = ""
@@ -507,7 +528,11 @@ class Supervisor:
         state = fold(events, blobs)
         outcome = run_status(state, self._rt.clock())
         entry = self._board.runs.get(run_id)
-        if entry is not None and (entry.status.resting or not outcome.status.resting):
+        if (
+            entry is not None
+            and entry.known
+            and (entry.status.resting or not outcome.status.resting)
+        ):
             outcome = Outcome(entry.status, entry.reason, entry.pending)
         return RunView.of(run_id, state, outcome, len(events))
 

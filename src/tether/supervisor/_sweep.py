@@ -21,7 +21,7 @@ import anyio
 
 from .._errors import TetherError
 from ..journal._protocols import Store
-from ._entry import Board
+from ._entry import Board, Entry
 from ._failures import explain, is_store_failure
 from ._manifest import CONTRACT, manifest_problem
 from ._runtime import Runtime
@@ -125,6 +125,11 @@ class Sweeper:
         self._tasks = tasks
         self._tell_parent = tell_parent
         self._scope: anyio.CancelScope | None = None
+        self._finished: dict[str, int] = {}
+        """Runs found finished, without an entry on the board, by the version they were read
+        at (``_packed``): skipped while their version stays the same. Rebuilt from each
+        listing, so a run removed from the store (``tether gc``) is forgotten; a
+        ``PostgresStore`` lists only unfinished runs, and this stays empty."""
 
     async def serve(self, interval: float) -> None:
         """Sweep when the store reports a change, and at least every ``interval`` seconds,
@@ -139,6 +144,13 @@ class Sweeper:
                     await self.sweep()
                 except Exception as exc:  # the store is unreachable for now: keep the worker up
                     log.warning("sweep failed (%s); trying again in %ss", explain(exc), interval)
+
+    def _let_go(self, run_id: str, outcome: Outcome, entry: Entry | None) -> None:
+        """A run read finished: say so if the board thought otherwise, and keep no entry."""
+        if entry is not None and entry.known and entry.status is not outcome.status:
+            self._board.set(run_id, outcome)  # it finished elsewhere: news to its watchers
+        else:
+            self._board.release(run_id)
 
     def stop(self) -> None:
         """End ``serve``."""
@@ -156,12 +168,14 @@ class Sweeper:
         board, tasks = self._board, self._tasks
         counts: Counter[str] = Counter()
         listed = await self._store.run_stats()
-        stats = list(listed.items())
+        finished, self._finished = self._finished, {}
+        order = list(listed)
         # Workers sweeping one store at the same moment then start on different runs, instead
         # of all racing for the same ones in the same order.
-        random.shuffle(stats)
+        random.shuffle(order)
         suspects: list[tuple[int, str]] = []
-        for run_id, run_stat in stats:
+        for run_id in order:
+            run_stat = listed[run_id]
             stat = run_stat.version
             entry = board.runs.get(run_id)
             if entry is not None:
@@ -175,6 +189,9 @@ class Sweeper:
                     continue
                 if entry.seen == stat:
                     continue  # at rest (or over), and nobody wrote to it since
+            elif finished.get(run_id) == (packed := _packed(stat)):
+                self._finished[run_id] = packed
+                continue  # finished, and nobody wrote to it since
             try:
                 events = await self._store.read(run_id)
                 state = fold(events)
@@ -187,14 +204,22 @@ class Sweeper:
                 board.set(run_id, Outcome(RunStatus.NEEDS_ATTENTION, str(exc)), quiet=True)
                 board.entry(run_id).seen = stat
                 continue
-            board.entry(run_id).seen = stat
             started = state.started
+            parent = None
             if started is not None and started.parent and started.parent_call:
                 parent = (started.parent, started.parent_call)
-                board.entry(run_id).parent = parent
                 if state.finished is not None:  # its parent may not know yet (a crash between)
                     await self._tell_parent(run_id, parent)
             found = what_to_do(state, self._rt, inbox=run_stat.inbox, listed=listed)
+            if found is not None and found.outcome.status.final and not found.spawn:
+                self._let_go(run_id, found.outcome, entry)
+                self._finished[run_id] = _packed(stat)
+                counts[found.outcome.status.value] += 1
+                continue
+            entry = board.entry(run_id)
+            entry.seen = stat
+            if parent is not None:
+                entry.parent = parent
             if found is None:
                 continue
             outcome = found.outcome
@@ -207,8 +232,8 @@ class Sweeper:
                 counts["resumed" if found.resumes else outcome.status.value] += 1
                 continue
             counts[outcome.status.value] += 1
-            if entry is None or (entry.status, entry.reason) != (outcome.status, outcome.reason):
-                board.set(run_id, outcome, quiet=entry is None and outcome.status.final)
+            if not entry.known or (entry.status, entry.reason) != (outcome.status, outcome.reason):
+                board.set(run_id, outcome)
             if outcome.wake_at is not None:
                 tasks.timers.at(outcome.wake_at, run_id)
         counts["resumed"] += len(suspects)
@@ -220,3 +245,14 @@ class Sweeper:
             board.set(run_id, Outcome(RunStatus.RUNNING))
             tasks.spawn(run_id, None, fresh=False, alone=True)
         return counts
+
+
+def _packed(version: tuple[int, int]) -> int:
+    """A run's version as one int (what is kept of each finished run in the store costs the
+    least there is): exact for a ``FileStore``'s ``(size, mtime_ns)``, a size at least 0 and a
+    time within 64 bits (two's complement: a time before 1970 too)."""
+    first, second = version
+    return (first << 64) | (second & _LOW64)
+
+
+_LOW64 = (1 << 64) - 1

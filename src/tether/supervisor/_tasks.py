@@ -3,12 +3,14 @@
 A run's task (``RunTasks.spawn``) waits for a slot (``max_active_runs``) without holding its
 journal open, drives the run until it rests (``_restart.drive_until_rest``) under the run's
 entry lock, then says where it rests: its status on the board, its next wake-up to the
-timers, its end to the run that waits for it. A run at rest holds no task. A drain starts no
-task any more, lets those advancing finish for a while, then cancels them.
+timers, its end to the run that waits for it. A run at rest holds no task; a finished one, not
+even its entry. A drain starts no task any more, lets those advancing finish for a while, then
+cancels them.
 """
 
 from __future__ import annotations
 
+import logging
 import resource
 from collections.abc import Awaitable, Callable
 from typing import final
@@ -16,6 +18,7 @@ from typing import final
 import anyio
 import anyio.abc
 
+from ..journal._descriptors import Descriptors
 from ..journal._protocols import JournalHandle, Store
 from ._backoff import STORE_RETRY_CAP, Backoff
 from ._entry import Board
@@ -24,6 +27,8 @@ from ._runtime import Runtime
 from ._state import RunStatus
 from ._status import Outcome
 from ._timers import Timers
+
+log = logging.getLogger("tether.supervisor")
 
 
 @final
@@ -61,11 +66,12 @@ class RunTasks:
         self._sleep = sleep
         self._jitter = jitter
         self._tell_parent = tell_parent
-        self._active = anyio.CapacityLimiter(limit or _default_active_limit())
+        self._active = anyio.CapacityLimiter(active_limit(store, limit))
         self._handed: set[JournalHandle] = set()
         self._count = 0
         self._idle: anyio.Event | None = None
         self.timers = Timers(rt.clock, sleep, self.wake)
+        board.forgot = self.timers.forget  # a finished run let go wakes no more
         self.draining = False
         self.tg: anyio.abc.TaskGroup | None = None
 
@@ -162,6 +168,8 @@ class RunTasks:
                 finally:
                     entry.scope = None
                     entry.release_idle_lock()
+                    if self._board.runs.get(run_id) is entry:
+                        self._board.release(run_id)  # finished, and nobody uses it: let it go
                     if journal is not None:  # cancelled while queued: never driven
                         with anyio.CancelScope(shield=True):
                             await journal.aclose()
@@ -192,9 +200,33 @@ class RunTasks:
         return outcome
 
 
-def _default_active_limit() -> int:
-    """Half the soft descriptor limit: each active run holds its journal open."""
-    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft == resource.RLIM_INFINITY:
-        return 10_000
-    return max(16, soft // 2)
+def active_limit(store: Store, wanted: int | None) -> int:
+    """How many runs may advance at once: ``wanted``, else a default.
+
+    Each active run holds its journal open. A store with a descriptor budget (a
+    ``FileStore``'s ``descriptors``) has room for ``journals`` of them: by default half of
+    that, leaving the rest to runs being created (a burst of starts, the children of active
+    runs), and never more than one less than all of it, so that an active run creating its
+    child always finds a journal token in the end (see ``journal._descriptors``). Other stores
+    hold no descriptor per run; for them the default is half the soft ``RLIMIT_NOFILE``.
+    """
+    budget = getattr(store, "descriptors", None)
+    if not isinstance(budget, Descriptors):
+        if wanted:
+            return wanted
+        soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        return 10_000 if soft == resource.RLIM_INFINITY else max(16, soft // 2)
+    most = budget.journals - 1
+    if not wanted:
+        return max(1, budget.journals // 2)
+    if wanted > most:
+        log.warning(
+            "max_active_runs=%d is more runs than the store can hold open at once (%d journals "
+            "in its descriptor budget of %d): advancing at most %d at once",
+            wanted,
+            budget.journals,
+            budget.budget,
+            most,
+        )
+        return most
+    return wanted

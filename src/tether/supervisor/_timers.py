@@ -16,6 +16,9 @@ import anyio
 
 from ._backoff import sleep_unless
 
+COMPACT_SLACK = 64
+"""Stale times the heap may hold beyond as many as live ones before it is rebuilt."""
+
 
 @final
 class Timers:
@@ -44,6 +47,16 @@ class Timers:
     def __len__(self) -> int:
         return len(self._next)
 
+    def forget(self, run_id: str) -> None:
+        """Drop the run's wake-up (it finished). The heap keeps stale times only while they
+        are at most half of it, so finished runs with far deadlines do not pile up there."""
+        if self._next.pop(run_id, None) is None:
+            return
+        if len(self._heap) > 2 * len(self._next) + COMPACT_SLACK:
+            self._heap = [(when, run) for run, when in self._next.items()]
+            heapq.heapify(self._heap)
+            self._changed.set()  # ``serve`` looks at the new heap's earliest time
+
     def at(self, when: float, run_id: str) -> None:
         """Wake ``run_id`` at wall-clock ``when`` (kept if it is due earlier already)."""
         due = self._next.get(run_id)
@@ -71,6 +84,8 @@ class Timers:
             if changed.is_set():  # an earlier time came in: look again
                 self._changed = anyio.Event()
                 continue
+            if self._next.get(run_id) != when:
+                continue  # forgotten while it slept: looked at again at the top
             heapq.heappop(self._heap)
             del self._next[run_id]
             self._fire(run_id)

@@ -6,8 +6,6 @@ from __future__ import annotations
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
-from ..journal._protocols import JournalHandle
-from ..journal._records import ToolStarted
 from ..tools._spec import ToolSpec
 from ._resume import cause_of, was_interrupted
 from ._runtime import Interruption, Runtime
@@ -65,11 +63,3 @@ def tool_scope(
         seq=seq,
         verify=verify,
     )
-
-
-def started_seq(journal: JournalHandle, call_id: str) -> int:
-    """The seq of the latest ``tool_started`` of ``call_id``."""
-    for event in reversed(journal.events):
-        if isinstance(event, ToolStarted) and event.call_id == call_id:
-            return event.seq
-    return -1
