@@ -13,8 +13,10 @@ import sys
 from typing import Any
 
 import anyio
+import pytest
 
 import tether
+from tether import RunStateError
 from tether.journal import AnyEvent
 from tether.supervisor import RunStatus, Supervisor
 
@@ -109,6 +111,12 @@ async def test_the_board_keeps_no_entry_for_finished_runs(tmp_path: pathlib.Path
         assert await sup.wait("run-007", timeout=0) is RunStatus.DONE
         assert (await sup.inspect("run-007")).final_text == "done looking"
         assert store.reads == reads + 2
+        assert board_of(sup) == {}
+        # A refused answer to a finished run leaves no entry behind either.
+        with pytest.raises(RunStateError):
+            await sup.decide("run-007", "toolu_1", approved=True, by="ops")
+        with pytest.raises(RunStateError):
+            await sup.cancel("run-007")
         assert board_of(sup) == {}
 
         # A sweep reads each run finished here once (to learn it is finished), keeps no entry

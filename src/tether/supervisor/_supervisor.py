@@ -512,10 +512,12 @@ class Supervisor:
             await verbs.cancel(
                 self._store, run_id, reason=reason, by=by, clock=self._rt.clock, halt=halt
             )
-        finally:
-            for target in touched:
-                with contextlib.suppress(RunNotFoundError):
-                    await self._halts.settle(target)
+        except BaseException:
+            self._board.release(run_id)  # an entry made only to look (a refused cancel)
+            raise
+        for target in touched:  # each one cancelled here now, or queued for its holder
+            with contextlib.suppress(RunNotFoundError):
+                await self._halts.settle(target)
 
     async def inspect(self, run_id: str) -> RunView:
         """The run as its journal tells it, with the status this supervisor knows.
@@ -602,8 +604,11 @@ class Supervisor:
         then continue the run if the answer was appended (not queued for another process, nor
         a signal the run had already)."""
         entry = await self._known(run_id)
-        async with entry.lock:  # waits while a task of this supervisor advances the run
-            done = await give()
+        try:
+            async with entry.lock:  # waits while a task of this supervisor advances the run
+                done = await give()
+        finally:
+            self._board.release(run_id)  # an entry made only for the lock (a refused answer)
         if not (done.queued or done.repeated):
             self._board.set(run_id, Outcome(RunStatus.RUNNING))
             self._tasks.spawn(run_id, None, fresh=False)
