@@ -45,7 +45,7 @@ def test_kitebase_sends_one_reply_in_four_model_calls(
     assert "Model calls across all three processes: 4" in lines
     # Process 1 parks, priya approves, process 2 sends and dies, process 3 finishes.
     assert "status: waiting_for_approval (approval needed for reply_to_customer (toolu_03))" in out
-    assert "reply_to_customer (toolu_03) approved by priya" in out
+    assert "approved reply_to_customer [toolu_03] by priya" in out
     assert "help desk: sent reply #1 to Northwind Studio (key run-kite-142:toolu_03)" in out
     assert "CRASH: SIGKILL (exit code -9) right after reply_to_customer returned" in out
     assert "key run-kite-142:toolu_03 seen before, returned reply #1, sent nothing" in out
@@ -97,7 +97,7 @@ def test_kitebase_rejected_sends_nothing_and_says_why(
     assert summary.processes == [0, 0]  # nothing is sent, so there is no send to be killed after
     assert summary.final_text is not None
     assert "Loop in their IT admin first." in summary.final_text
-    assert 'rejected by priya: "Loop in their IT admin first."' in out
+    assert "rejected reply_to_customer [toolu_03] by priya: Loop in their IT admin first." in out
     assert out.strip().splitlines()[-1] == "replies: 0  model calls: 4"
 
 

@@ -90,10 +90,10 @@ def test_timeline_describes_events_once() -> None:
     ]
     lines = timeline.new_lines(events[:2])
     assert lines == [
-        '  seq 0   model_response  model asks for send(to="x")',
-        "  seq 1   tool_started    send (toolu_03), attempt 1",
+        '  seq 0   model_response  asks for send(to="x") [toolu_03]',
+        "  seq 1   tool_started    send [toolu_03] attempt 1",
     ]
     assert timeline.new_lines(events) == [
-        "  seq 2   tool_result     send -> error: boom",
-        '  seq 3   decision        send (toolu_03) rejected by priya: "no"',
+        "  seq 2   tool_result     send [toolu_03] error: boom",
+        "  seq 3   decision        rejected send [toolu_03] by priya: no",
     ]

@@ -56,3 +56,22 @@ def test_a_view_is_equal_to_a_list_of_the_same_events_only() -> None:
     assert view != tuple(events)
     assert view != []
     assert repr(view) == f"EventsView({events!r})"
+
+
+def test_every_record_type_is_in_the_one_list() -> None:
+    """``EVENT_TYPES`` is derived from ``AnyEvent``: every tagged record type defined in the
+    vocabulary is in it, once, and ``tether.journal`` exports each of them."""
+    from tether import journal
+    from tether.journal import _records
+
+    tagged = {
+        cls
+        for cls in vars(_records).values()
+        if isinstance(cls, type)
+        and issubclass(cls, _records.Event)
+        and cls is not _records.Event
+        and isinstance(cls.__struct_config__.tag, str)
+    }
+    assert set(_records.EVENT_TYPES) == tagged
+    assert len(_records.EVENT_TYPES) == len(tagged)
+    assert all(getattr(journal, cls.__name__) is cls for cls in tagged)

@@ -11,10 +11,13 @@ from typing import Any
 
 import msgspec
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import tether
 from tether.journal import (
     AnyEvent,
+    ChildEnded,
     Decision,
     Escalated,
     Event,
@@ -37,7 +40,8 @@ from tether.supervisor._replay import (
     WaitForPerson,
     next_step,
 )
-from tether.supervisor._state import fold
+from tether.supervisor._state import RunStatus, fold
+from tether.supervisor._status import run_status, world_wait
 
 from ._helpers import manifest_for
 
@@ -184,3 +188,46 @@ def test_a_call_with_bad_arguments_gets_an_error_result() -> None:
     got = step_for("rerun_tool", [], args={"nope": 1})
     assert isinstance(got, Record)
     assert "invalid arguments for rerun_tool" in str(got.records[0])
+
+
+_waits = st.one_of(
+    st.builds(lambda t: Waiting(call_id=CALL, attempt=1, until=t), st.floats(900, 1100)),
+    st.builds(
+        lambda t: Waiting(call_id=CALL, attempt=1, event="paid", until=t),
+        st.one_of(st.none(), st.floats(900, 1100)),
+    ),
+    st.just(Waiting(call_id=CALL, attempt=1, child={"run_id": "r.c", "messages": []})),
+)
+_world = st.lists(
+    st.sampled_from(
+        [
+            Signal(name="paid", signal_id="s1", payload=1),
+            Signal(name="other", signal_id="s2"),
+            ChildEnded(call_id=CALL, child="r.c", status="done", final_text="hi"),
+        ]
+    ),
+    max_size=3,
+    unique=True,
+)
+
+
+@given(wait=_waits, world=_world, now=st.floats(800, 1200))
+def test_the_status_and_the_replay_decision_agree_on_when_a_wait_is_over(
+    wait: Waiting, world: list[Event], now: float
+) -> None:
+    """One rule (``wait_at``): where the status says a call no longer waits, the replay
+    decision records its result; where it still waits, the decision is to rest."""
+    started = RunStarted(run_id="r", manifest=manifest_for(MODEL, TOOLS), messages=[])
+    block = {"type": "tool_use", "id": CALL, "name": "rerun_tool", "input": {"order": "o-1"}}
+    answer = ModelResponse(message={"role": "assistant", "content": [block]}, at=NOW - 10)
+    journal: list[AnyEvent] = [
+        msgspec.structs.replace(e, seq=i)  # type: ignore[misc]
+        for i, e in enumerate([started, answer, ToolStarted(call_id=CALL, attempt=1), wait, *world])
+    ]
+    state = fold(journal)
+    call = state.calls[CALL]
+    step = next_step(state, call, TOOLS.get("rerun_tool"), now)
+    waiting = world_wait(state, call, now)
+    assert (waiting is None) == isinstance(step, Record), (waiting, step)
+    assert (waiting is not None) == isinstance(step, Rest)
+    assert (run_status(state, now).status is RunStatus.RUNNING) == (waiting is None)

@@ -24,8 +24,8 @@ def test_each_event_once_then_the_status_and_what_a_resuming_process_loaded(
     assert start.returncode == 0, start.stderr
     *lines, mark = start.stdout.splitlines()
     assert lines == [
-        "  seq 0   run_started     user: hi",
-        "  seq 1   model_response  model: done",
+        '  seq 0   run_started     model scripted, 0 tool(s); prompt: "hi"',
+        '  seq 1   model_response  says "done"',
         "  seq 2   run_finished    done",
         "status: done",
     ]

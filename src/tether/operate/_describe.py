@@ -6,7 +6,7 @@ Pure functions of the journal's records; nothing here reads a store or the clock
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from typing import Any, assert_never
 
 import msgspec
 
@@ -81,115 +81,141 @@ def call_text(name: str, args: Any, limit: int = 80) -> str:
 
 
 def describe(event: AnyEvent, names: dict[str, str], limit: int = 100) -> str:
-    """One line saying what ``event`` records; ``names`` maps call ids to tool names."""
+    """One line saying what ``event`` records; ``names`` maps call ids to tool names (learnt
+    from the ``model_response`` records described so far).
+
+    The one renderer of events: ``tether show``, the console and the test kit's timeline all
+    print what this says. Every event type has its case; a new one is a type error here
+    (``assert_never``) until it has one.
+    """
 
     def tool(call_id: str) -> str:
         name = names.get(call_id)
         return f"{name} [{call_id}]" if name else f"[{call_id}]"
 
-    if isinstance(event, RunStarted):
-        m = event.manifest
-        prompt = ""
-        if event.messages:
-            content = event.messages[-1].get("content")
-            prompt = content if isinstance(content, str) else as_json(content)
-        text = f"model {m.model}, {len(m.tools)} tool(s)"
-        if m.app_version:
-            text += f", app {m.app_version}"
-        return shorten(f"{text}; prompt: {as_json(prompt)}", limit)
-    if isinstance(event, ModelResponse):
-        content = event.message.get("content")
-        blocks = content if isinstance(content, list) else [{"type": "text", "text": content}]
-        parts: list[str] = []
-        if event.stop_reason not in (None, "end_turn", "tool_use"):
-            parts.append(f"stopped: {event.stop_reason}")
-        for block in blocks:
-            kind = block.get("type")
-            if kind == "tool_use":
-                call_id, name = str(block.get("id", "?")), str(block.get("name", "?"))
-                names[call_id] = name
-                parts.append(f"asks for {call_text(name, block.get('input'), 60)} [{call_id}]")
-            elif kind == "server_tool_use":
-                name = str(block.get("name", "?"))
-                parts.append(f"server ran {call_text(name, block.get('input'), 60)}")
-            elif kind == "text" and block.get("text"):
-                parts.append(f"says {as_json(shorten(str(block['text']), 60))}")
-        cache = event.usage.cache_creation_input_tokens + event.usage.cache_read_input_tokens
-        if cache:
-            parts.append(
-                f"cache: {event.usage.cache_creation_input_tokens} written, "
-                f"{event.usage.cache_read_input_tokens} read"
-            )
-        if event.usage.reasoning_tokens:
-            parts.append(f"reasoning: {event.usage.reasoning_tokens} tokens")
-        return shorten("; ".join(parts) or "(empty answer)", limit)
-    if isinstance(event, ToolStarted):
-        return f"{tool(event.call_id)} attempt {event.attempt}"
-    if isinstance(event, ToolResult):
-        if event.blob is not None:
-            body = f"blob {event.blob.size} bytes: {event.blob.summary}"
-        else:
-            body = result_text(event.content)
-        return shorten(f"{tool(event.call_id)} {'ok' if event.ok else 'error'}: {body}", limit)
-    if isinstance(event, Decision):
-        verb = "approved" if event.approved else "rejected"
-        note = f": {event.note}" if event.note else ""
-        return shorten(f"{verb} {tool(event.call_id)} by {event.by}{note}", limit)
-    if isinstance(event, Escalated):
-        return shorten(f"{tool(event.call_id)}: {event.reason}", limit)
-    if isinstance(event, Resolved):
-        text = f"{tool(event.call_id)} {event.outcome}"
-        if event.by:
-            text += f" by {event.by}"
-        if event.result is not None:
-            text += f", result {as_json(event.result)}"
-        if event.note:
-            text += f": {event.note}"
-        return shorten(text, limit)
-    if isinstance(event, Resumed):
-        where = f"{event.host or '?'} (pid {event.pid})"
-        if event.cause == FIRST_DRIVE:
-            return shorten(f"first driven on {where}, a process other than its creator", limit)
-        taken = f", taken over from {event.taken_from}" if event.taken_from else ""
-        if not event.charged:  # a graceful stop, a store outage: not a restart
-            return shorten(f"resumed on {where} after {event.cause} (not a restart){taken}", limit)
-        return shorten(f"restart {event.attempt} on {where} after {event.cause}{taken}", limit)
-    if isinstance(event, Suspended):
-        return shorten(f"suspended by {event.host or '?'} (pid {event.pid}): {event.reason}", limit)
-    if isinstance(event, ModelFailed):
-        text = f"{event.kind}: {event.error}"
-        if event.retry_at is not None:
-            text += f"; asked again at +{max(0.0, event.retry_at - event.at):.1f}s"
-        return shorten(text, limit)
-    if isinstance(event, ToolFailed):
-        what = "ended, outcome unknown" if event.timed_out else "failed"
-        text = f"{tool(event.call_id)} attempt {event.attempt} {what}: {event.error}"
-        return shorten(text, limit)
-    if isinstance(event, Parked):
-        return shorten(f"needs_attention ({event.cause}): {event.reason}", limit)
-    if isinstance(event, WaitRecord):
-        if event.child is not None:
-            what = f"waits for child run {event.child.get('run_id')}"
-        elif event.event is not None:
-            what = f"waits for event {event.event}"
-        else:
-            what = "sleeps"
-        if event.until is not None:
-            what += f" until {format_time(event.until)}"
-        return shorten(f"{tool(event.call_id)} {what}", limit)
-    if isinstance(event, Signal):
-        by = f" from {event.by}" if event.by else ""
-        return shorten(f"{event.name} ({event.signal_id}){by}: {as_json(event.payload)}", limit)
-    if isinstance(event, ChildEnded):
-        text = event.final_text if event.final_text is not None else event.reason
-        return shorten(f"child run {event.child} ended {event.status}: {text}", limit)
-    if isinstance(event, Retried):
-        text = "retried" + (f" by {event.by}" if event.by else "")
-        if event.budgets is not None:
-            text += f", budgets {as_json(msgspec.to_builtins(event.budgets))}"
-        if event.note:
-            text += f": {event.note}"
-        return shorten(text, limit)
-    if isinstance(event, RunFinished):
-        return shorten(event.status + (f": {event.reason}" if event.reason else ""), limit)
-    return ""  # pragma: no cover - every event type is handled above
+    match event:
+        case RunStarted():
+            return shorten(_started(event), limit)
+        case ModelResponse():
+            return shorten(_answer(event, names), limit)
+        case ToolStarted():
+            names.setdefault(event.call_id, event.name)
+            return f"{tool(event.call_id)} attempt {event.attempt}"
+        case ToolResult():
+            if event.blob is not None:
+                body = f"blob {event.blob.size} bytes: {event.blob.summary}"
+            else:
+                body = result_text(event.content)
+            return shorten(f"{tool(event.call_id)} {'ok' if event.ok else 'error'}: {body}", limit)
+        case Decision():
+            verb = "approved" if event.approved else "rejected"
+            note = f": {event.note}" if event.note else ""
+            return shorten(f"{verb} {tool(event.call_id)} by {event.by}{note}", limit)
+        case Escalated():
+            return shorten(f"{tool(event.call_id)}: {event.reason}", limit)
+        case Resolved():
+            text = f"{tool(event.call_id)} {event.outcome}"
+            if event.by:
+                text += f" by {event.by}"
+            if event.result is not None:
+                text += f", result {as_json(event.result)}"
+            if event.note:
+                text += f": {event.note}"
+            return shorten(text, limit)
+        case Resumed():
+            return shorten(_resumed(event), limit)
+        case Suspended():
+            where = f"{event.host or '?'} (pid {event.pid})"
+            return shorten(f"suspended by {where}: {event.reason}", limit)
+        case ModelFailed():
+            text = f"{event.kind}: {event.error}"
+            if event.retry_at is not None:
+                text += f"; asked again at +{max(0.0, event.retry_at - event.at):.1f}s"
+            return shorten(text, limit)
+        case ToolFailed():
+            what = "ended, outcome unknown" if event.timed_out else "failed"
+            text = f"{tool(event.call_id)} attempt {event.attempt} {what}: {event.error}"
+            return shorten(text, limit)
+        case Parked():
+            return shorten(f"needs_attention ({event.cause}): {event.reason}", limit)
+        case WaitRecord():
+            return shorten(f"{tool(event.call_id)} {_wait(event)}", limit)
+        case Signal():
+            by = f" from {event.by}" if event.by else ""
+            return shorten(f"{event.name} ({event.signal_id}){by}: {as_json(event.payload)}", limit)
+        case ChildEnded():
+            text = event.final_text if event.final_text is not None else event.reason
+            return shorten(f"child run {event.child} ended {event.status}: {text}", limit)
+        case Retried():
+            text = "retried" + (f" by {event.by}" if event.by else "")
+            if event.budgets is not None:
+                text += f", budgets {as_json(msgspec.to_builtins(event.budgets))}"
+            if event.note:
+                text += f": {event.note}"
+            return shorten(text, limit)
+        case RunFinished():
+            return shorten(event.status + (f": {event.reason}" if event.reason else ""), limit)
+        case _:
+            assert_never(event)
+
+
+def _started(event: RunStarted) -> str:
+    m = event.manifest
+    prompt = ""
+    if event.messages:
+        content = event.messages[-1].get("content")
+        prompt = content if isinstance(content, str) else as_json(content)
+    text = f"model {m.model}, {len(m.tools)} tool(s)"
+    if m.app_version:
+        text += f", app {m.app_version}"
+    return f"{text}; prompt: {as_json(prompt)}"
+
+
+def _answer(event: ModelResponse, names: dict[str, str]) -> str:
+    content = event.message.get("content")
+    blocks = content if isinstance(content, list) else [{"type": "text", "text": content}]
+    parts: list[str] = []
+    if event.stop_reason not in (None, "end_turn", "tool_use"):
+        parts.append(f"stopped: {event.stop_reason}")
+    for block in blocks:
+        kind = block.get("type")
+        if kind == "tool_use":
+            call_id, name = str(block.get("id", "?")), str(block.get("name", "?"))
+            names[call_id] = name
+            parts.append(f"asks for {call_text(name, block.get('input'), 60)} [{call_id}]")
+        elif kind == "server_tool_use":
+            name = str(block.get("name", "?"))
+            parts.append(f"server ran {call_text(name, block.get('input'), 60)}")
+        elif kind == "text" and block.get("text"):
+            parts.append(f"says {as_json(shorten(str(block['text']), 60))}")
+    usage = event.usage
+    if usage.cache_creation_input_tokens or usage.cache_read_input_tokens:
+        parts.append(
+            f"cache: {usage.cache_creation_input_tokens} written, "
+            f"{usage.cache_read_input_tokens} read"
+        )
+    if usage.reasoning_tokens:
+        parts.append(f"reasoning: {usage.reasoning_tokens} tokens")
+    return "; ".join(parts) or "(empty answer)"
+
+
+def _resumed(event: Resumed) -> str:
+    where = f"{event.host or '?'} (pid {event.pid})"
+    if event.cause == FIRST_DRIVE:
+        return f"first driven on {where}, a process other than its creator"
+    taken = f", taken over from {event.taken_from}" if event.taken_from else ""
+    if not event.charged:  # a graceful stop, a store outage: not a restart
+        return f"resumed on {where} after {event.cause} (not a restart){taken}"
+    return f"restart {event.attempt} on {where} after {event.cause}{taken}"
+
+
+def _wait(event: WaitRecord) -> str:
+    if event.child is not None:
+        what = f"waits for child run {event.child.get('run_id')}"
+    elif event.event is not None:
+        what = f"waits for event {event.event}"
+    else:
+        what = "sleeps"
+    if event.until is not None:
+        what += f" until {format_time(event.until)}"
+    return what

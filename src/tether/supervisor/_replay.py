@@ -42,7 +42,7 @@ from ..journal._records import Decision, Escalated, Event, ToolResult
 from ..tools._policy import ApprovalTimeout, ReplayPolicy
 from ..tools._spec import ToolSpec
 from ._state import Call, RunState
-from ._status import approval_deadline, approval_wait, pinned_tool
+from ._status import Ended, approval_deadline, approval_wait, pinned_tool, wait_at
 
 SYSTEM_ACTOR = "tether"
 """Who decides when nobody did in time (``decision.by`` of an expired approval)."""
@@ -208,28 +208,10 @@ def next_step(state: RunState, call: Call, spec: ToolSpec | None, now: float) ->
 
 def _after_attempt(state: RunState, call: Call, spec: ToolSpec, now: float) -> Step:
     """The call was started at least once: what its latest attempt's ending asks for."""
-    wait = call.wait
-    if wait is not None:
-        if wait.child is not None:
-            ended = state.children.get(str(wait.child.get("run_id")))
-            if ended is None:
-                return Rest()
-            if ended.status == "done":
-                content = ended.final_text if ended.final_text is not None else "(no answer)"
-                return Record((ToolResult(call_id=call.id, ok=True, content=content),))
-            text = f"child run {ended.child} ended {ended.status}" + (
-                f": {ended.reason}" if ended.reason else ""
-            )
-            return Record((ToolResult(call_id=call.id, ok=False, content=text),))
-        if wait.event is not None:
-            signal = state.signal_for(wait.event)
-            if signal is not None:
-                result = ToolResult(
-                    call_id=call.id, ok=True, content=signal.payload, signal_id=signal.signal_id
-                )
-                return Record((result,))
-        if wait.until is not None and now >= wait.until:
-            return Record((ToolResult(call_id=call.id, ok=wait.ok, content=wait.result),))
+    rest = wait_at(state, call, now)  # (the status reads the same rule)
+    if isinstance(rest, Ended):
+        return Record((rest.result,))
+    if rest is not None:
         return Rest()
     failed = call.last_attempt_failed
     if failed is None:  # started, no outcome: the process stopped while it ran

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, assert_never
 
 import msgspec
 
@@ -31,12 +31,16 @@ from ..journal._records import (
     RunFinished,
     RunStarted,
     Signal,
+    Suspended,
     ToolFailed,
     ToolResult,
     ToolStarted,
     Usage,
     Waiting,
 )
+
+_PROGRESS = (ModelResponse, ToolResult, ToolFailed, Waiting, Decision, Resolved, Retried)
+"""Records that mean the run moved on (or a person answered): a crash loop's count restarts."""
 
 
 class RunStatus(StrEnum):
@@ -212,90 +216,102 @@ class RunState:
             raise ValueError(f"event seq {event.seq} applied where {self.applied} was expected")
         self.applied += 1
         self.last = event
-        progress = (ModelResponse, ToolResult, ToolFailed, Waiting, Decision, Resolved, Retried)
-        if isinstance(event, progress):
+        if isinstance(event, _PROGRESS):
             self.interruptions = 0  # durable progress, or a person's answer: no crash loop
             self.taken_from = ""
-        if isinstance(event, RunStarted):
-            self.run_id = event.run_id
-            self.started = event
-            self.messages = [dict(m) for m in event.messages]
-        elif isinstance(event, ModelResponse):
-            self.messages.append(event.message)
-            self.model_calls += 1
-            self.model_failures = 0
-            self.last_model_failure = None
-            self._count(event.usage)
-            self.calls = {
-                b["id"]: Call(id=b["id"], name=b["name"], input=b.get("input"), started_at=event.at)
-                for b in _blocks(event.message)
-                if b.get("type") == "tool_use"
-            }
-            self.call_ids.update(self.calls)
-            self.open_calls = len(self.calls)
-        elif isinstance(event, ToolStarted):
-            call = self._call(event.call_id)
-            call.attempts += 1
-            call.started_seq = event.seq
-            self.tool_calls += 1
-        elif isinstance(event, ToolResult):
-            call = self._call(event.call_id)
-            self.open_calls -= call.result is None
-            call.result = event
-            if event.signal_id:
-                self.signals.pop(event.signal_id, None)  # taken by this call
-            if not self.turn_open:
-                self.messages.append(self._results_message(blobs or {}))
-        elif isinstance(event, Waiting):
-            self._call(event.call_id).waiting = event
-        elif isinstance(event, ChildEnded):
-            if event.child not in self.children:  # an end recorded twice counts once
-                self.children[event.child] = event
-                self.child_model_calls += event.model_calls
-                self.child_tool_calls += event.tool_calls
+        # One case per event type, the most frequent first; a type with no case is a type
+        # error (assert_never), so a new record cannot be folded by accident as nothing.
+        match event:
+            case ToolStarted():
+                call = self._call(event.call_id)
+                call.attempts += 1
+                call.started_seq = event.seq
+                self.tool_calls += 1
+            case ToolResult():
+                self._result(event, blobs)
+            case ModelResponse():
+                self._answer(event)
+            case RunStarted():
+                self.run_id = event.run_id
+                self.started = event
+                self.messages = [dict(m) for m in event.messages]
+            case Waiting():
+                self._call(event.call_id).waiting = event
+            case ChildEnded():
+                if event.child not in self.children:  # an end recorded twice counts once
+                    self.children[event.child] = event
+                    self.child_model_calls += event.model_calls
+                    self.child_tool_calls += event.tool_calls
+                    self._count(event.usage)
+            case Signal():
+                if event.signal_id not in self.signal_ids:
+                    self.signal_ids.add(event.signal_id)
+                    self.signals[event.signal_id] = event
+            case ToolFailed():
+                call = self._call(event.call_id)
+                call.failures += 1
+                call.last_failure = event
+            case Decision():
+                self._call(event.call_id).decision = event
+            case Escalated():
+                call = self._call(event.call_id)
+                call.escalation = event
+                call.resolution = None
+            case Resolved():
+                call = self._call(event.call_id)
+                call.resolution = event
+                call.attempts_at_resolution = call.attempts
+                call.failures = 0
+            case Resumed():
+                # Restarts are what the crash-loop count charges (a crash, the run's own
+                # error); a run resumed after a graceful stop, a store outage or by a second
+                # process was not restarted.
+                self.restarts += event.charged
+                self.resumes += event.cause != FIRST_DRIVE
+                self.taken_from = event.taken_from
+                self.interruptions += event.charged
+            case Suspended():
+                pass  # a graceful stop: what it means is read off ``last`` (see _resume)
+            case ModelFailed():
+                self.model_failures += 1
+                self.last_model_failure = event
                 self._count(event.usage)
-        elif isinstance(event, Signal):
-            if event.signal_id not in self.signal_ids:
-                self.signal_ids.add(event.signal_id)
-                self.signals[event.signal_id] = event
-        elif isinstance(event, ToolFailed):
-            call = self._call(event.call_id)
-            call.failures += 1
-            call.last_failure = event
-        elif isinstance(event, Decision):
-            self._call(event.call_id).decision = event
-        elif isinstance(event, Escalated):
-            call = self._call(event.call_id)
-            call.escalation = event
-            call.resolution = None
-        elif isinstance(event, Resolved):
-            call = self._call(event.call_id)
-            call.resolution = event
-            call.attempts_at_resolution = call.attempts
-            call.failures = 0
-        elif isinstance(event, Resumed):
-            # Restarts are what the crash-loop count charges (a crash, the run's own error);
-            # a run resumed after a graceful stop, a store outage or by a second process was
-            # not restarted.
-            self.restarts += event.charged
-            self.resumes += event.cause != FIRST_DRIVE
-            self.taken_from = event.taken_from
-            self.interruptions += event.charged
-        elif isinstance(event, ModelFailed):
-            self.model_failures += 1
-            self.last_model_failure = event
-            self._count(event.usage)
-        elif isinstance(event, Parked):
-            self.parked = event
-        elif isinstance(event, Retried):
-            self.parked = None
-            self.finished = None
-            self.model_failures = 0
-            self.last_model_failure = None
-            if event.budgets is not None:
-                self.retried_budgets = event.budgets
-        elif isinstance(event, RunFinished):
-            self.finished = event
+            case Parked():
+                self.parked = event
+            case Retried():
+                self.parked = None
+                self.finished = None
+                self.model_failures = 0
+                self.last_model_failure = None
+                if event.budgets is not None:
+                    self.retried_budgets = event.budgets
+            case RunFinished():
+                self.finished = event
+            case _:
+                assert_never(event)
+
+    def _answer(self, event: ModelResponse) -> None:
+        self.messages.append(event.message)
+        self.model_calls += 1
+        self.model_failures = 0
+        self.last_model_failure = None
+        self._count(event.usage)
+        self.calls = {
+            b["id"]: Call(id=b["id"], name=b["name"], input=b.get("input"), started_at=event.at)
+            for b in _blocks(event.message)
+            if b.get("type") == "tool_use"
+        }
+        self.call_ids.update(self.calls)
+        self.open_calls = len(self.calls)
+
+    def _result(self, event: ToolResult, blobs: dict[str, Any] | None) -> None:
+        call = self._call(event.call_id)
+        self.open_calls -= call.result is None
+        call.result = event
+        if event.signal_id:
+            self.signals.pop(event.signal_id, None)  # taken by this call
+        if not self.turn_open:
+            self.messages.append(self._results_message(blobs or {}))
 
     def signal_for(self, event: str) -> Signal | None:
         """The oldest signal named ``event`` that no call has taken yet."""

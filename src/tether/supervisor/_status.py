@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
-from ..journal._records import ToolPin
+from ..journal._records import ToolPin, ToolResult
 from ._state import Call, RunState, RunStatus
 
 
@@ -87,24 +87,67 @@ def run_status(state: RunState, now: float) -> Outcome:
     return Outcome(RunStatus.WAITING, reasons, (), wake_at)
 
 
-def world_wait(state: RunState, call: Call, now: float) -> tuple[str, float | None] | None:
-    """What ``call`` waits for in the world and until when (``"sleeping until ..."``,
-    ``"waiting for event X"``), or ``None`` if it does not wait for it (or no longer: its time
-    came, or a signal for it is there, and the runtime records its result)."""
+@dataclass(frozen=True)
+class Ended:
+    """A call's wait is over: ``result`` is the record that gives the call its result."""
+
+    result: ToolResult
+
+
+@dataclass(frozen=True)
+class Waits:
+    """A call still waits for the world: ``what`` in words, ``until`` when it ends by itself."""
+
+    what: str
+    until: float | None
+
+
+def wait_at(state: RunState, call: Call, now: float) -> Ended | Waits | None:
+    """Where the wait ``call``'s latest attempt ended in stands at ``now`` (``None``: the call
+    does not wait). The one rule for "is this wait over, and with what result", used by the
+    status (``world_wait``) and by the replay decision (``_replay``), so the two never disagree.
+
+    A child run's wait ends when its end is recorded in the parent (its answer, or an error
+    naming how it ended); an event's when a signal of that name is there (its payload, the
+    signal taken), else at its timeout; a sleep at its time (the result the tool gave).
+    """
     wait = call.wait
     if wait is None:
         return None
     if wait.child is not None:
         child = str(wait.child.get("run_id"))
-        return None if child in state.children else (f"waiting for child run {child}", None)
+        ended = state.children.get(child)
+        if ended is None:
+            return Waits(f"waiting for child run {child}", None)
+        if ended.status == "done":
+            content = ended.final_text if ended.final_text is not None else "(no answer)"
+            return Ended(ToolResult(call_id=call.id, ok=True, content=content))
+        text = f"child run {ended.child} ended {ended.status}" + (
+            f": {ended.reason}" if ended.reason else ""
+        )
+        return Ended(ToolResult(call_id=call.id, ok=False, content=text))
+    if wait.event is not None:
+        signal = state.signal_for(wait.event)
+        if signal is not None:
+            return Ended(
+                ToolResult(
+                    call_id=call.id, ok=True, content=signal.payload, signal_id=signal.signal_id
+                )
+            )
     if wait.until is not None and now >= wait.until:
-        return None
+        return Ended(ToolResult(call_id=call.id, ok=wait.ok, content=wait.result))
     if wait.event is None:
-        return f"sleeping until {_when(wait.until)}", wait.until
-    if state.signal_for(wait.event) is not None:
-        return None
+        return Waits(f"sleeping until {_when(wait.until)}", wait.until)
     timeout = "" if wait.until is None else f" (until {_when(wait.until)})"
-    return f"waiting for event {wait.event}{timeout}", wait.until
+    return Waits(f"waiting for event {wait.event}{timeout}", wait.until)
+
+
+def world_wait(state: RunState, call: Call, now: float) -> tuple[str, float | None] | None:
+    """What ``call`` waits for in the world and until when (``"sleeping until ..."``,
+    ``"waiting for event X"``), or ``None`` if it does not wait for it (or no longer: its time
+    came, or a signal for it is there, and the runtime records its result): ``wait_at``."""
+    rest = wait_at(state, call, now)
+    return (rest.what, rest.until) if isinstance(rest, Waits) else None
 
 
 def _when(at: float | None) -> str:

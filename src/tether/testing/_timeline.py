@@ -2,7 +2,7 @@
 
 ``Timeline`` turns journal events into lines such as::
 
-    seq 9   tool_started    reply_to_customer (toolu_03), attempt 1
+    seq 9   tool_started    reply_to_customer [toolu_03] attempt 1
 
 remembering what it has shown, so that each call prints only what is new. ``Narrator`` is what
 a child started with ``--timeline`` uses to print the events its process writes: what it loaded
@@ -14,49 +14,13 @@ that started it and the record of its result, in the order it happened.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
-from typing import Any, final
+from typing import final
 
-from ..journal import (
-    AnyEvent,
-    Decision,
-    Escalated,
-    ModelFailed,
-    ModelResponse,
-    Parked,
-    Resolved,
-    Resumed,
-    Retried,
-    RunFinished,
-    RunStarted,
-    Suspended,
-    ToolFailed,
-    ToolResult,
-    ToolStarted,
-    verify_file,
-)
+from ..journal import AnyEvent, ToolStarted, verify_file
+from ..operate import describe
 
-_WIDTH = 72
-
-
-def _short(text: str, width: int = _WIDTH) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 3] + "..."
-
-
-def _call_text(name: str, args: Any) -> str:
-    if isinstance(args, dict):
-        inner = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in args.items())
-    else:
-        inner = json.dumps(args, ensure_ascii=False)
-    return f"{name}({inner})"
-
-
-def _content_text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    return json.dumps(content, ensure_ascii=False, separators=(",", ":"))
+_WIDTH = 90
 
 
 def tag(event: AnyEvent) -> str:
@@ -99,51 +63,9 @@ class Timeline:
         return f"  seq {event.seq:<3} {tag(event):<15} {text}"
 
     def describe(self, event: AnyEvent) -> str:
-        """A short, human description of ``event``."""
-        if isinstance(event, RunStarted):
-            last = event.messages[-1] if event.messages else {}
-            content = last.get("content", "")
-            return _short(f"{last.get('role', 'user')}: {_content_text(content)}")
-        if isinstance(event, ModelResponse):
-            blocks = event.message.get("content") or []
-            calls = [b for b in blocks if b.get("type") == "tool_use"]
-            for b in calls:
-                self.names[b["id"]] = b["name"]
-            if calls:
-                asks = "; ".join(_call_text(b["name"], b.get("input")) for b in calls)
-                return _short(f"model asks for {asks}")
-            text = "".join(b.get("text", "") for b in blocks if b.get("type") == "text")
-            return _short(f"model: {text}")
-        if isinstance(event, ToolStarted):
-            self.names.setdefault(event.call_id, event.name)
-            return f"{event.name or event.call_id} ({event.call_id}), attempt {event.attempt}"
-        if isinstance(event, ToolResult):
-            name = self.names.get(event.call_id, event.call_id)
-            body = event.blob.summary if event.blob is not None else _content_text(event.content)
-            mark = "->" if event.ok else "-> error:"
-            return _short(f"{name} {mark} {body}")
-        if isinstance(event, Decision):
-            verb = "approved" if event.approved else "rejected"
-            note = f': "{event.note}"' if event.note else ""
-            name = self.names.get(event.call_id, "")
-            return f"{name} ({event.call_id}) {verb} by {event.by}{note}".lstrip()
-        if isinstance(event, Resumed):
-            return f"restart {event.attempt}: a new process took the run over"
-        if isinstance(event, RunFinished):
-            return event.status + (f": {event.reason}" if event.reason else "")
-        if isinstance(event, Escalated):
-            return _short(f"{event.call_id} needs a person: {event.reason}")
-        if isinstance(event, Resolved):
-            return f"{event.call_id} resolved as {event.outcome} by {event.by}"
-        if isinstance(event, Suspended):
-            return "the process stopped on purpose; the next one resumes the run"
-        if isinstance(event, (ModelFailed, ToolFailed)):
-            return _short(f"{event.error}")
-        if isinstance(event, Parked):
-            return _short(f"needs a person: {event.reason}")
-        if isinstance(event, Retried):
-            return f"sent on by {event.by}"
-        return ""  # pragma: no cover - every event type is handled above
+        """A short description of ``event``: what ``tether show`` says of it
+        (``tether.operate.describe``, the one renderer of events)."""
+        return describe(event, self.names, _WIDTH)
 
 
 @final
