@@ -42,6 +42,7 @@ from ..journal._protocols import RunStat
 from ..journal._records import AnyEvent, BlobRef, Event, decode_event
 from ..journal._redact import Redactor, SecretRedactor
 from ..journal._runid import check_run_id
+from ..journal._shared import SharedEntry
 from ..journal._stamp import queueable
 from ..journal._store import DEFAULT_BLOB_THRESHOLD, prepare_event
 from . import _append, _lease
@@ -55,6 +56,12 @@ if TYPE_CHECKING:
 
 _DEFAULT = object()
 _READ_MANY = 500  # runs per statement of read_many: bounds one result set
+_ONE_TASK = (
+    "this PostgresStore is open in another task (its lease renewer and change listener run "
+    "in the task that entered it first, which must be the one to close it): give each "
+    "supervisor that runs at the same time a PostgresStore of its own (they may share the "
+    "database and the schema), or enter them one after another"
+)
 
 
 @final
@@ -116,44 +123,68 @@ class PostgresStore:
         self._taken: dict[str, list[int]] = {}
         self._changes = Changes(dsn, self.sql.channel)
         self._stack: AsyncExitStack | None = None
-        self._entered = False
-        self._closed = False
+        self._entry = SharedEntry(self._start, self._stop, one_task=_ONE_TASK)
 
     # ------------------------------------------------------------------ lifecycle
 
     async def __aenter__(self) -> PostgresStore:
-        import asyncpg
+        """Open the store (the first entry) or count one more holder (see ``journal._shared``).
 
+        A store closed before opens again.
+
+        Raises:
+            StoreSchemaError: the schema is newer than this tether (or, with ``create=False``,
+                missing or older).
+            asyncpg errors: the database cannot be reached or used.
+
+        On cancellation: leaves nothing open.
+        """
+        await self._entry.enter()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self._entry.leave()
+
+    async def _start(self) -> None:
+        self._changes = Changes(self.dsn, self.sql.channel)  # (its event is this loop's)
         async with AsyncExitStack() as stack:
-            self._pool = await asyncpg.create_pool(
-                self.dsn,
-                min_size=1,
-                max_size=self.pool_size,
-                command_timeout=None,
-                reset=keep_session,
-                server_settings=SESSION_SETTINGS,
-            )
+            self._pool = await self._open_pool()
             stack.push_async_callback(self._close_pool)
-            if self.create_schema:
-                await migrate(self.pool, self.sql, self._display)
-            else:
-                await check_schema(self.pool, self.sql, self._display)
             tg = await stack.enter_async_context(anyio.create_task_group())
             stack.callback(tg.cancel_scope.cancel)
             tg.start_soon(_lease.renew_held, self, self._held.values, name="tether-lease-renewer")
             tg.start_soon(self._changes.listen, name="tether-change-listener")
             self._stack = stack.pop_all()
-        self._entered = True
-        return self
 
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
+    async def _open_pool(self) -> asyncpg.Pool[Any]:
+        """One try: a pool, and the schema created, migrated or checked."""
+        import asyncpg
+
+        pool = asyncpg.create_pool(
+            self.dsn,
+            min_size=1,
+            max_size=self.pool_size,
+            command_timeout=None,
+            reset=keep_session,
+            server_settings=SESSION_SETTINGS,
+        )
+        try:
+            await pool
+            if self.create_schema:
+                await migrate(pool, self.sql, self._display)
+            else:
+                await check_schema(pool, self.sql, self._display)
+        except BaseException:
+            pool.terminate()
+            raise
+        return pool
 
     async def aclose(self) -> None:
-        """Release every run this store holds, stop its tasks, close the pool. Idempotent."""
-        if self._closed:
-            return
-        self._closed = True
+        """Release every run this store holds, stop its tasks, close the pool, whoever still
+        holds the store. Idempotent; entering the store again opens it again."""
+        await self._entry.aclose()
+
+    async def _stop(self) -> None:
         with anyio.CancelScope(shield=True):
             for journal in list(self._held.values()):
                 if journal is not None:
@@ -169,17 +200,19 @@ class PostgresStore:
 
     @property
     def entered(self) -> bool:
-        return self._entered and not self._closed
+        """Whether the store is open for use (entered and not closed)."""
+        return self._entry.open
 
     @property
     def pool(self) -> asyncpg.Pool[Any]:
         if self._pool is None:
-            raise RuntimeError(
-                "the PostgresStore is closed"
-                if self._closed
-                else "use the PostgresStore as an async context manager first"
-            )
+            raise RuntimeError(self._not_open())
         return self._pool
+
+    def _not_open(self) -> str:
+        if self._entry.closed_once:
+            return "the PostgresStore is closed (enter it again to use it)"
+        return "use the PostgresStore as an async context manager first"
 
     # ------------------------------------------------------------------ the Store protocol
 
@@ -237,8 +270,8 @@ class PostgresStore:
         return journal
 
     def _check_local(self, run_id: str) -> None:
-        if self._closed:
-            raise RuntimeError("the PostgresStore is closed")
+        if not self._entry.open:
+            raise RuntimeError(self._not_open())
         if run_id in self._held:  # held by another task of this process
             raise JournalLockedError(self.where(run_id))
 
