@@ -12,7 +12,8 @@ workers' sweeps (which also run on their interval, should a notification be miss
 
 Where the rest is: ``_lease`` (claim, renew, release), ``_append`` (a write through a
 connection that drops, settled by reading), ``_listen`` (the change listener), ``_schema``
-(tables, statements, migrations), ``_connection`` (what counts as a lost connection).
+(tables, statements, migrations), ``_connection`` (what counts as a lost connection),
+``_startup`` (waiting for the database when the store opens).
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from ._connection import SESSION_SETTINGS, connection_errors, display, keep_sess
 from ._journal import PgJournal, decode_rows, stamp
 from ._listen import Changes
 from ._schema import Sql, check_schema, migrate
+from ._startup import connect
 
 if TYPE_CHECKING:
     import asyncpg
@@ -86,6 +88,11 @@ class PostgresStore:
         create: create the schema if missing and migrate an older one (workers); ``False``
             requires it to exist at this version and changes nothing (operator tools), so a
             mistyped schema name is an error rather than a new, empty store.
+        start_wait: how long entering the store waits for a database that cannot be reached
+            yet (down, starting up or in recovery, out of connection slots, a host name that
+            does not resolve yet), trying again with backoff and logging what it waits for;
+            then ``StoreUnavailableError``. ``0`` tries once. Mistakes (a wrong password, no
+            such database, a newer schema) fail at once.
     """
 
     def __init__(
@@ -100,9 +107,12 @@ class PostgresStore:
         owner: str | None = None,
         reconnect_timeout: float = 30.0,
         create: bool = True,
+        start_wait: float = 60.0,
     ) -> None:
         if lease_ttl <= 0:
             raise ValueError("lease_ttl must be positive")
+        if not 0 <= start_wait < float("inf"):
+            raise ValueError(f"start_wait must be 0 or more seconds, got {start_wait!r}")
         if "://" in dsn:
             urlsplit(dsn).port  # noqa: B018 - raises ValueError now on a malformed port
         self.dsn = dsn
@@ -121,6 +131,7 @@ class PostgresStore:
         self._pool: asyncpg.Pool[Any] | None = None
         self._held: dict[str, PgJournal | None] = {}
         self._taken: dict[str, list[int]] = {}
+        self.start_wait = start_wait
         self._changes = Changes(dsn, self.sql.channel)
         self._stack: AsyncExitStack | None = None
         self._entry = SharedEntry(self._start, self._stop, one_task=_ONE_TASK)
@@ -130,12 +141,15 @@ class PostgresStore:
     async def __aenter__(self) -> PostgresStore:
         """Open the store (the first entry) or count one more holder (see ``journal._shared``).
 
-        A store closed before opens again.
+        The first entry waits for a database that cannot be reached yet (``start_wait``);
+        a store closed before opens again.
 
         Raises:
+            StoreUnavailableError: still unreachable after ``start_wait`` seconds.
             StoreSchemaError: the schema is newer than this tether (or, with ``create=False``,
                 missing or older).
-            asyncpg errors: the database cannot be reached or used.
+            asyncpg errors that waiting does not cure (a wrong password, no such database),
+                at once.
 
         On cancellation: leaves nothing open.
         """
@@ -148,7 +162,8 @@ class PostgresStore:
     async def _start(self) -> None:
         self._changes = Changes(self.dsn, self.sql.channel)  # (its event is this loop's)
         async with AsyncExitStack() as stack:
-            self._pool = await self._open_pool()
+            where = f"{self._display} (schema {self.sql.schema})"
+            self._pool = await connect(self._open_pool, where=where, wait=self.start_wait)
             stack.push_async_callback(self._close_pool)
             tg = await stack.enter_async_context(anyio.create_task_group())
             stack.callback(tg.cancel_scope.cancel)
