@@ -11,14 +11,13 @@ once, without waiting.
 from __future__ import annotations
 
 import json
-import os
 import pathlib
 import signal
 import subprocess
-import sys
 import uuid
 from collections import Counter
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import anyio
 import pytest
@@ -26,12 +25,14 @@ import pytest
 from tether.journal import Resumed
 from tether.postgres import PostgresStore
 from tether.supervisor import RunStatus, Supervisor, fold
-from tether.testing._pgserver import PostgresServer, free_port, postgres_unavailable
+from tether.testing._pgserver import PostgresServer, free_port
 
+from .._cli import run_tether
 from ..cli.test_store_option import _create_runs
 from ..supervisor._helpers import delivery_app
-from ..supervisor._worker_proc import MOMENTS, REPO, WAIT, Storm, lines, start, until
+from ..supervisor._worker_proc import MOMENTS, WAIT, Storm, lines, start, until
 from ..supervisor._worker_proc import stop as stop_worker
+from .conftest import require_postgres
 
 APP = "tests.supervisor._ledger_app:app"
 WAITING = "WARNING tether.postgres: waiting for postgresql://127.0.0.1:"
@@ -40,11 +41,7 @@ WAITING = "WARNING tether.postgres: waiting for postgresql://127.0.0.1:"
 @pytest.fixture(scope="module")
 def server() -> Iterator[PostgresServer]:
     """A server for this module alone: its tests stop it and hold it in recovery."""
-    reason = postgres_unavailable()
-    if reason is not None:
-        if os.environ.get("TETHER_REQUIRE_POSTGRES") == "1":
-            pytest.fail(f"PostgreSQL tests are required here, but {reason}")
-        pytest.skip(f"no PostgreSQL server to test against: {reason}")
+    require_postgres()
     with PostgresServer() as srv:
         yield srv
 
@@ -103,6 +100,26 @@ class Fleet:
     def delivered(self) -> list[str]:
         return sorted(json.loads(line)["key"] for line in lines(self.ledger))
 
+    @contextmanager
+    def started_while_away(
+        self, tries: int, *, recovery: bool = False
+    ) -> Iterator[subprocess.Popen[bytes]]:
+        """A worker started while the server is stopped (or, with ``recovery``, held in
+        recovery), once it has tried ``tries`` times; the server is back after the block."""
+        self.create_runs()
+        self.server.kill()
+        if recovery:
+            self.server.start_in_recovery()  # connections refused with 57P03 until promoted
+        try:
+            proc = self.worker("--store-wait", "120")
+            until(lambda: len(self.waits()) >= tries, f"{tries} tries", running=proc)
+            yield proc
+        finally:
+            if recovery:
+                self.server.promote()
+            else:
+                self.server.start_again()
+
 
 def _served_after_outage(fleet: Fleet, proc: subprocess.Popen[bytes]) -> None:
     done = ["done"] * len(fleet.ids)
@@ -116,13 +133,8 @@ def test_a_worker_started_while_the_server_is_down_waits_and_then_serves(
     tmp_path: pathlib.Path, server: PostgresServer, schema: str
 ) -> None:
     fleet = Fleet(tmp_path, server, schema)
-    fleet.create_runs()
-    server.kill()
-    try:
-        proc = fleet.worker("--store-wait", "120")
-        until(lambda: len(fleet.waits()) >= 3, "three tries (server down)", running=proc)
-    finally:
-        server.start_again()
+    with fleet.started_while_away(3) as proc:
+        pass
     _served_after_outage(fleet, proc)
     waits = fleet.waits()
     assert "ConnectionRefusedError" in waits[0]
@@ -135,14 +147,8 @@ def test_a_worker_started_while_the_server_is_in_recovery_waits_for_the_promotio
     tmp_path: pathlib.Path, server: PostgresServer, schema: str
 ) -> None:
     fleet = Fleet(tmp_path, server, schema)
-    fleet.create_runs()
-    server.kill()
-    server.start_in_recovery()  # connections refused with 57P03 until promoted
-    try:
-        proc = fleet.worker("--store-wait", "120")
-        until(lambda: len(fleet.waits()) >= 3, "three tries (in recovery)", running=proc)
-    finally:
-        server.promote()
+    with fleet.started_while_away(3, recovery=True) as proc:
+        pass
     _served_after_outage(fleet, proc)
     waits = fleet.waits()
     assert "the database system is not accepting connections" in waits[0]
@@ -229,17 +235,9 @@ async def test_a_supervisor_entering_a_store_whose_server_is_down_waits_for_it(
     assert ledger == Counter({"run-1:toolu_2": 1})
 
 
-def test_operator_commands_still_try_once(tmp_path: pathlib.Path) -> None:
+def test_operator_commands_still_try_once() -> None:
     """A person at a terminal is told at once: ``tether runs`` does not wait."""
-    url = f"postgresql://tether@127.0.0.1:{free_port()}/tether"
-    proc = subprocess.run(
-        [sys.executable, "-m", "tether.cli", "runs", "--store", url],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    proc = run_tether("runs", "--store", f"postgresql://tether@127.0.0.1:{free_port()}/tether")
     assert proc.returncode == 3
     assert "cannot connect to" in proc.stderr
     assert "waiting for" not in proc.stderr
@@ -249,15 +247,9 @@ def test_a_signal_while_waiting_for_the_store_is_a_clean_exit(
     tmp_path: pathlib.Path, server: PostgresServer, schema: str
 ) -> None:
     fleet = Fleet(tmp_path, server, schema)
-    fleet.create_runs()
-    server.kill()
-    try:
-        proc = fleet.worker("--store-wait", "120")
-        until(lambda: len(fleet.waits()) >= 1, "a try (server down)", running=proc)
+    with fleet.started_while_away(1) as proc:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(WAIT) == 0
-    finally:
-        server.start_again()
     assert "SIGTERM while opening the store: stopping before serving" in fleet.log.read_text()
     assert fleet.statuses() == [None] * len(fleet.ids)  # nothing was touched
     assert fleet.owners() == [None] * len(fleet.ids)

@@ -12,7 +12,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
+from .._cli import REPO
+
 WORKER = (sys.executable, "-m", "tether.cli", "worker")
 WAIT = 60.0
 """Upper bound for a worker process to get somewhere (start, finish its runs, exit)."""
