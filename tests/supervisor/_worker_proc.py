@@ -126,7 +126,14 @@ class Storm:
             mine = f"{proc.pid} "
             until(lambda: any(line.startswith(mine) for line in lines(self.trace)), when)
         proc.send_signal(signum)
-        code = proc.wait(WAIT)
+        try:
+            code = proc.wait(WAIT)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            raise AssertionError(
+                f"worker signalled at {when} did not exit:\n{log.read_text()[-2000:]}"
+            ) from None
         first = any(f"worker {proc.pid} starting" in line for line in lines(log))
         label = f"{when * 1000:.0f} ms" if isinstance(when, float) else when
         stop = Stop(label, signum, code, first)

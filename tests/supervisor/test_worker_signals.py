@@ -21,6 +21,7 @@ import signal
 import anyio
 import pytest
 
+from tether.cli import main
 from tether.journal import FileStore, Resumed, Suspended
 from tether.supervisor import fold
 
@@ -78,3 +79,18 @@ def _finished(root: pathlib.Path, ids: list[str]) -> dict[str, bool]:
             return {r: fold(await store.read(r)).finished is not None for r in ids}
 
     return anyio.run(read)
+
+
+def test_the_worker_command_called_in_a_process_puts_its_handlers_back(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``tether.cli.main`` may run in a process of the caller's (a test suite's): the worker
+    command's handlers are its own for as long as it runs, and the caller's after. (A SIGTERM
+    left ignored would be inherited by every process the caller starts later.)"""
+    stops = (signal.SIGTERM, signal.SIGINT)
+    before = {signum: signal.getsignal(signum) for signum in stops}
+    with pytest.raises(SystemExit):  # a usage error, found after the handlers were installed
+        main(["worker", "--root", str(tmp_path), "--lease-ttl", "5", "--app", "m:f"])
+    assert main(["worker", "--root", str(tmp_path), "--app", "no_such_module_here:app"]) == 1
+    assert {signum: signal.getsignal(signum) for signum in stops} == before
+    assert "cannot load no_such_module_here:app" in capsys.readouterr().err

@@ -1,8 +1,9 @@
 """``tether worker --root DIR|--store URL --app MODULE:FACTORY``: serve a store's runs.
 
-Until SIGTERM or SIGINT; see ``tether.supervisor.run_worker``. The process answers those
-signals from its first line (``stop_before_serving``) to its last (``ignore_stop_signals``):
-whenever one comes, the worker exits 0, leaving no lock and no lease behind.
+Until SIGTERM or SIGINT; see ``tether.supervisor.run_worker``. The command answers those
+signals from its first line to its return (``exit_on_stop_signals``): whenever one comes, the
+worker exits 0, leaving no lock and no lease behind. (It puts the handlers back as it
+returns: ``tether.cli.main`` may be called in a process of the caller's.)
 """
 
 from __future__ import annotations
@@ -116,13 +117,10 @@ def _not_negative(text: str) -> float:
 
 
 def _worker(args: argparse.Namespace) -> int:
-    from ..supervisor._worker import ignore_stop_signals, stop_before_serving
+    from ..supervisor._worker import exit_on_stop_signals
 
-    stop_before_serving()  # first: a signal from here on is a clean exit 0
-    try:
+    with exit_on_stop_signals():  # first: a signal from here on is a clean exit 0
         return _serve(args)
-    finally:
-        ignore_stop_signals()
 
 
 def _serve(args: argparse.Namespace) -> int:

@@ -7,7 +7,8 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,23 +64,29 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 """What stops a worker: the first drains, a second stops at once."""
 
 
-def stop_before_serving() -> None:
-    """A worker process's first act: from now until ``run_worker`` listens for them itself,
-    SIGTERM or SIGINT ends the process with status 0 (``SystemExit(0)``, wherever it is).
+@contextmanager
+def exit_on_stop_signals() -> Iterator[None]:
+    """A worker process's first act: within the block, until ``run_worker`` listens for them
+    itself, SIGTERM or SIGINT ends the process with status 0 (``SystemExit(0)``, wherever it
+    is); the handlers in place before are put back after the block.
 
     Nothing is entered before ``run_worker`` (the application is loaded, the store named), so
     there is nothing to release; without this, a signal in the process's first moments would
     kill it with the signal's default action.
     """
+    before = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
     for signum in STOP_SIGNALS:
         signal.signal(signum, _exit_before_serving)
+    try:
+        yield
+    finally:
+        _restore(before)
 
 
-def ignore_stop_signals() -> None:
-    """A worker process's last act, once it has stopped: a late SIGTERM or SIGINT changes
-    nothing (the exit status stays the worker's)."""
-    for signum in STOP_SIGNALS:
-        signal.signal(signum, signal.SIG_IGN)
+def _restore(handlers: dict[signal.Signals, Any]) -> None:
+    for signum, handler in handlers.items():
+        if handler is not None:  # (None: set from outside Python; left as it is)
+            signal.signal(signum, handler)
 
 
 def _exit_before_serving(signum: int, frame: object) -> None:
@@ -121,9 +128,7 @@ async def run_worker(
             sup = Supervisor(store, model=app.model, tools=app.tools, **app.options)
             await _Serving(store, sup, signals, ready).serve()
     finally:
-        for signum, handler in before.items():
-            if handler is not None:  # (None: set from outside Python; left as it is)
-                signal.signal(signum, handler)
+        _restore(before)
 
 
 class _Serving:
@@ -161,7 +166,7 @@ class _Serving:
                         self._opened = True
                         async with self._sup:
                             self._serving = True
-                            if self._ready is not None and not self._stop.is_set():
+                            if self._ready is not None:
                                 self._ready.set()
                             await self._stop.wait()
                             with self._draining:
