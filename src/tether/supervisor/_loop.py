@@ -281,7 +281,8 @@ class _Drive:
         ``suspended``, or the next owner counts a crash).
         """
         journal = self.journal
-        with anyio.move_on_after(SUSPEND_TIMEOUT):
+        with anyio.move_on_after(SUSPEND_TIMEOUT) as settling:
+            journal.when_lost(settling.cancel)  # (a lost handle records nothing more anyway)
             # A handle tells of a group that lands after its wait was cut short only by its
             # ``events``: looked at for the few milliseconds of a sync, and only then.
             while len(journal.events) < journal.next_seq and not journal.broken:  # noqa: ASYNC110
