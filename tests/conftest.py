@@ -7,6 +7,8 @@ import pathlib
 import pytest
 
 from ._disk import small_fs as small_fs  # a small filesystem that fills up (see _disk)
+from ._timeouts import pytest_report_header as pytest_report_header  # (scaled timeouts)
+from ._timeouts import pytest_runtest_protocol as pytest_runtest_protocol
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ from tether import (
     JournalCorruptError,
     JournalIOError,
     JournalRemovedError,
+    StoreUnavailableError,
     TetherError,
 )
 
@@ -46,6 +47,7 @@ def test_an_io_error_names_what_was_being_done_and_the_os_error() -> None:
         JournalRemovedError("p"),
         JournalIOError("p", "read", OSError(errno.EACCES, "Permission denied")),
         JournalCorruptError("p", 300, 4, "checksum mismatch"),
+        StoreUnavailableError("postgresql://db/app (schema t)", 60.2, "refused"),
     ],
     ids=lambda e: type(e).__name__,
 )

@@ -32,6 +32,7 @@ from ._errors import RunExistsError as RunExistsError
 from ._errors import RunNotFoundError as RunNotFoundError
 from ._errors import RunStateError as RunStateError
 from ._errors import StoreSchemaError as StoreSchemaError
+from ._errors import StoreUnavailableError as StoreUnavailableError
 from ._errors import TetherError as TetherError
 from ._errors import ToolArgumentsError as ToolArgumentsError
 from ._errors import ToolDefinitionError as ToolDefinitionError
@@ -107,6 +108,7 @@ __all__ = [
     "SecretRedactor",
     "Store",
     "StoreSchemaError",
+    "StoreUnavailableError",
     "Supervisor",
     "TetherError",
     "ToolArgumentsError",

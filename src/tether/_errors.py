@@ -18,6 +18,7 @@
     │   ├── OutcomeUnknownError          an attempt ended with no result: it may have had its effect
     │   └── ToolUnavailableError         the tool's service could not be reached: nothing was sent
     ├── StoreSchemaError                 the database's schema is newer, or cannot be set up
+    ├── StoreUnavailableError            the database could not be reached within the wait
     └── JournalError                     anything about one journal file (or a run's inbox)
         ├── JournalCorruptError          damage followed by valid data (path, offset, seq, reason)
         ├── JournalVersionError          written by a newer format than this reader knows
@@ -178,6 +179,25 @@ class LeaseLostError(JournalLockedError):
 
 class StoreSchemaError(TetherError):
     """The database's tether schema is newer than this tether, or cannot be set up."""
+
+
+class StoreUnavailableError(TetherError):
+    """The store's database could not be reached while the store waited for it to open.
+
+    Attributes:
+        store: the database (without credentials) and schema.
+        waited: seconds waited.
+        reason: why the last try failed, in words (the error itself is ``__cause__``).
+    """
+
+    def __init__(self, store: str, waited: float, reason: str) -> None:
+        self.store = store
+        self.waited = waited
+        self.reason = reason
+        super().__init__(f"{store}: still unreachable after waiting {waited:.0f} s: {reason}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.store, self.waited, self.reason))
 
 
 def _cause_text(exc: BaseException) -> str:

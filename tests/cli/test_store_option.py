@@ -403,6 +403,12 @@ def test_usage_errors(tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
     assert "--lease-ttl applies only to a PostgreSQL --store" in err
     err = _usage_error(capsys, "worker", "--store", url, "--lease-ttl", "0", "--app", "m:f")
     assert "must be more than 0" in err
+    err = _usage_error(
+        capsys, "worker", "--root", str(tmp_path), "--store-wait", "5", "--app", "m:f"
+    )
+    assert "--store-wait applies only to a PostgreSQL --store" in err
+    err = _usage_error(capsys, "worker", "--store", url, "--store-wait", "-1", "--app", "m:f")
+    assert "must be 0 or more, not '-1'" in err
 
 
 def test_store_with_a_directory_means_root(
@@ -487,9 +493,11 @@ async def test_worker_serves_a_postgres_store(
 
 
 def test_worker_reports_an_unreachable_server(tmp_path: pathlib.Path) -> None:
+    """With ``--store-wait 0`` it tries once (waiting is ``tests/postgres/test_worker_startup``'s
+    subject)."""
     url = f"postgresql://tether:{SECRET}@127.0.0.1:{free_port()}/tether"
     proc = subprocess.run(
-        [sys.executable, "-m", "tether.cli", "worker", "--store", url,
+        [sys.executable, "-m", "tether.cli", "worker", "--store", url, "--store-wait", "0",
          "--app", "tests.supervisor._ledger_app:app"],
         cwd=REPO,
         capture_output=True,

@@ -10,7 +10,9 @@ named by ``MCP_TEST_DIR``, since a test kills it and starts it again:
 - ``hang-TOOL``: when present, the next call of TOOL removes it, writes its ledger line and
   then waits forever (so the test can kill the server mid-call);
 - ``variant``: ``v2`` adds a required ``priority`` to ``lookup``'s schema; ``gone`` drops
-  ``lookup``.
+  ``lookup``;
+- ``log-like-fastmcp``: when present at start, the server logs as a FastMCP server does, an
+  INFO line per request on its standard error, and ``fail`` logs an error with its traceback.
 
 ``send_reply`` honours the idempotency key tether sends in ``_meta``: a key it has served is
 answered again without a second effect.
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import base64
 import fcntl
+import logging
 import os
 import sys
 from pathlib import Path
@@ -160,6 +163,11 @@ async def call_tool(name: str, arguments: dict[str, Any]) -> Any:
             types.ImageContent(type="image", data=PNG, mimeType="image/png"),
         ]
     if name == "fail":
+        if (DIR / "log-like-fastmcp").exists():
+            try:
+                raise RuntimeError("the queue is locked")
+            except RuntimeError:
+                logging.getLogger("helpdesk").exception("fail: the queue is locked")
         return types.CallToolResult(
             content=[types.TextContent(type="text", text="the queue is locked")], isError=True
         )
@@ -201,6 +209,12 @@ def serve_http(port: int) -> None:
 
 def main() -> None:
     (DIR / "pid").write_text(str(os.getpid()))
+    if (DIR / "log-like-fastmcp").exists():
+        # What a FastMCP server does: an INFO line per request on standard error (rich's
+        # handler when rich is installed), and the traceback of an error it logs.
+        from mcp.server.fastmcp.utilities.logging import configure_logging
+
+        configure_logging("INFO")
     if sys.argv[1] == "stdio":
         anyio.run(serve_stdio)
     else:

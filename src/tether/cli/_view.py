@@ -174,6 +174,8 @@ def open_store(args: argparse.Namespace, *, create: bool = False, **options: Any
     """
     spec = store_spec(args)
     if is_postgres(spec):
+        if not create:  # a person at a terminal: say at once that the database is not there
+            options.setdefault("start_wait", 0.0)
         try:  # only a worker creates or migrates the schema
             return store_for(spec, schema=schema_of(args), create=create, **options)
         except ValueError as exc:  # a malformed URL (bad port, ...)

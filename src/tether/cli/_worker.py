@@ -1,6 +1,9 @@
 """``tether worker --root DIR|--store URL --app MODULE:FACTORY``: serve a store's runs.
 
-Until SIGTERM or SIGINT; see ``tether.supervisor.run_worker``.
+Until SIGTERM or SIGINT; see ``tether.supervisor.run_worker``. The command answers those
+signals from its first line to its return (``exit_on_stop_signals``): whenever one comes, the
+worker exits 0, leaving no lock and no lease behind. (It puts the handlers back as it
+returns: ``tether.cli.main`` may be called in a process of the caller's.)
 """
 
 from __future__ import annotations
@@ -8,6 +11,7 @@ from __future__ import annotations
 import argparse
 import logging
 import math
+import os
 import sys
 from typing import Any
 
@@ -19,7 +23,13 @@ from ._view import (
     check_store_usage,
     open_store,
     store_failure,
+    uses_postgres,
 )
+
+log = logging.getLogger("tether.worker")
+
+DEFAULT_STORE_WAIT = 60.0
+"""Seconds a worker waits at start-up for a PostgreSQL database that cannot be reached yet."""
 
 
 def add_worker_commands(commands: Any) -> None:
@@ -38,9 +48,21 @@ def add_worker_commands(commands: Any) -> None:
         "workers on many machines share it, each run held by one worker at a time through a "
         "lease that another worker takes over once it expires, see --lease-ttl). Exit 0 on a "
         "signal; 1 if the application cannot be loaded (its import or factory raised); 2 on bad "
-        "usage (--app not MODULE:FACTORY); 3 if the store cannot be reached.",
+        "usage (--app not MODULE:FACTORY); 3 if the store cannot be reached. A PostgreSQL "
+        "database that cannot be reached yet when the worker starts (down, starting up or in "
+        "recovery, out of connection slots, a host name not resolving yet) is waited for, "
+        "with a log line at each try, for up to --store-wait seconds; a mistake (a wrong "
+        "password, no such database or role, a newer schema) exits 3 at once.",
     )
     add_store_options(worker)
+    worker.add_argument(
+        "--store-wait",
+        metavar="SECONDS",
+        type=_not_negative,
+        default=None,
+        help="with a PostgreSQL --store: seconds to wait at start-up for a database that "
+        "cannot be reached yet, then exit 3 with the reason; 0 tries once (default: 60)",
+    )
     worker.add_argument(
         "--lease-ttl",
         metavar="SECONDS",
@@ -84,14 +106,33 @@ def _positive(text: str) -> float:
     return value
 
 
+def _not_negative(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not (value >= 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"must be 0 or more, not {text!r}")
+    return value
+
+
 def _worker(args: argparse.Namespace) -> int:
+    from ..supervisor._worker import exit_on_stop_signals
+
+    with exit_on_stop_signals():  # first: a signal from here on is a clean exit 0
+        return _serve(args)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from .._errors import StoreUnavailableError
     from ..supervisor._worker import load_app, run_worker
 
-    check_store_usage(args, {"--lease-ttl": args.lease_ttl})
+    check_store_usage(args, {"--lease-ttl": args.lease_ttl, "--store-wait": args.store_wait})
     logging.basicConfig(
         level=logging.WARNING if args.quiet else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    log.info("worker %d starting (%s)", os.getpid(), args.app)
     try:
         app = load_app(args.app)
     except Exception as exc:  # the application's own code: say what it raised, no traceback
@@ -101,10 +142,17 @@ def _worker(args: argparse.Namespace) -> int:
         app.options["sweep_interval"] = args.sweep_interval
     if args.max_active_runs is not None:
         app.options["max_active_runs"] = args.max_active_runs
-    options = {} if args.lease_ttl is None else {"lease_ttl": args.lease_ttl}
+    options: dict[str, float] = {}
+    if uses_postgres(args):
+        options["start_wait"] = DEFAULT_STORE_WAIT if args.store_wait is None else args.store_wait
+        if args.lease_ttl is not None:
+            options["lease_ttl"] = args.lease_ttl
     try:
         store = open_store(args, create=True, **options)
         anyio.run(run_worker, store, app)
+    except StoreUnavailableError as exc:
+        print(f"tether: {exc}", file=sys.stderr)
+        return 3
     except Exception as exc:
         problem = str(exc) if isinstance(exc, StoreMissingError) else store_failure(args, exc)
         if problem is None:

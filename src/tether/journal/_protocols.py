@@ -86,7 +86,12 @@ class RunStat:
 
 
 class RunStore(Protocol):
-    """Runs: create and open them for writing, read, list and watch them."""
+    """Runs: create and open them for writing, read, list and watch them.
+
+    The store is entered by each of its users (the ``Supervisor`` enters the one it is given):
+    entering one that is open counts one more holder, the last holder to leave closes it, and
+    entering it after that opens it again (see ``journal._shared``).
+    """
 
     @property
     def entered(self) -> bool: ...

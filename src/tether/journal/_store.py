@@ -46,6 +46,7 @@ from ._reader import scan_live
 from ._records import ENCODER, AnyEvent, BlobRef, Event, ToolResult
 from ._redact import Redactor, SecretRedactor
 from ._runid import check_run_id
+from ._shared import SharedEntry
 from ._watch import RemovalWatch, open_watch
 from ._writer import (
     FileJournal,
@@ -132,8 +133,9 @@ class FileStore:
         self._redact: Redactor | None = SecretRedactor() if redact is _DEFAULT else redact
         # The ring asks FileOps before each write and sync; a layer it cannot follow keeps
         # the appends on the threads.
-        ring = io_uring and reaches_ring(self._ops)
-        self._committer = GroupCommitter(threads=sync_threads, io_uring=ring)
+        self._ring = io_uring and reaches_ring(self._ops)
+        self._sync_threads = sync_threads
+        self._committer = self._new_committer()
         self._open: set[FileJournal] = set()
         self.descriptors = Descriptors(descriptors)
         """The store's descriptor budget (``descriptors.journals``: journals open at once)."""
@@ -141,26 +143,49 @@ class FileStore:
         self._watch: RemovalWatch | None = None
         self._reported: set[tuple[str, str]] = set()
         self._created = 0
-        self._entered = False
-        self._closed = False
+        self._syncs_before = 0  # made by the committers of earlier entries
+        self._committer_used = False
+        self._entry = SharedEntry(self._start, self._stop)
+
+    def _new_committer(self) -> GroupCommitter:
+        return GroupCommitter(threads=self._sync_threads, io_uring=self._ring)
 
     async def __aenter__(self) -> FileStore:
-        self.descriptors.start()
-        await anyio.to_thread.run_sync(self._prepare_dirs)
-        self._committer.start()
-        self._watch = open_watch(self.runs_dir)
-        self._entered = True
+        """Open the store (the first entry) or count one more holder (see ``_shared``).
+
+        A store closed before opens again: scripts, notebooks and tests enter one store in
+        one ``Supervisor`` after another, or side by side; it closes when the last leaves.
+        """
+        await self._entry.enter()
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
+        await self._entry.leave()
+
+    async def _start(self) -> None:
+        if self._committer_used:  # a committer is bound to one event loop: a new one
+            self._syncs_before += self._committer.syncs
+            self._committer = self._new_committer()
+        self._committer_used = True
+        self.descriptors.start()
+        try:
+            await anyio.to_thread.run_sync(self._prepare_dirs)
+            self._committer.start()
+            self._watch = open_watch(self.runs_dir)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await self._stop()
+            raise
 
     async def aclose(self) -> None:
-        """Close every journal still open, then stop the writer threads. Idempotent.
+        """Close every journal still open, then stop the writer threads, whoever still
+        holds the store. Idempotent; entering the store again opens it again.
 
         On cancellation: shielded; every file is closed and every thread joined on return.
         """
-        self._closed = True
+        await self._entry.aclose()
+
+    async def _stop(self) -> None:
         first_error: BaseException | None = None
         with anyio.CancelScope(shield=True):
             try:
@@ -171,8 +196,9 @@ class FileStore:
                         first_error = first_error or exc
             finally:
                 await self._committer.aclose()
-                if self._watch is not None:
-                    self._watch.close()
+                watch, self._watch = self._watch, None
+                if watch is not None:
+                    watch.close()
                 if self._dir_fd is not None:
                     self._ops.close(self._dir_fd)
                     self._dir_fd = None
@@ -183,7 +209,7 @@ class FileStore:
     def syncs(self) -> int:
         """The syncs this store made for appends and creates (one file and one directory
         sync per run created), for benchmarks: opening, blobs and inboxes are not counted."""
-        return self._committer.syncs + 2 * self._created
+        return self._syncs_before + self._committer.syncs + 2 * self._created
 
     @property
     def uses_io_uring(self) -> bool:
@@ -193,7 +219,7 @@ class FileStore:
     @property
     def entered(self) -> bool:
         """Whether the store is open for use (entered and not closed)."""
-        return self._entered and not self._closed
+        return self._entry.open
 
     def _prepare_dirs(self) -> None:
         for path in (self.root, self.runs_dir, self.blobs.root):
@@ -482,10 +508,12 @@ class FileStore:
         return journal
 
     def _check_entered(self) -> None:
-        if self._closed:
-            raise RuntimeError("the FileStore is closed")
-        if not self._entered:
-            raise RuntimeError("use the FileStore as an async context manager first")
+        if not self._entry.open:
+            raise RuntimeError(
+                "the FileStore is closed (enter it again to use it)"
+                if self._entry.closed_once
+                else "use the FileStore as an async context manager first"
+            )
 
 
 def _summarize(content: Any) -> str:

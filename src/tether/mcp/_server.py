@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any, TextIO, final
@@ -62,6 +61,7 @@ from ._link import (
 from ._options import ToolOptions
 from ._policy import derive_policy
 from ._results import error_blocks, tether_result
+from ._stderr import server_stderr
 
 CLOSE_TIMEOUT = 5.0
 """Seconds closing waits for each session to end (a stdio server is sent EOF, then, after
@@ -87,8 +87,9 @@ class MCPServer:
         name: what logs and error messages call the server.
         command: the server's command line (``["python", "server.py"]``).
         env: the child's environment on top of the SDK's safe default (``PATH``, ``HOME``,
-            ...); ``cwd``: its working directory; ``errlog``: where its standard error goes
-            (this process's, by default).
+            ...); ``cwd``: its working directory; ``errlog``: a file for its standard error
+            as it is; by default each line goes to the ``tether.mcp`` logger, at DEBUG, or at
+            WARNING when it looks like an error (see ``_stderr``).
         url: the server's streamable HTTP endpoint; ``headers``: sent with every request.
         trusted: believe the server's tool annotations when choosing replay policies (see
             ``tether.mcp``). Without it every tool is ``escalate`` unless ``tools`` says
@@ -435,7 +436,12 @@ class MCPServer:
             params = StdioServerParameters(
                 command=self._command[0], args=self._command[1:], env=self._env, cwd=self._cwd
             )
-            async with stdio_client(params, errlog=self._errlog or sys.stderr) as (read, write):
+            async with AsyncExitStack() as stack:
+                # Entered first, left last: the server's last lines are read after it ended.
+                errlog = self._errlog
+                if errlog is None:
+                    errlog = await stack.enter_async_context(server_stderr(self.name))
+                read, write = await stack.enter_async_context(stdio_client(params, errlog=errlog))
                 yield read, write
             return
         assert self._url is not None

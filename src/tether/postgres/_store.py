@@ -12,7 +12,8 @@ workers' sweeps (which also run on their interval, should a notification be miss
 
 Where the rest is: ``_lease`` (claim, renew, release), ``_append`` (a write through a
 connection that drops, settled by reading), ``_listen`` (the change listener), ``_schema``
-(tables, statements, migrations), ``_connection`` (what counts as a lost connection).
+(tables, statements, migrations), ``_connection`` (what counts as a lost connection),
+``_startup`` (waiting for the database when the store opens).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from ..journal._protocols import RunStat
 from ..journal._records import AnyEvent, BlobRef, Event, decode_event
 from ..journal._redact import Redactor, SecretRedactor
 from ..journal._runid import check_run_id
+from ..journal._shared import SharedEntry
 from ..journal._stamp import queueable
 from ..journal._store import DEFAULT_BLOB_THRESHOLD, prepare_event
 from . import _append, _lease
@@ -49,12 +51,19 @@ from ._connection import SESSION_SETTINGS, connection_errors, display, keep_sess
 from ._journal import PgJournal, decode_rows, stamp
 from ._listen import Changes
 from ._schema import Sql, check_schema, migrate
+from ._startup import connect
 
 if TYPE_CHECKING:
     import asyncpg
 
 _DEFAULT = object()
 _READ_MANY = 500  # runs per statement of read_many: bounds one result set
+_ONE_TASK = (
+    "this PostgresStore is open in another task (its lease renewer and change listener run "
+    "in the task that entered it first, which must be the one to close it): give each "
+    "supervisor that runs at the same time a PostgresStore of its own (they may share the "
+    "database and the schema), or enter them one after another"
+)
 
 
 @final
@@ -79,6 +88,11 @@ class PostgresStore:
         create: create the schema if missing and migrate an older one (workers); ``False``
             requires it to exist at this version and changes nothing (operator tools), so a
             mistyped schema name is an error rather than a new, empty store.
+        start_wait: how long entering the store waits for a database that cannot be reached
+            yet (down, starting up or in recovery, out of connection slots, a host name that
+            does not resolve yet), trying again with backoff and logging what it waits for;
+            then ``StoreUnavailableError``. ``0`` tries once. Mistakes (a wrong password, no
+            such database, a newer schema) fail at once.
     """
 
     def __init__(
@@ -93,9 +107,12 @@ class PostgresStore:
         owner: str | None = None,
         reconnect_timeout: float = 30.0,
         create: bool = True,
+        start_wait: float = 60.0,
     ) -> None:
         if lease_ttl <= 0:
             raise ValueError("lease_ttl must be positive")
+        if not 0 <= start_wait < float("inf"):
+            raise ValueError(f"start_wait must be 0 or more seconds, got {start_wait!r}")
         if "://" in dsn:
             urlsplit(dsn).port  # noqa: B018 - raises ValueError now on a malformed port
         self.dsn = dsn
@@ -114,46 +131,75 @@ class PostgresStore:
         self._pool: asyncpg.Pool[Any] | None = None
         self._held: dict[str, PgJournal | None] = {}
         self._taken: dict[str, list[int]] = {}
+        self.start_wait = start_wait
         self._changes = Changes(dsn, self.sql.channel)
         self._stack: AsyncExitStack | None = None
-        self._entered = False
-        self._closed = False
+        self._entry = SharedEntry(self._start, self._stop, one_task=_ONE_TASK)
 
     # ------------------------------------------------------------------ lifecycle
 
     async def __aenter__(self) -> PostgresStore:
-        import asyncpg
+        """Open the store (the first entry) or count one more holder (see ``journal._shared``).
 
+        The first entry waits for a database that cannot be reached yet (``start_wait``);
+        a store closed before opens again.
+
+        Raises:
+            StoreUnavailableError: still unreachable after ``start_wait`` seconds.
+            StoreSchemaError: the schema is newer than this tether (or, with ``create=False``,
+                missing or older).
+            asyncpg errors that waiting does not cure (a wrong password, no such database),
+                at once.
+
+        On cancellation: leaves nothing open.
+        """
+        await self._entry.enter()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self._entry.leave()
+
+    async def _start(self) -> None:
+        self._changes = Changes(self.dsn, self.sql.channel)  # (its event is this loop's)
         async with AsyncExitStack() as stack:
-            self._pool = await asyncpg.create_pool(
-                self.dsn,
-                min_size=1,
-                max_size=self.pool_size,
-                command_timeout=None,
-                reset=keep_session,
-                server_settings=SESSION_SETTINGS,
-            )
+            where = f"{self._display} (schema {self.sql.schema})"
+            self._pool = await connect(self._open_pool, where=where, wait=self.start_wait)
             stack.push_async_callback(self._close_pool)
-            if self.create_schema:
-                await migrate(self.pool, self.sql, self._display)
-            else:
-                await check_schema(self.pool, self.sql, self._display)
             tg = await stack.enter_async_context(anyio.create_task_group())
             stack.callback(tg.cancel_scope.cancel)
             tg.start_soon(_lease.renew_held, self, self._held.values, name="tether-lease-renewer")
             tg.start_soon(self._changes.listen, name="tether-change-listener")
             self._stack = stack.pop_all()
-        self._entered = True
-        return self
 
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
+    async def _open_pool(self) -> asyncpg.Pool[Any]:
+        """One try: a pool, and the schema created, migrated or checked."""
+        import asyncpg
+
+        pool = asyncpg.create_pool(
+            self.dsn,
+            min_size=1,
+            max_size=self.pool_size,
+            command_timeout=None,
+            reset=keep_session,
+            server_settings=SESSION_SETTINGS,
+        )
+        try:
+            await pool
+            if self.create_schema:
+                await migrate(pool, self.sql, self._display)
+            else:
+                await check_schema(pool, self.sql, self._display)
+        except BaseException:
+            pool.terminate()
+            raise
+        return pool
 
     async def aclose(self) -> None:
-        """Release every run this store holds, stop its tasks, close the pool. Idempotent."""
-        if self._closed:
-            return
-        self._closed = True
+        """Release every run this store holds, stop its tasks, close the pool, whoever still
+        holds the store. Idempotent; entering the store again opens it again."""
+        await self._entry.aclose()
+
+    async def _stop(self) -> None:
         with anyio.CancelScope(shield=True):
             for journal in list(self._held.values()):
                 if journal is not None:
@@ -169,17 +215,19 @@ class PostgresStore:
 
     @property
     def entered(self) -> bool:
-        return self._entered and not self._closed
+        """Whether the store is open for use (entered and not closed)."""
+        return self._entry.open
 
     @property
     def pool(self) -> asyncpg.Pool[Any]:
         if self._pool is None:
-            raise RuntimeError(
-                "the PostgresStore is closed"
-                if self._closed
-                else "use the PostgresStore as an async context manager first"
-            )
+            raise RuntimeError(self._not_open())
         return self._pool
+
+    def _not_open(self) -> str:
+        if self._entry.closed_once:
+            return "the PostgresStore is closed (enter it again to use it)"
+        return "use the PostgresStore as an async context manager first"
 
     # ------------------------------------------------------------------ the Store protocol
 
@@ -237,8 +285,8 @@ class PostgresStore:
         return journal
 
     def _check_local(self, run_id: str) -> None:
-        if self._closed:
-            raise RuntimeError("the PostgresStore is closed")
+        if not self._entry.open:
+            raise RuntimeError(self._not_open())
         if run_id in self._held:  # held by another task of this process
             raise JournalLockedError(self.where(run_id))
 

@@ -69,6 +69,8 @@ log = logging.getLogger("tether.supervisor")
 
 SUSPEND_TIMEOUT = 5.0
 """Seconds a cancelled run may take to record that it was suspended (best effort)."""
+SETTLE_POLL = 0.005
+"""Seconds between looks at a journal whose last append, cut short, is still landing."""
 
 
 async def drive(
@@ -272,8 +274,23 @@ class _Drive:
             log.warning("run %s: could not record the cancellation: %s", journal.run_id, exc)
 
     async def suspend(self, reason: str) -> None:
-        """Record that this owner stopped on purpose (best effort: never raises)."""
+        """Record that this owner stopped on purpose (best effort: never raises).
+
+        An append whose wait the cancellation cut short may still land: the stop is judged
+        on the journal once it has (a ``resumed`` record in flight, say, must be followed by
+        ``suspended``, or the next owner counts a crash).
+        """
         journal = self.journal
+        with anyio.move_on_after(SUSPEND_TIMEOUT) as settling:
+            journal.when_lost(settling.cancel)  # (a lost handle records nothing more anyway)
+            # A handle tells of a group that lands after its wait was cut short only by its
+            # ``events``: looked at for the few milliseconds of a sync, and only then.
+            while len(journal.events) < journal.next_seq and not journal.broken:  # noqa: ASYNC110
+                await anyio.sleep(SETTLE_POLL)
+        try:
+            await self._catch_up()
+        except Exception as exc:  # (a blob that cannot be read: judge on what is folded)
+            log.debug("run %s: could not fold its last events: %s", journal.run_id, exc)
         if journal.broken or not stopped_mid_work(self.state, self.rt.clock()):
             return
         try:

@@ -25,6 +25,7 @@ from .._errors import (
 from .._failpoints import failpoint
 from ..journal._protocols import JournalHandle, Store
 from ._backoff import Backoff, sleep_unless
+from ._entry import Entry
 from ._failures import explain, is_store_failure, unusable
 from ._loop import drive
 from ._runtime import Interruption, Runtime
@@ -35,6 +36,26 @@ log = logging.getLogger("tether.supervisor")
 
 OWNED_ELSEWHERE = Outcome(RunStatus.RUNNING, "owned by another process")
 """What ``drive_until_rest`` returns when another worker holds the run."""
+GONE = Outcome(RunStatus.RUNNING, "gone from the store")
+"""What ``drive_until_rest`` returns when the run is no longer in the store."""
+
+
+def report_gone(run_id: str, known: Entry | None) -> None:
+    """Log that run ``run_id`` is no longer in the store, as loud as what it says: ``tether
+    gc`` removes finished runs (found between a sweep's listing and its read, say), which is
+    routine (DEBUG); a run another process had may have been finished and removed there
+    (INFO); one known here to be unfinished was removed under it (WARNING)."""
+    if known is None or known.status.final:
+        log.debug("run %s is gone from the store (removed once finished: tether gc, say)", run_id)
+    elif known.remote:
+        log.info("run %s is gone from the store; another process had it", run_id)
+    else:
+        log.warning(
+            "run %s disappeared from the store while %s here (removed by hand?)",
+            run_id,
+            known.status.value,
+            extra={"run_id": run_id},
+        )
 
 
 async def drive_until_rest(
@@ -52,8 +73,9 @@ async def drive_until_rest(
 ) -> Outcome | None:
     """Drive run ``run_id`` (opening ``journal`` if it is ``None``) until it rests.
 
-    Returns its resting outcome, ``OWNED_ELSEWHERE`` when another worker holds it, or ``None``
-    when it is gone or the supervisor is stopping (``rt.stopping``).
+    Returns its resting outcome, ``OWNED_ELSEWHERE`` when another worker holds it, ``GONE``
+    when it is no longer in the store, or ``None`` when the supervisor is stopping
+    (``rt.stopping``).
 
     On cancellation: propagates; the drive records the run as suspended.
     """
@@ -81,8 +103,7 @@ async def drive_until_rest(
                 log.info("run %s is owned by another process", run_id)
                 return OWNED_ELSEWHERE
             if isinstance(exc, RunNotFoundError):
-                log.error("run %s disappeared from the store", run_id)
-                return None
+                return GONE
             if unusable(exc) or (isinstance(exc, JournalError) and not _recoverable(exc)):
                 log.error("run %s cannot be opened: %s", run_id, explain(exc))
                 return Outcome(RunStatus.NEEDS_ATTENTION, explain(exc))

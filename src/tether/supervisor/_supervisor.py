@@ -64,7 +64,9 @@ class Supervisor:
     recorded as ``suspended``, which their next owner does not count as an interruption.
 
     Args:
-        store: where runs live. Entered (and closed) by the supervisor if not entered yet.
+        store: where runs live. Entered by the supervisor until it exits; a store entered
+            elsewhere too (by the application, or by another supervisor) stays open until the
+            last of them leaves, and a store closed before opens again.
         model: the model new runs pin; resumed runs must find their pinned model here.
         tools: the tools new runs pin (latest versions); resumed runs need their pinned ones.
         app_version: pinned in each new run's manifest.
@@ -173,8 +175,10 @@ class Supervisor:
 
     async def __aenter__(self) -> Supervisor:
         async with AsyncExitStack() as stack:
-            if not self._store.entered:
-                await stack.enter_async_context(self._store)
+            # Entered for the supervisor's lifetime: a store several holders enter (a
+            # script's own ``async with``, supervisors one after another or side by side)
+            # closes when the last one leaves.
+            await stack.enter_async_context(self._store)
             # Tools from sources (MCP servers) are registered now, and closed after the runs.
             await stack.enter_async_context(self._rt.tools.open_sources())
             stack.push_async_callback(self._tasks.close_handed)  # runs after the tasks ended

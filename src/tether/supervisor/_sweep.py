@@ -19,11 +19,12 @@ from typing import final
 
 import anyio
 
-from .._errors import TetherError
+from .._errors import RunNotFoundError, TetherError
 from ..journal._protocols import Store
 from ._entry import Board, Entry
 from ._failures import explain, is_store_failure
 from ._manifest import CONTRACT, manifest_problem
+from ._restart import report_gone
 from ._runtime import Runtime
 from ._state import RunState, RunStatus, fold
 from ._status import Outcome, run_status
@@ -195,6 +196,9 @@ class Sweeper:
             try:
                 events = await self._store.read(run_id)
                 state = fold(events)
+            except RunNotFoundError:  # removed since the listing (tether gc, say)
+                report_gone(run_id, entry)
+                continue
             except (TetherError, ValueError, OSError) as exc:
                 if is_store_failure(exc):  # out of descriptors, memory, an I/O error: later
                     log.warning("run %s cannot be read now (%s); next sweep", run_id, explain(exc))

@@ -22,7 +22,7 @@ from ..journal._descriptors import Descriptors
 from ..journal._protocols import JournalHandle, Store
 from ._backoff import STORE_RETRY_CAP, Backoff
 from ._entry import Board
-from ._restart import OWNED_ELSEWHERE, drive_until_rest
+from ._restart import GONE, OWNED_ELSEWHERE, drive_until_rest, report_gone
 from ._runtime import Runtime
 from ._state import RunStatus
 from ._status import Outcome
@@ -196,6 +196,9 @@ class RunTasks:
         )
         if outcome is OWNED_ELSEWHERE:
             self._board.entry(run_id).remote = True
+            return None
+        if outcome is GONE:
+            report_gone(run_id, self._board.runs.get(run_id))
             return None
         return outcome
 

@@ -7,6 +7,8 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,14 +60,47 @@ def load_app(target: str) -> WorkerApp:
     return app
 
 
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+"""What stops a worker: the first drains, a second stops at once."""
+
+
+@contextmanager
+def exit_on_stop_signals() -> Iterator[None]:
+    """A worker process's first act: within the block, until ``run_worker`` listens for them
+    itself, SIGTERM or SIGINT ends the process with status 0 (``SystemExit(0)``, wherever it
+    is); the handlers in place before are put back after the block.
+
+    Nothing is entered before ``run_worker`` (the application is loaded, the store named), so
+    there is nothing to release; without this, a signal in the process's first moments would
+    kill it with the signal's default action.
+    """
+    before = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, _exit_before_serving)
+    try:
+        yield
+    finally:
+        _restore(before)
+
+
+def _restore(handlers: dict[signal.Signals, Any]) -> None:
+    for signum, handler in handlers.items():
+        if handler is not None:  # (None: set from outside Python; left as it is)
+            signal.signal(signum, handler)
+
+
+def _exit_before_serving(signum: int, frame: object) -> None:
+    log.info("%s during start-up: exiting before serving", _name(signum))
+    raise SystemExit(0)
+
+
 async def run_worker(
     store: Store | str | os.PathLike[str], app: WorkerApp, *, ready: anyio.Event | None = None
 ) -> None:
     """Serve every run in ``store`` until SIGTERM or SIGINT, then drain and return.
 
-    ``store`` is a store (entered here if it is not yet), or names one: a directory, or a
-    ``postgresql://`` URL (schema ``tether``, default lease; build a ``PostgresStore`` for
-    others).
+    ``store`` is a store (entered here), or names one: a directory, or a ``postgresql://``
+    URL (schema ``tether``, default lease; build a ``PostgresStore`` for others).
 
     Unfinished runs are resumed on start; runs whose owner dies, and parked runs that get a
     decision from elsewhere, are picked up at each sweep. On the first signal the supervisor
@@ -74,27 +109,88 @@ async def run_worker(
     run still active is recorded as suspended, which its next owner does not count against
     it. A second signal stops the drain at once (the runs are cancelled and recorded as
     suspended all the same).
+
+    The signals are listened for from the first line. One that comes while the store is
+    being opened (a database that cannot be reached yet is waited for) stops the wait, with
+    nothing held, and this returns; one that comes while the supervisor starts (its first
+    sweep resumes runs) drains it as soon as it has started. The handlers of SIGTERM and
+    SIGINT in place before the call are in place again after it.
+
+    Raises:
+        whatever entering the store or the supervisor raises (``StoreUnavailableError``,
+        ``StoreSchemaError``, ``ToolUnavailableError``, ...).
     """
-    if isinstance(store, (str, os.PathLike)):
-        store = store_for(os.fspath(store))
-    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        async with Supervisor(store, model=app.model, tools=app.tools, **app.options) as sup:
-            if ready is not None:
-                ready.set()
-            async for signum in signals:
-                log.info("%s: draining (a second signal stops at once)", _name(signum))
-                break
-            async with anyio.create_task_group() as tg:
+    before = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
+    try:
+        with anyio.open_signal_receiver(*STOP_SIGNALS) as signals:
+            if isinstance(store, (str, os.PathLike)):
+                store = store_for(os.fspath(store))
+            sup = Supervisor(store, model=app.model, tools=app.tools, **app.options)
+            await _Serving(store, sup, signals, ready).serve()
+    finally:
+        _restore(before)
 
-                async def _hurry() -> None:
-                    async for again in signals:
-                        log.warning("%s again: stopping at once", _name(again))
-                        tg.cancel_scope.cancel()
-                        return
 
-                tg.start_soon(_hurry)
-                await sup.drain()
-                tg.cancel_scope.cancel()
+class _Serving:
+    """One worker's life between its first line and its return: opening the store,
+    starting, serving, draining. What a signal does depends on which.
+
+    While the store is being opened (a database that cannot be reached yet is waited for)
+    nothing is held, so a signal cancels the wait. Once it is open, the supervisor's entry
+    may already have runs in flight (its first sweep resumes them): a signal then drains,
+    as soon as the entry is done, as it does afterwards; cancelling them instead would cut
+    their tool calls short, leaving calls for their policies to decide. A second signal cuts
+    the drain short.
+    """
+
+    def __init__(
+        self, store: Store, sup: Supervisor, signals: AsyncIterator[int], ready: anyio.Event | None
+    ) -> None:
+        self._store = store
+        self._sup = sup
+        self._signals = signals
+        self._ready = ready
+        self._opening = anyio.CancelScope()
+        self._draining = anyio.CancelScope()
+        self._opened = False
+        self._serving = False
+        self._stop = anyio.Event()
+
+    async def serve(self) -> None:
+        failed: Exception | None = None
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._listen)
+            try:
+                with self._opening:
+                    async with self._store:  # (the supervisor enters it too, and leaves first)
+                        self._opened = True
+                        async with self._sup:
+                            self._serving = True
+                            if self._ready is not None:
+                                self._ready.set()
+                            await self._stop.wait()
+                            with self._draining:
+                                await self._sup.drain()
+            except Exception as exc:  # raised as it is, not in the listener's task group
+                failed = exc
+            tg.cancel_scope.cancel()
+        if failed is not None:
+            raise failed
+
+    async def _listen(self) -> None:
+        async for signum in self._signals:
+            name = _name(signum)
+            if not self._opened:
+                log.info("%s while opening the store: stopping before serving", name)
+                self._opening.cancel()
+            elif not self._stop.is_set():
+                when = "" if self._serving else " during start-up (once started)"
+                log.info("%s: draining%s (a second signal stops at once)", name, when)
+                self._stop.set()
+            else:
+                log.warning("%s again: stopping at once", name)
+                self._draining.cancel()
+                return
 
 
 def _name(signum: int) -> str:

@@ -15,6 +15,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 from types import TracebackType
 
@@ -128,9 +129,9 @@ class PostgresServer:
             "-qc", "CREATE DATABASE tether",
         )  # fmt: skip
 
-    def _pg_ctl_start(self) -> None:
+    def _pg_ctl_start(self, **settings: str) -> None:
         assert self.dir is not None, "the server is not started"
-        opts = " ".join(f"-c {k}={v}" for k, v in self.settings.items())
+        opts = " ".join(f"-c {k}={v}" for k, v in {**self.settings, **settings}.items())
         opts += f" -p {self.port} -k {self.dir}"
         self._run(
             "pg_ctl", "-D", str(self.data_dir), "-l", str(self.dir / "server.log"),
@@ -148,6 +149,41 @@ class PostgresServer:
 
     def start_again(self) -> None:
         self._pg_ctl_start()
+
+    def start_in_recovery(self) -> None:
+        """Start the stopped server as a standby that stays in recovery, with hot standby off,
+        so that every connection is refused with "the database system is not accepting
+        connections" (SQLSTATE 57P03, as during crash recovery), until ``promote``."""
+        signal_file = self.data_dir / "standby.signal"
+        signal_file.touch()
+        if self._as_root:
+            user = pwd.getpwnam(SERVER_USER)
+            os.chown(signal_file, user.pw_uid, user.pw_gid)
+        self._pg_ctl_start(hot_standby="off")
+
+    def password_role(self, name: str, password: str) -> str:
+        """Create a login role that must give ``password`` (``scram-sha-256``, where every
+        other role is trusted); return a DSN for it, without the password."""
+        hba = self.data_dir / "pg_hba.conf"
+        hba.write_text(f"host all {name} 127.0.0.1/32 scram-sha-256\n" + hba.read_text())
+        self._run(
+            "psql", "-h", "127.0.0.1", "-p", str(self.port), "-U", "tether", "-d", "tether",
+            "-qc", f"CREATE ROLE {name} LOGIN SUPERUSER PASSWORD '{password}'",
+        )  # fmt: skip
+        self._run("pg_ctl", "-D", str(self.data_dir), "reload")
+        probe = ["psql", "-h", "127.0.0.1", "-p", str(self.port), "-U", name, "-d", "tether",
+                 "-w", "-qc", "SELECT 1"]  # fmt: skip
+        env = {**os.environ, "PGPASSWORD": password + "-not"}
+        for _ in range(100):  # the reload takes effect a moment later
+            if subprocess.run(probe, env=env, capture_output=True, check=False).returncode:
+                break
+            time.sleep(0.05)
+        return f"postgresql://{name}@127.0.0.1:{self.port}/tether"
+
+    def promote(self) -> None:
+        """End the recovery ``start_in_recovery`` began: the server accepts connections (and
+        writes) once this returns."""
+        self._run("pg_ctl", "-D", str(self.data_dir), "-w", "-t", "60", "promote")
 
     def stop(self) -> None:
         """Stop the server and remove the cluster. Idempotent."""
