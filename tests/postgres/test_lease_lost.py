@@ -17,10 +17,13 @@ import signal
 import subprocess
 import sys
 import time
+from typing import Any
 
 import anyio
 import pytest
 
+import tether
+from tether.journal import Resumed
 from tether.postgres import PostgresStore
 from tether.supervisor import Supervisor
 
@@ -112,3 +115,52 @@ def test_a_worker_woken_after_losing_its_lease_does_not_finish_its_call(
     assert effects[0][1] == str(other.pid)
     lost = [ln for ln in log.read_text().splitlines() if "lease lost" in ln]
     assert lost, "the woken worker said it had lost the run"
+
+
+async def test_a_worker_that_loses_its_own_lease_by_a_stall_charges_the_run_nothing(
+    pg_dsn: str, pg_schema: str
+) -> None:
+    """A tool that blocks the event loop past the lease (a starved process) loses the run to
+    its own worker's lease timer, again and again; each time the worker takes the run back,
+    and that is no crash: the run is never parked as a crash loop, and finishes."""
+    stalls: list[int] = []
+    tools = tether.ToolRegistry()
+
+    @tools.tool(policy="rerun")
+    async def crunch() -> str:
+        """Crunch numbers (holding the event loop, as a CPU-bound tool would)."""
+        stalls.append(1)
+        time.sleep(0.8)  # past the 0.5 s lease: renewals cannot run meanwhile
+        return "crunched"
+
+    def script(messages: list[dict[str, Any]]) -> Any:
+        step = sum(1 for m in messages if m["role"] == "assistant")
+        if step < 5:
+            return [tether.ScriptedModel.tool_use(f"toolu_{step}", "crunch", {})]
+        return "done"
+
+    store = PostgresStore(pg_dsn, schema=pg_schema, lease_ttl=0.5)
+    async with Supervisor(
+        store,
+        model=tether.ScriptedModel(script),
+        tools=tools,
+        sweep_interval=0.1,
+        restart_backoff=0.01,
+        max_restarts=2,
+    ) as sup:
+        await sup.start("run-stalls", "crunch")
+        with anyio.fail_after(60):
+            while (view := await sup.inspect("run-stalls")).status.value != "done":
+                assert view.status.value != "needs_attention", view.reason
+                await anyio.sleep(0.05)
+    assert len(stalls) >= 5
+    assert view.restarts == 0
+    events = await store_events(pg_dsn, pg_schema, "run-stalls")
+    resumes = [e for e in events if isinstance(e, Resumed)]
+    assert resumes
+    assert all(not e.charged and "lease ran out" in e.cause for e in resumes)
+
+
+async def store_events(dsn: str, schema: str, run_id: str) -> list[Any]:
+    async with PostgresStore(dsn, schema=schema) as store:
+        return await store.read(run_id)

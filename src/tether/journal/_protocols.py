@@ -63,6 +63,12 @@ class JournalHandle(Protocol):
         ...
 
     @property
+    def lapsed(self) -> bool:
+        """Whether this holder itself held the run before and lost it without letting it go
+        (its lease ran out: the process was paused, starved or cut off from the store)."""
+        ...
+
+    @property
     def taken_from(self) -> str:
         """The holder whose expired lease this handle took over, in words (``""``: none)."""
         ...

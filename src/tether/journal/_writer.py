@@ -389,6 +389,11 @@ class FileJournal:
         """Never calls ``callback``: the ``flock`` is not lost while this handle is open."""
 
     @property
+    def lapsed(self) -> bool:
+        """Always ``False``: a ``flock`` is not lost while its process lives."""
+        return False
+
+    @property
     def taken_from(self) -> str:
         """Always ``""``: a directory store's run is taken only once its holder is gone."""
         return ""

@@ -112,6 +112,7 @@ class PgJournal:
         self._closed = False
         self.answered = False
         self.taken_from = ""
+        self.lapsed = False
         self.valid_until = time.monotonic() + store.lease_ttl
 
     @property

@@ -93,6 +93,7 @@ async def claim(store: PostgresStore, run_id: str) -> PgJournal:
         journal.valid_until = started + store.lease_ttl
         if before is not None and before != store.owner and ended is not None:
             journal.taken_from = taken_from(before, ended)
+        journal.lapsed = before == store.owner  # this worker held it, and lost it unreleased
         return journal
 
 

@@ -238,8 +238,13 @@ class _Drive:
         run that never gets to act in this process (it waits behind a suspect running alone,
         say) is not charged if the process dies meanwhile, since it was not running then.
         """
+        journal = self.journal
+        if prior is None and journal.lapsed:
+            # This worker's own lease ran out under it (a pause, a starved loop, a cut-off
+            # store): not the run's doing, so not a crash to charge it with.
+            prior = Interruption("lease ran out: this worker was paused or cut off", charged=False)
         record, parking = resumed(
-            self.journal.run_id, self.state, self.rt, prior, taken_from=self.journal.taken_from
+            journal.run_id, self.state, self.rt, prior, taken_from=journal.taken_from
         )
         if not parking:
             self.resume_record = record
