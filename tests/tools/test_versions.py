@@ -89,9 +89,22 @@ def test_contains_iter_and_len() -> None:
 
 def test_pins_are_the_latest_versions() -> None:
     tools = two_versions()
+    lookup, ping = tools.get("lookup", "2"), tools.get("ping")
     assert tools.pins() == [
-        ToolPin(name="lookup", version="2", schema_hash=tools.get("lookup", "2").schema_hash),
-        ToolPin(name="ping", version="1", schema_hash=tools.get("ping").schema_hash),
+        ToolPin(
+            name="lookup",
+            version="2",
+            schema_hash=lookup.schema_hash,
+            description="Find a customer by email.",
+            input_schema=lookup.input_schema,
+        ),
+        ToolPin(
+            name="ping",
+            version="1",
+            schema_hash=ping.schema_hash,
+            description=ping.description,
+            input_schema=ping.input_schema,
+        ),
     ]
     assert tools.get("lookup", "1").pin().version == "1"
 

@@ -19,6 +19,7 @@ from .._version import __version__
 from ._bench import add_bench_command as _add_bench_command
 from ._crashtest import add_crashtest_command as _add_crashtest_command
 from ._demo import add_demo_commands as _add_demo_commands
+from ._deploy import add_deploy_commands as _add_deploy_commands
 from ._journal import add_journal_commands as _add_journal_commands
 from ._runs import add_run_commands as _add_run_commands
 from ._serve import add_serve_command as _add_serve_command
@@ -43,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_crashtest_command(commands)
     _add_run_commands(commands)
     _add_worker_commands(commands)
+    _add_deploy_commands(commands)
     _add_serve_command(commands)
     _add_bench_command(commands)
     return parser

@@ -43,6 +43,7 @@ from ._records import Manifest as Manifest
 from ._records import ModelFailed as ModelFailed
 from ._records import ModelResponse as ModelResponse
 from ._records import Parked as Parked
+from ._records import Repinned as Repinned
 from ._records import Resolved as Resolved
 from ._records import Resumed as Resumed
 from ._records import Retried as Retried
@@ -84,6 +85,7 @@ __all__ = [
     "Parked",
     "Redactor",
     "RepairReport",
+    "Repinned",
     "Resolved",
     "Resumed",
     "Retried",

@@ -74,6 +74,10 @@ class ToolPin(msgspec.Struct, frozen=True, kw_only=True):
 
     ``approval`` and ``approval_timeout`` are recorded so that tools reading a journal without
     the application (``tether runs``) can tell a call parked for approval from one not started.
+    ``description`` and ``input_schema`` are the contract itself, as the model was shown it
+    (what ``schema_hash`` covers), so that a changed contract can be shown side by side with
+    the new one and judged compatible or not (``tether check``); pins written before they
+    were recorded have ``input_schema`` ``None``.
     """
 
     name: str
@@ -82,6 +86,8 @@ class ToolPin(msgspec.Struct, frozen=True, kw_only=True):
     approval: bool = False
     approval_timeout: float | None = None
     cache_control: dict[str, JSONValue] | None = None
+    description: str = ""
+    input_schema: dict[str, JSONValue] | None = None
 
 
 class Manifest(msgspec.Struct, frozen=True, kw_only=True):
@@ -358,6 +364,21 @@ class Signal(Event, frozen=True, kw_only=True, tag="signal"):
     by: str = ""
 
 
+class Repinned(Event, frozen=True, kw_only=True, tag="repinned"):
+    """The run goes on under a contract it did not start with: ``tools`` replace the pins of
+    the same names (or are added), ``model`` and ``model_params`` the model's, from this record
+    on. ``by`` is the person who accepted it (``tether repin``), or empty when a tool declared
+    the change compatible and the runtime took it (``note`` says which and why). Earlier
+    turns stay as they were journaled; the model is shown the new contract from its next call.
+    """
+
+    tools: list[ToolPin] = msgspec.field(default_factory=list)
+    model: str | None = None
+    model_params: dict[str, JSONValue] | None = None
+    by: str = ""
+    note: str = ""
+
+
 AnyEvent = (
     RunStarted
     | ModelResponse
@@ -376,6 +397,7 @@ AnyEvent = (
     | Waiting
     | Signal
     | ChildEnded
+    | Repinned
 )
 
 EVENT_TYPES: tuple[type[Event], ...] = typing.get_args(AnyEvent)

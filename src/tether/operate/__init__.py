@@ -16,10 +16,15 @@ from ..supervisor._answers import Recorded as Recorded
 from ..supervisor._answers import record_answer as record_answer
 from ..supervisor._verbs import cancel as cancel
 from ..supervisor._verbs import decide as decide
+from ..supervisor._verbs import repin as repin
 from ..supervisor._verbs import resolve as resolve
 from ..supervisor._verbs import retry as retry
 from ..supervisor._verbs import signal as signal
 from ._acknowledge import acknowledgement as acknowledgement
+from ._deploy import DeployCheck as DeployCheck
+from ._deploy import RunCheck as RunCheck
+from ._deploy import check_deploy as check_deploy
+from ._deploy import check_runs as check_runs
 from ._describe import describe as describe
 from ._summary import Rest as Rest
 from ._summary import RunSummary as RunSummary
@@ -30,18 +35,23 @@ from ._summary import load_summary as load_summary
 from ._summary import summarize as summarize
 
 __all__ = [
+    "DeployCheck",
     "Recorded",
     "Rest",
+    "RunCheck",
     "RunSummary",
     "Waiting",
     "acknowledgement",
     "as_tree",
     "cancel",
+    "check_deploy",
+    "check_runs",
     "decide",
     "describe",
     "load_summaries",
     "load_summary",
     "record_answer",
+    "repin",
     "resolve",
     "retry",
     "signal",

@@ -10,7 +10,16 @@ the run already had is ``already recorded``.
 
 from __future__ import annotations
 
-from ..journal._records import AnyEvent, Decision, Event, Resolved, Retried, RunFinished, Signal
+from ..journal._records import (
+    AnyEvent,
+    Decision,
+    Event,
+    Repinned,
+    Resolved,
+    Retried,
+    RunFinished,
+    Signal,
+)
 from ..supervisor._answers import Recorded
 from ._describe import as_json, call_text, shorten
 
@@ -58,6 +67,11 @@ def answer_text(run_id: str, done: Recorded) -> str:
         return f"signal {record.name} ({record.signal_id}) to run {run_id}{by}"
     if isinstance(record, RunFinished):
         return f"run {run_id} cancelled: {record.reason}"
+    if isinstance(record, Repinned):
+        pins = [f"{p.name} v{p.version} ({p.schema_hash[:12]})" for p in record.tools]
+        if record.model is not None:
+            pins.append(f"model {record.model}")
+        return f"repin of run {run_id} to {', '.join(pins)} by {record.by}{_note(record.note)}"
     return f"{type(record).__name__} for run {run_id}"
 
 

@@ -19,6 +19,7 @@ from ..journal._records import (
     ModelFailed,
     ModelResponse,
     Parked,
+    Repinned,
     Resolved,
     Resumed,
     Retried,
@@ -155,6 +156,13 @@ def describe(event: AnyEvent, names: dict[str, str], limit: int = 100) -> str:
             return shorten(text, limit)
         case RunFinished():
             return shorten(event.status + (f": {event.reason}" if event.reason else ""), limit)
+        case Repinned():
+            parts = [f"{p.name} v{p.version} ({p.schema_hash[:12]})" for p in event.tools]
+            if event.model is not None:
+                parts.append(f"model {event.model}")
+            who = f" by {event.by}" if event.by else ""
+            note = f": {event.note}" if event.note else ""
+            return shorten(f"now on {', '.join(parts) or 'the same contract'}{who}{note}", limit)
         case _:
             assert_never(event)
 

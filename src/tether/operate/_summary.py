@@ -113,6 +113,9 @@ class RunSummary:
     readable: bool = True
     parent: str | None = None
     rests: tuple[Rest, ...] = ()
+    model: str = ""
+    tools: tuple[tuple[str, str], ...] = ()
+    """The model and ``(tool, version)`` the run goes by now (as it started, or repinned)."""
     action: str = ""
     """What a person can do about a run the runtime parked (``needs_attention``), else ``""``."""
     state: RunState | None = field(default=None, repr=False, compare=False)
@@ -154,6 +157,8 @@ class RunSummary:
             "reason": self.reason,
             "waiting": [w.as_dict() for w in self.waiting] + [r.as_dict() for r in self.rests],
             "action": self.action,
+            "model": self.model,
+            "tools": dict(self.tools),
             "age_s": self.age(now),
             "started_at": self.started_at,
             "finished_at": self.finished_at,
@@ -248,6 +253,8 @@ def summarize(
         held_by=held_by,
         parent=state.started.parent,
         rests=rests_of(state, at),
+        model=state.manifest.model,
+        tools=tuple((pin.name, pin.version) for pin in state.manifest.tools),
         action=parked_action(parked.cause) if parked is not None else "",
         state=state,
         changes_at=changes_at,

@@ -28,6 +28,7 @@ from ..journal._records import (
     ChildEnded,
     Decision,
     Event,
+    Repinned,
     Resolved,
     Retried,
     RunFinished,
@@ -59,6 +60,8 @@ def answer_problem(state: RunState, answer: Event | AnyEvent, now: float) -> str
         return None
     if isinstance(answer, Decision):
         return _decision_problem(state, answer, now)
+    if isinstance(answer, Repinned):
+        return _repin_problem(state, answer)
     if isinstance(answer, Resolved):
         call = state.calls.get(answer.call_id)
         if call is None or call.done:
@@ -103,6 +106,20 @@ def _decision_problem(state: RunState, answer: Decision, now: float) -> str | No
             f"the approval deadline of call {call.id!r} ({call.name}) passed "
             f"{now - deadline:.0f} s ago; the deadline's outcome stands"
         )
+    return None
+
+
+def _repin_problem(state: RunState, answer: Repinned) -> str | None:
+    if not answer.tools and answer.model is None:
+        return "nothing to repin: no tool and no model given"
+    names = {pin.name for pin in answer.tools}
+    for call in state.calls.values():
+        if call.name in names and not call.done:
+            return (
+                f"call {call.id!r} ({call.name}) is not finished: a contract does not change "
+                "under a call that was started, approved or waits for one under the old "
+                "contract; resolve, reject or cancel it first"
+            )
     return None
 
 

@@ -51,7 +51,7 @@ from ._attempt import verify as verify_landed
 from ._backoff import sleep_unless
 from ._budgets import budget_problem
 from ._children import look_at_children
-from ._manifest import CONTRACT, contract_found
+from ._manifest import CONTRACT, contract_decision, contract_found
 from ._manifest import build_manifest as build_manifest
 from ._manifest import manifest_problem as manifest_problem
 from ._replay import Run, Verify, plan_turn
@@ -175,9 +175,12 @@ class _Drive:
         state, rt = self.state, self.rt
         if state.finished is not None:
             return run_status(state, rt.clock())
-        problem = manifest_problem(rt, state.manifest)
+        problem, takeover = contract_decision(state, rt)
         if problem is not None:
             return await self._park_for_contract(problem)
+        if takeover is not None:  # tools that changed compatibly: the run goes on under them
+            log.info("run %s: %s", state.run_id, takeover.note, extra={"run_id": state.run_id})
+            await self._append([takeover])
         if state.parked is not None and state.parked.cause == CONTRACT:
             # Parked by a process that lacked the run's contract; this one has it.
             await self._append([contract_found(rt)])

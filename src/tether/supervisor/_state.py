@@ -25,6 +25,7 @@ from ..journal._records import (
     ModelFailed,
     ModelResponse,
     Parked,
+    Repinned,
     Resolved,
     Resumed,
     Retried,
@@ -39,7 +40,16 @@ from ..journal._records import (
     Waiting,
 )
 
-_PROGRESS = (ModelResponse, ToolResult, ToolFailed, Waiting, Decision, Resolved, Retried)
+_PROGRESS = (
+    ModelResponse,
+    ToolResult,
+    ToolFailed,
+    Waiting,
+    Decision,
+    Resolved,
+    Retried,
+    Repinned,
+)
 """Records that mean the run moved on (or a person answered): a crash loop's count restarts."""
 
 
@@ -146,6 +156,7 @@ class RunState:
     restarts: int = 0  # resumes after the run's own interruption (a crash, its task raised)
     resumes: int = 0  # every resume by a process that was not the first to drive it
     taken_from: str = ""  # whose expired lease the latest resume took over, until progress
+    repinned: Manifest | None = None  # the manifest as the latest repin left it
     interruptions: int = 0
     finished: RunFinished | None = None
     parked: Parked | None = None
@@ -166,6 +177,10 @@ class RunState:
 
     @property
     def manifest(self) -> Manifest:
+        """The contracts the run goes by now: as it started, or as a ``repinned`` record
+        changed them."""
+        if self.repinned is not None:
+            return self.repinned
         assert self.started is not None
         return self.started.manifest
 
@@ -287,8 +302,23 @@ class RunState:
                     self.retried_budgets = event.budgets
             case RunFinished():
                 self.finished = event
+            case Repinned():
+                self._repinned(event)
             case _:
                 assert_never(event)
+
+    def _repinned(self, event: Repinned) -> None:
+        manifest = self.manifest
+        pins = {pin.name: pin for pin in manifest.tools}
+        pins.update((pin.name, pin) for pin in event.tools)
+        changes: dict[str, Any] = {"tools": list(pins.values())}
+        if event.model is not None:
+            changes["model"] = event.model
+        if event.model_params is not None:
+            changes["model_params"] = event.model_params
+        self.repinned = msgspec.structs.replace(manifest, **changes)
+        if self.parked is not None and self.parked.cause == "contract":
+            self.parked = None  # parked for the contract it has accepted now
 
     def _answer(self, event: ModelResponse) -> None:
         self.messages.append(event.message)

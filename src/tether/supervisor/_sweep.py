@@ -77,10 +77,9 @@ def what_to_do(
             return Found(Outcome(RunStatus.RUNNING), spawn=True, resumes=True)
         return Found(outcome)
     if outcome.status is RunStatus.RUNNING:
-        problem = manifest_problem(rt, state.manifest)
-        if problem is not None:
+        if manifest_problem(rt, state.manifest) is not None:
             # Started, to journal why it cannot go on here (every view then shows it).
-            return Found(Outcome(RunStatus.NEEDS_ATTENTION, problem), spawn=True)
+            return Found(Outcome(RunStatus.RUNNING), spawn=True)
         if state.interruptions:
             return Found(outcome, spawn=True, alone=True, resumes=True)
         return Found(outcome, spawn=True, resumes=True)

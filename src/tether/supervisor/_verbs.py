@@ -1,5 +1,5 @@
 """A person's answers, one implementation each: approve or reject, resolve, retry, signal,
-cancel (DESIGN invariant 12).
+cancel, repin (DESIGN invariant 12).
 
 Every front end calls these: ``Supervisor``'s methods, ``tether.operate`` (and so the operator
 commands and the web console). Each verb builds its record and hands it to ``record_answer``,
@@ -18,14 +18,24 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, Literal
 
 import msgspec
 
 from .._errors import RunNotFoundError, RunStateError
 from ..journal._protocols import Store
-from ..journal._records import Budgets, Decision, Event, Resolved, Retried, RunFinished, Signal
+from ..journal._records import (
+    Budgets,
+    Decision,
+    Event,
+    Repinned,
+    Resolved,
+    Retried,
+    RunFinished,
+    Signal,
+    ToolPin,
+)
 from ..tools._waits import wait_for
 from ._answers import Recorded, record_answer
 from ._children import not_adopted
@@ -219,6 +229,38 @@ async def cancel_children(
                 )
         except (RunStateError, RunNotFoundError) as exc:  # it ended, or was never created
             log.debug("run %s: child run %s not cancelled: %s", state.run_id, child, exc)
+
+
+async def repin(
+    store: Store,
+    run_id: str,
+    *,
+    tools: Sequence[ToolPin] = (),
+    model: tuple[str, dict[str, Any]] | None = None,
+    by: str,
+    note: str = "",
+    clock: Clock = time.time,
+) -> Recorded:
+    """Let run ``run_id`` go on under new contracts, as ``by`` accepts them: ``tools`` replace
+    the pins of the same names (or are added), ``model`` (name, parameters) the model's.
+
+    Recorded as ``repinned``: a run parked because its worker lacked its contract can then go
+    on, and the model is shown the new contract from its next call; earlier turns stay as
+    they were. Refused while a call of a repinned tool is open in the model's turn.
+
+    Raises:
+        RunStateError: the run finished, a call of one of those tools is not finished, or
+            nothing was given to repin.
+        RunNotFoundError, InvalidRunIdError, ...: as ``record_answer``.
+    """
+    record = Repinned(
+        tools=list(tools),
+        model=None if model is None else model[0],
+        model_params=None if model is None else dict(model[1]),
+        by=by,
+        note=note,
+    )
+    return await record_answer(store, run_id, lambda _: record, clock=clock)
 
 
 def check_extension(name: str, amount: float) -> tuple[str, float]:

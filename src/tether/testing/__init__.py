@@ -9,6 +9,9 @@ in child processes, kill it with ``SIGKILL`` at every crash point it passes, res
 processes, and compare its side effects, final answer and model calls with an uninterrupted run
 (``tether crashtest MODULE:SCENARIO`` on the command line).
 
+``assert_strands_nothing`` and ``check_journals`` are ``tether check --app`` for a test: a
+change of the application that would strand a run in flight fails the suite before it ships.
+
 ``PostgresServer`` starts a throwaway PostgreSQL server (the binaries on ``PATH``) for tests and
 benchmarks that need one, and removes it afterwards.
 
@@ -29,6 +32,8 @@ from ._faults import FaultyFileOps as FaultyFileOps
 if TYPE_CHECKING:
     from ._crashtest import assert_crash_safe as assert_crash_safe
     from ._crashtest import run_crashtest as run_crashtest
+    from ._deploys import assert_strands_nothing as assert_strands_nothing
+    from ._deploys import check_journals as check_journals
     from ._drive import Kill as Kill
     from ._pgserver import PostgresServer as PostgresServer
     from ._pgserver import PostgresUnavailableError as PostgresUnavailableError
@@ -55,6 +60,8 @@ _HARNESS = {
     "Scenario": "_scenario",
     "approve_all": "_scenario",
     "assert_crash_safe": "_crashtest",
+    "assert_strands_nothing": "_deploys",
+    "check_journals": "_deploys",
     "deliver_nothing": "_scenario",
     "run_crashtest": "_crashtest",
 }
@@ -85,6 +92,8 @@ __all__ = [
     "Scenario",
     "approve_all",
     "assert_crash_safe",
+    "assert_strands_nothing",
+    "check_journals",
     "deliver_nothing",
     "run_crashtest",
 ]

@@ -80,6 +80,7 @@ class ToolRegistry:
         retries: int = 0,
         retry_on: type[BaseException] | tuple[type[BaseException], ...] = (),
         cache_control: dict[str, Any] | None = None,
+        compatible: bool = False,
     ) -> Callable[[_F], _F]: ...
 
     def tool(
@@ -99,6 +100,7 @@ class ToolRegistry:
         retries: int = 0,
         retry_on: type[BaseException] | tuple[type[BaseException], ...] = (),
         cache_control: dict[str, Any] | None = None,
+        compatible: bool = False,
     ) -> _F | Callable[[_F], _F]:
         """Register an async function as a tool; use as ``@registry.tool`` or with options.
 
@@ -142,6 +144,12 @@ class ToolRegistry:
             cache_control: put on the tool's definition as given (``{"type":
                 "ephemeral"}``): a prompt-cache breakpoint after the tools up to this one.
                 Pinned with the run (a running run keeps the one it started with).
+            compatible: this contract may take over from an earlier contract of the same
+                name and version that a started run pinned, when the change keeps every call
+                that contract allowed valid (``tether.tools.incompatibility``: descriptions
+                reworded, new optional parameters; nothing removed, renamed, retyped or newly
+                required): such a run goes on with this contract, journaled as ``repinned``,
+                instead of parking for a person. Off by default.
 
         Returns:
             ``fn`` itself, or a decorator that registers and returns its argument.
@@ -166,6 +174,7 @@ class ToolRegistry:
             retries=retries,
             retry_on=retry_on,
             cache_control=cache_control,
+            compatible=compatible,
         )
 
         def decorate(func: _F) -> _F:
@@ -190,6 +199,7 @@ class ToolRegistry:
         retries: int = 0,
         retry_on: type[BaseException] | tuple[type[BaseException], ...] = (),
         cache_control: dict[str, Any] | None = None,
+        compatible: bool = False,
     ) -> ToolSpec:
         """Register ``fn`` as a tool and return its spec; ``tool`` without the decorator.
 
@@ -213,6 +223,7 @@ class ToolRegistry:
                 retries=retries,
                 retry_on=retry_on,
                 cache_control=cache_control,
+                compatible=compatible,
             ),
         )
         self._add(spec)
@@ -236,6 +247,7 @@ class ToolRegistry:
         retry_on: type[BaseException] | tuple[type[BaseException], ...] = (),
         cache_control: dict[str, Any] | None = None,
         check_args: ArgsValidator | None = None,
+        compatible: bool = False,
     ) -> ToolSpec:
         """Register a tool described by a JSON schema rather than by a signature.
 
@@ -273,6 +285,7 @@ class ToolRegistry:
                 retries=retries,
                 retry_on=retry_on,
                 cache_control=cache_control,
+                compatible=compatible,
             ),
             check_args=check_args,
         )

@@ -76,6 +76,7 @@ class ToolSpec:
     retries: int = 0
     retry_on: tuple[type[BaseException], ...] = ()
     cache_control: dict[str, Any] | None = None
+    compatible: bool = False
     _schema_json: str = field(repr=False)
     _check: ArgsCheck = field(repr=False)
     _call: Caller = field(repr=False)
@@ -119,6 +120,8 @@ class ToolSpec:
             approval=self.approval,
             approval_timeout=self.approval_timeout,
             cache_control=self.cache_control,
+            description=self.description,
+            input_schema=self.input_schema,
         )
 
     def validate(self, args: object) -> dict[str, Any]:
@@ -261,6 +264,7 @@ class Options:
     retries: int
     retry_on: tuple[type[BaseException], ...]
     cache_control: dict[str, Any] | None
+    compatible: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -278,6 +282,7 @@ class GivenOptions:
     retries: int = 0
     retry_on: type[BaseException] | tuple[type[BaseException], ...] = ()
     cache_control: dict[str, Any] | None = None
+    compatible: bool = False
 
 
 def check_options(tool: str, given: GivenOptions) -> Options:
@@ -330,7 +335,14 @@ def check_options(tool: str, given: GivenOptions) -> Options:
         retries=retry_count,
         retry_on=retry_types,
         cache_control=_cache_control(tool, cache_control),
+        compatible=_flag(tool, "compatible", given.compatible),
     )
+
+
+def _flag(tool: str, option: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise ToolDefinitionError(tool, f"{option} must be True or False, got {value!r}")
+    return value
 
 
 def assemble(
@@ -371,6 +383,7 @@ def assemble(
         retries=options.retries,
         retry_on=options.retry_on,
         cache_control=options.cache_control,
+        compatible=options.compatible,
         _schema_json=schema_json,
         _check=check,
         _call=call,

@@ -51,6 +51,8 @@ def run_row(s: RunSummary, now: float) -> dict[str, Any]:
         "waiting": [{**w.as_dict(), "deadline": w.deadline} for w in s.waiting]
         + [r.as_dict() for r in s.rests],
         "action": s.action,
+        "model": s.model,
+        "tools": dict(s.tools),
         "held_by": s.held_by,
         "parent": s.parent,
         "readable": s.readable,

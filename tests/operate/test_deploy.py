@@ -1,0 +1,162 @@
+"""Deploys that change the agent: know before (``tether check``), continue after (versions
+side by side, a compatible change taken over, a person's ``tether repin``)."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+from typing import Any
+
+import anyio
+import pytest
+
+from tether import RunStateError, operate
+from tether.journal import FileStore, Parked, Repinned, ToolStarted
+from tether.supervisor import RunStatus, Supervisor
+from tether.testing import assert_strands_nothing, check_journals
+
+from .._cli import run_tether
+from . import _deploy_app as app
+
+RUN = "run-deploy"
+
+
+async def _start(root: pathlib.Path) -> None:
+    """A run started on v1, parked for the approval of its lookup: notify is not called yet."""
+    v1 = app.v1()
+    async with Supervisor(FileStore(root), model=v1.model, tools=v1.tools) as sup:
+        await sup.start(RUN, "where is my order?")
+        assert await sup.wait(RUN, timeout=10) is RunStatus.WAITING_FOR_APPROVAL
+
+
+async def _finish(root: pathlib.Path, kind: str) -> tuple[RunStatus, list[Any]]:
+    """Approve the lookup, and let a worker of the ``kind`` deploy take the run on."""
+    deploy = app.app_for(kind)
+    async with FileStore(root) as store:
+        await operate.decide(store, RUN, "toolu_l", approved=True, by="priya")
+    async with Supervisor(FileStore(root), model=deploy.model, tools=deploy.tools) as sup:
+        with anyio.fail_after(10):
+            while not (status := (await sup.inspect(RUN)).status).resting:
+                await anyio.sleep(0.02)
+        events = await FileStore(root).read(RUN)
+    return status, events
+
+
+@pytest.fixture
+def root(tmp_path: pathlib.Path) -> pathlib.Path:
+    app.SENT.clear()
+    anyio.run(_start, tmp_path / "store")
+    return tmp_path / "store"
+
+
+def _check(root: pathlib.Path, kind: str, *more: str) -> Any:
+    return run_tether(
+        "check", "--root", str(root), "--app", f"tests.operate._deploy_app:{kind}", *more
+    )
+
+
+def test_check_predicts_exactly_the_runs_a_deploy_would_stop(root: pathlib.Path) -> None:
+    same = _check(root, "v1")
+    assert same.returncode == 0, same.stderr
+    assert f"{RUN}: continues" in same.stdout
+    assert "1 unfinished run(s): 1 can continue, 0 would stop" in same.stdout
+
+    changed = _check(root, "v2")
+    assert changed.returncode == 1, changed.stderr
+    assert f"{RUN}: would stop" in changed.stdout
+    assert "tool 'notify' version '1' changed its contract" in changed.stdout
+    assert '+  "description": "Tell the customer, on a channel.",' in changed.stdout
+    assert '-  "description": "Tell the customer.",' in changed.stdout
+    assert '+    "channel": {' in changed.stdout
+    report = json.loads(_check(root, "v2", "--json").stdout)
+    assert report["stranded"] == [RUN]
+    (change,) = report["runs"][0]["changes"]
+    assert change["tool"] == "notify"
+    assert "channel" not in change["pinned_schema"]["properties"]
+    assert "channel" in change["new_schema"]["properties"]
+
+    compatible = _check(root, "v2c")
+    assert compatible.returncode == 0, compatible.stdout
+    assert f"{RUN}: continues, taking over a compatible change" in compatible.stdout
+
+    wrongly = _check(root, "v2bad")
+    assert wrongly.returncode == 1
+    assert "declared compatible, but parameter 'customer' was removed" in wrongly.stdout
+
+    side_by_side = _check(root, "both")
+    assert side_by_side.returncode == 0
+    assert "no unfinished run needs it" not in side_by_side.stdout  # notify v1 is still needed
+
+    # What check predicted is what the workers do.
+    status, events = anyio.run(_finish, root, "v2")
+    assert status is RunStatus.NEEDS_ATTENTION
+    assert [e.cause for e in events if isinstance(e, Parked)] == ["contract"]
+    assert app.SENT == []
+
+
+def test_a_compatible_change_is_taken_over_and_journaled(root: pathlib.Path) -> None:
+    status, events = anyio.run(_finish, root, "v2c")
+    assert status is RunStatus.DONE
+    (repinned,) = [e for e in events if isinstance(e, Repinned)]
+    assert repinned.by == ""
+    assert "compatible change of notify v1 taken over" in repinned.note
+    assert app.SENT == ["1+channel c-1 email"]  # the new contract's code, with its default
+    # check_journals says the same of the recorded journal: nothing is left to strand.
+    assert check_journals([root / "runs" / f"{RUN}.journal"], app.v1()).runs == ()
+
+
+def test_versions_side_by_side_finish_old_runs_on_the_old_one(root: pathlib.Path) -> None:
+    status, events = anyio.run(_finish, root, "both")
+    assert status is RunStatus.DONE
+    assert app.SENT == ["v1 c-1"]
+    assert [e.name for e in events if isinstance(e, ToolStarted)] == ["lookup", "notify"]
+    (listed,) = json.loads(run_tether("runs", "--root", str(root), "--json").stdout)
+    assert (listed["model"], listed["tools"]) == ("scripted", {"lookup": "1", "notify": "1"})
+    shown = run_tether("show", "--root", str(root), RUN).stdout
+    assert "pinned: model scripted; tools lookup v1, notify v1" in shown
+    # Once no unfinished run needs it, check says v1 can go.
+    later = _check(root, "both")
+    assert "tool notify version 1: no unfinished run needs it any more" in later.stdout
+
+
+def test_a_person_repins_a_parked_run_and_it_finishes_on_the_new_contract(
+    root: pathlib.Path,
+) -> None:
+    status, _events = anyio.run(_finish, root, "v2")
+    assert status is RunStatus.NEEDS_ATTENTION
+    repinned = run_tether(
+        "repin", "--root", str(root), RUN, "--app", "tests.operate._deploy_app:v2",
+        "--by", "priya", "--note", "the channel defaults to email",
+    )  # fmt: skip
+    assert repinned.returncode == 0, repinned.stderr
+    assert repinned.stdout.startswith(f"recorded: repin of run {RUN} to notify v1 (")
+    assert "by priya (the channel defaults to email)" in repinned.stdout
+
+    async def resume() -> tuple[RunStatus, list[Any]]:
+        deploy = app.v2()
+        async with Supervisor(FileStore(root), model=deploy.model, tools=deploy.tools) as sup:
+            with anyio.fail_after(10):
+                while not (s := (await sup.inspect(RUN)).status).final:
+                    await anyio.sleep(0.02)
+        return s, await FileStore(root).read(RUN)
+
+    status, events = anyio.run(resume)
+    assert status is RunStatus.DONE
+    assert app.SENT == ["1+channel c-1 email"]
+    (record,) = [e for e in events if isinstance(e, Repinned)]
+    assert record.by == "priya"
+    assert "channel" in (record.tools[0].input_schema or {})["properties"]
+
+
+async def test_a_repin_is_refused_under_an_open_call_of_that_tool(root: pathlib.Path) -> None:
+    lookup = app.tools_for("v2").get("lookup").pin()
+    async with FileStore(root) as store:
+        with pytest.raises(RunStateError, match="call 'toolu_l' \\(lookup\\) is not finished"):
+            await operate.repin(store, RUN, tools=[lookup], by="priya")
+
+
+async def test_assert_strands_nothing_fails_a_change_that_would(root: pathlib.Path) -> None:
+    async with FileStore(root) as store:
+        await assert_strands_nothing(store, app.v1())
+        with pytest.raises(AssertionError, match="would stop"):
+            await assert_strands_nothing(store, app.v2())
