@@ -32,6 +32,9 @@ import anyio
 import msgspec
 
 from .._errors import JournalIOError, RunNotFoundError
+from ._adverts import publish as publish_advert
+from ._adverts import read_all as read_adverts
+from ._adverts import withdraw as withdraw_advert
 from ._blobs import FileBlobStore
 from ._commit import GroupCommitter
 from ._descriptors import Descriptors
@@ -142,6 +145,7 @@ class FileStore:
         self._dir_fd: int | None = None
         self._watch: RemovalWatch | None = None
         self._reported: set[tuple[str, str]] = set()
+        self._adverts: dict[str, int] = {}  # this process's advertisements, by key
         self._created = 0
         self._syncs_before = 0  # made by the committers of earlier entries
         self._committer_used = False
@@ -425,6 +429,23 @@ class FileStore:
     async def peek_inbox(self, run_id: str) -> list[AnyEvent]:
         """The events waiting in the run's inbox, oldest first (reading takes nothing here)."""
         return await self.take_inbox(run_id)
+
+    async def advertise(self, key: str, data: bytes | None) -> None:
+        """Keep ``data`` under ``key`` in ``workers/`` while this process lives (``None``: take
+        it back): what a worker can run, for the others (see ``supervisor._fleet``)."""
+        folder = os.path.join(self.root, "workers")
+        held = self._adverts.pop(key, None)
+        if held is not None:
+            await anyio.to_thread.run_sync(withdraw_advert, folder, key, held, self._ops)
+        if data is not None:
+            fd = await anyio.to_thread.run_sync(publish_advert, folder, key, data, self._ops)
+            self._adverts[key] = fd
+
+    async def advertised(self) -> dict[str, bytes]:
+        """Every live worker's advertisement in ``workers/``, by key (a dead worker's file is
+        removed: its lock went with its process)."""
+        folder = os.path.join(self.root, "workers")
+        return await anyio.to_thread.run_sync(read_adverts, folder, dict(self._adverts), self._ops)
 
     cheap_inbox_looks = True
     """``inbox_versions`` costs an ``lstat`` per run: a holder may look before every step."""

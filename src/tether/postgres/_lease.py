@@ -133,6 +133,7 @@ async def renew_held(store: PostgresStore, held: Callable[[], Iterable[PgJournal
         journals = [j for j in held() if j is not None and j.active]
         try:
             await store.renew(journals)
+            await store.renew_adverts()
         except Exception as exc:  # never take the host down: fence() asks again later
             log.warning("lease renewal failed (%s); retrying", exc)
             # (a lease that runs out meanwhile is lost: each handle's own timer says so)

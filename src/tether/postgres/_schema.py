@@ -9,6 +9,7 @@ Tables (in the store's own schema, ``tether`` by default)::
                                                (written only through the run's row: no FK)
     inbox   (id, run_id, payload)              answers for a run another worker holds
     blobs   (digest, data, summary)            large tool results, content-addressed
+    workers (key, data, expires_at)            what each live worker can run (renewed)
 
 Every lease time is the database's ``now()``: workers' clocks never decide who owns a run.
 """
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("tether.postgres")
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _IDENT = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
@@ -78,6 +79,14 @@ CREATE TABLE {s}.blobs (
     # removing a run now deletes its events explicitly.
     2: """
 ALTER TABLE {s}.events DROP CONSTRAINT IF EXISTS events_run_id_fkey;
+""",
+    # What each live worker can run (``supervisor._fleet``), renewed with its leases.
+    3: """
+CREATE TABLE {s}.workers (
+    key        text PRIMARY KEY,
+    data       bytea NOT NULL,
+    expires_at timestamptz NOT NULL
+);
 """,
 }
 
@@ -200,6 +209,19 @@ class Sql:
         self.has_inbox = f"SELECT EXISTS (SELECT 1 FROM {s}.inbox WHERE run_id = $1)"
         self.post = f"INSERT INTO {s}.inbox (run_id, payload) VALUES ($1, $2)"
         self.take_inbox = f"SELECT id, payload FROM {s}.inbox WHERE run_id = $1 ORDER BY id"
+        self.advertise = (
+            f"INSERT INTO {s}.workers (key, data, expires_at) "
+            "VALUES ($1, $2, now() + make_interval(secs => $3)) "
+            "ON CONFLICT (key) DO UPDATE SET data = $2, expires_at = excluded.expires_at"
+        )
+        self.withdraw = (
+            f"DELETE FROM {s}.workers WHERE key = $1 OR expires_at < now() - interval '1 hour'"
+        )
+        self.advertised = f"SELECT key, data FROM {s}.workers WHERE expires_at > now()"
+        self.renew_adverts = (
+            f"UPDATE {s}.workers SET expires_at = now() + make_interval(secs => $2) "
+            "WHERE key = ANY($1::text[])"
+        )
         self.inbox_versions = (
             f"SELECT run_id, max(id) FROM {s}.inbox WHERE run_id = ANY($1::text[]) GROUP BY run_id"
         )

@@ -131,6 +131,7 @@ class PostgresStore:
         self._pool: asyncpg.Pool[Any] | None = None
         self._held: dict[str, PgJournal | None] = {}
         self._taken: dict[str, list[int]] = {}
+        self._adverts: dict[str, bytes] = {}  # this store's advertisements, renewed
         self.start_wait = start_wait
         self._changes = Changes(dsn, self.sql.channel)
         self._stack: AsyncExitStack | None = None
@@ -388,6 +389,29 @@ class PostgresStore:
         rows = await self._retry("fetch", self.sql.take_inbox, run_id)
         self._taken[run_id] = [r[0] for r in rows]
         return [decode_event(r[1]) for r in rows]
+
+    async def advertise(self, key: str, data: bytes | None) -> None:
+        """Keep ``data`` under ``key`` in the ``workers`` table, renewed with this store's
+        leases, while it runs (``None``: take it back): what a worker can run, for the others
+        (see ``supervisor._fleet``)."""
+        if data is None:
+            self._adverts.pop(key, None)
+            await self._retry("execute", self.sql.withdraw, key)
+            return
+        self._adverts[key] = data
+        await self._retry("execute", self.sql.advertise, key, data, self.lease_ttl * 2)
+
+    async def renew_adverts(self) -> None:
+        """Keep this store's advertisements alive (with its leases' renewal)."""
+        if self._adverts:
+            await self._retry(
+                "execute", self.sql.renew_adverts, list(self._adverts), self.lease_ttl * 2
+            )
+
+    async def advertised(self) -> dict[str, bytes]:
+        """Every live worker's advertisement (renewed within twice the lease), by key."""
+        rows = await self._retry("fetch", self.sql.advertised)
+        return {r[0]: bytes(r[1]) for r in rows}
 
     async def peek_inbox(self, run_id: str) -> list[AnyEvent]:
         """The answers waiting for the run, oldest first, without taking them."""

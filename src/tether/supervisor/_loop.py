@@ -58,8 +58,8 @@ from ._replay import Run, Verify, plan_turn
 from ._reply import act_on_stop, model_failed, safe_call_ids, starts_with_answer
 from ._resume import resumed, stopped_mid_work, was_interrupted
 from ._runtime import Interruption as Interruption
+from ._runtime import LeftForAnother, Suspend, definitions, load_blobs, spec_for
 from ._runtime import Runtime as Runtime
-from ._runtime import Suspend, definitions, load_blobs, spec_for
 from ._state import Call, RunState, RunStatus, fold
 from ._status import Outcome, run_deadline, run_status
 from ._telemetry import ChatTelemetry, DriveTelemetry
@@ -177,6 +177,9 @@ class _Drive:
             return run_status(state, rt.clock())
         problem, takeover = contract_decision(state, rt)
         if problem is not None:
+            taker = await rt.taker(state.manifest)
+            if taker is not None:  # a rolling deploy: a worker that has its contract is live
+                raise LeftForAnother(taker)
             return await self._park_for_contract(problem)
         if takeover is not None:  # tools that changed compatibly: the run goes on under them
             log.info("run %s: %s", state.run_id, takeover.note, extra={"run_id": state.run_id})

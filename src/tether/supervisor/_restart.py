@@ -28,7 +28,7 @@ from ._backoff import Backoff, sleep_unless
 from ._entry import Entry
 from ._failures import explain, is_store_failure, unusable
 from ._loop import drive
-from ._runtime import Interruption, Runtime
+from ._runtime import Interruption, LeftForAnother, Runtime
 from ._state import RunStatus
 from ._status import Outcome
 
@@ -93,6 +93,9 @@ async def drive_until_rest(
             if outcome.status.resting and not outcome.status.final:
                 failpoint("parked")
             return outcome
+        except LeftForAnother as left:
+            log.info("run %s: %s", run_id, left, extra={"run_id": run_id})
+            return OWNED_ELSEWHERE
         except Exception as exc:
             lost = _lease_lost(exc)
             if lost is not None:

@@ -49,6 +49,10 @@ async def _no_cascade(state: RunState) -> None:
     return None
 
 
+async def _no_taker(manifest: Manifest) -> str | None:
+    return None
+
+
 async def _no_runs(run_id: str) -> list[AnyEvent]:
     raise RuntimeError("this runtime cannot read other runs (it has no supervisor)")
 
@@ -77,6 +81,7 @@ class Runtime:
     halting: set[str] = field(default_factory=set)  # runs whose drive a cancellation stops
     cancel_queued: Callable[[str], Awaitable[bool]] = _nothing_queued
     cascade: Callable[[RunState], Awaitable[None]] = _no_cascade
+    taker: Callable[[Manifest], Awaitable[str | None]] = _no_taker  # see _fleet
     telemetry: RunTelemetry | None = None
     definitions: dict[tuple[tuple[str, str, str], ...], list[dict[str, Any]]] = field(
         default_factory=dict
@@ -93,6 +98,15 @@ class Interruption:
 
 class Suspend(Exception):
     """Raised inside a drive when the supervisor stops: start nothing new, record the stop."""
+
+
+class LeftForAnother(Exception):
+    """Raised inside a drive of a run this process cannot continue while another live worker
+    can (``_fleet``): nothing is recorded, the run is let go for that worker."""
+
+    def __init__(self, worker: str) -> None:
+        self.worker = worker
+        super().__init__(f"left for worker {worker}, which has its pinned contracts")
 
 
 def spec_for(state: RunState, rt: Runtime, name: str) -> ToolSpec | None:

@@ -39,6 +39,7 @@ from ._entry import Board
 from ._entry import Entry as _Entry
 from ._entry import RunView as RunView
 from ._entry import StatusChange as StatusChange
+from ._fleet import Fleet
 from ._halts import Halts
 from ._manifest import build_manifest
 from ._runtime import Runtime
@@ -169,6 +170,8 @@ class Supervisor:
             store, self._rt, self._board, self._tasks, tell_parent=self._tell_parent
         )
         self._halts = Halts(store, self._rt, self._board)
+        self._fleet = Fleet(store, self._rt)
+        self._rt.taker = self._fleet.taker
         self._rt.cancel_queued = self._halts.queued
         self._rt.cascade = self._halts.cascade
         self._stack: AsyncExitStack | None = None
@@ -189,6 +192,9 @@ class Supervisor:
             tg.start_soon(self._timers.serve, name="tether-timers")
             tg.start_soon(self._halts.serve, name="tether-halts")
             if self._resume:
+                # A worker: it says what it can run, for the others of a rolling deploy.
+                await self._fleet.enter()
+                stack.push_async_callback(self._fleet.leave)
                 counts = await self._sweeper.sweep()
                 log.info("%s", start_line(self._store, counts))
                 if self._sweep_interval is not None:

@@ -45,12 +45,15 @@ class Found:
         spawn: start it now.
         alone: a suspect: start it after the others, to take its next step alone.
         resumes: it is started to resume work (not only to take queued answers).
+        lacks_contract: this process lacks a contract the run pinned (it is started to park
+            it, unless another live worker has the contract).
     """
 
     outcome: Outcome
     spawn: bool = False
     alone: bool = False
     resumes: bool = False
+    lacks_contract: bool = False
 
 
 def what_to_do(
@@ -78,8 +81,9 @@ def what_to_do(
         return Found(outcome)
     if outcome.status is RunStatus.RUNNING:
         if manifest_problem(rt, state.manifest) is not None:
-            # Started, to journal why it cannot go on here (every view then shows it).
-            return Found(Outcome(RunStatus.RUNNING), spawn=True)
+            # Started, to journal why it cannot go on here (every view then shows it), unless
+            # a worker that can continue it is live (a rolling deploy: see ``_fleet``).
+            return Found(Outcome(RunStatus.RUNNING), spawn=True, lacks_contract=True)
         if state.interruptions:
             return Found(outcome, spawn=True, alone=True, resumes=True)
         return Found(outcome, spawn=True, resumes=True)
@@ -229,6 +233,19 @@ class Sweeper:
             if found.alone:
                 suspects.append((state.interruptions, run_id))
                 continue
+            if found.lacks_contract:
+                taker = await self._rt.taker(state.manifest)
+                if taker is not None:
+                    log.info(
+                        "run %s: left for worker %s, which has its pinned contracts",
+                        run_id,
+                        taker,
+                        extra={"run_id": run_id},
+                    )
+                    counts["left for another worker"] += 1
+                    board.entry(run_id).seen = None  # looked at again next sweep (it may go)
+                    board.release(run_id)
+                    continue
             if found.spawn:
                 board.set(run_id, outcome)
                 tasks.spawn(run_id, None, fresh=False)
