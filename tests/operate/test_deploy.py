@@ -8,14 +8,17 @@ import pathlib
 from typing import Any
 
 import anyio
+import httpx2
 import pytest
 
+import tether.web
 from tether import RunStateError, operate
 from tether.journal import FileStore, Parked, Repinned, ToolStarted
 from tether.supervisor import RunStatus, Supervisor
 from tether.testing import assert_strands_nothing, check_journals
 
 from .._cli import run_tether
+from ..web._envs import PRIYA, TOKENS, auth
 from . import _deploy_app as app
 
 RUN = "run-deploy"
@@ -160,3 +163,45 @@ async def test_assert_strands_nothing_fails_a_change_that_would(root: pathlib.Pa
         await assert_strands_nothing(store, app.v1())
         with pytest.raises(AssertionError, match="would stop"):
             await assert_strands_nothing(store, app.v2())
+
+
+async def test_the_console_offers_a_live_workers_contract_and_a_click_repins(
+    root: pathlib.Path,
+) -> None:
+    """A run parked for its contract, with a worker of the new application live: the inbox
+    offers that worker's contract, and accepting it lets that worker finish the run."""
+    deploy = app.v2()
+    async with FileStore(root) as store:
+        await operate.decide(store, RUN, "toolu_l", approved=True, by="priya")
+        async with Supervisor(
+            store, model=deploy.model, tools=deploy.tools, sweep_interval=0.1
+        ) as sup:
+            with anyio.fail_after(10):
+                while (await sup.inspect(RUN)).status is not RunStatus.NEEDS_ATTENTION:
+                    await anyio.sleep(0.02)
+            console = tether.web.app(store, tokens=TOKENS)
+            transport = httpx2.ASGITransport(app=console)
+            async with httpx2.AsyncClient(transport=transport, base_url="http://c.test") as c:
+                inbox = (await c.get("/api/inbox", headers=auth(PRIYA))).json()
+                (parked,) = inbox["parked"]
+                (offer,) = parked["offers"]
+                assert offer["worker"] == sup._fleet.key
+                assert offer["changes"][0].startswith("notify v1 (")
+                answered = await c.post(
+                    f"/api/runs/{RUN}/repin",
+                    json={"worker": offer["worker"], "note": "email is fine"},
+                    headers=auth(PRIYA),
+                )
+                assert answered.status_code == 200, answered.text
+                assert "recorded: repin of run" in answered.json()["message"]
+                gone = await c.post(
+                    f"/api/runs/{RUN}/repin", json={"worker": "nobody"}, headers=auth(PRIYA)
+                )
+                assert gone.status_code == 409
+            with anyio.fail_after(10):
+                while not (await sup.inspect(RUN)).status.final:
+                    await anyio.sleep(0.02)
+            assert (await sup.inspect(RUN)).status is RunStatus.DONE
+    assert app.SENT == ["1+channel c-1 email"]
+    (record,) = [e for e in await FileStore(root).read(RUN) if isinstance(e, Repinned)]
+    assert (record.by, record.note) == ("priya", "email is fine")

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..journal._protocols import RunStore
+from ..journal._records import ToolPin
+from ..supervisor._fleet import Advertising, Contracts, decode_contracts
 from ..supervisor._manifest import Change, contract_changes
 from ..supervisor._state import RunState, fold
 from ..supervisor._worker import WorkerApp
@@ -188,3 +190,51 @@ async def check_deploy(store: RunStore, app: WorkerApp) -> DeployCheck:
     """
     states = [fold(await store.read(run_id)) for run_id in await store.list_runs()]
     return check_runs(states, app)
+
+
+def repin_plan(
+    state: RunState, contracts: Contracts
+) -> tuple[list[ToolPin], tuple[str, dict[str, Any]] | None]:
+    """What moving run ``state`` to a worker's ``contracts`` takes: the pins (that worker's
+    latest version of each pinned tool it lacks as pinned) and the model (name, parameters)
+    when that differs; both empty when the worker can run it as it is."""
+    manifest = state.manifest
+    have = {(p.name, p.version, p.schema_hash) for p in contracts.tools}
+    pins = [
+        latest
+        for pin in manifest.tools
+        if (pin.name, pin.version, pin.schema_hash) not in have
+        and (latest := contracts.latest(pin.name)) is not None
+    ]
+    model = None
+    if (manifest.model, manifest.model_params) != (contracts.model, contracts.model_params):
+        model = (contracts.model, dict(contracts.model_params))
+    return pins, model
+
+
+async def fleet_of(store: object) -> dict[str, Contracts]:
+    """The live workers of ``store`` and what each can run (none for a store without them)."""
+    if not isinstance(store, Advertising):
+        return {}
+    ads = await store.advertised()
+    return {key: c for key, data in ads.items() if (c := decode_contracts(data)) is not None}
+
+
+def offers(state: RunState, fleet: dict[str, Contracts]) -> list[dict[str, Any]]:
+    """For a run parked for its contract: each live worker it could go on with, once a person
+    accepts that worker's contracts (``tether repin``), and what would change."""
+    parked = state.parked
+    if parked is None or parked.cause != "contract" or state.finished is not None:
+        return []
+    out = []
+    for key, contracts in sorted(fleet.items()):
+        pins, model = repin_plan(state, contracts)
+        names = {pin.name for pin in contracts.tools}
+        if any(pin.name not in names for pin in state.manifest.tools):
+            continue  # that worker lacks a tool the run pinned altogether
+        changes = [f"{p.name} v{p.version} ({p.schema_hash[:12]})" for p in pins]
+        if model is not None:
+            changes.append(f"model {model[0]}")
+        if changes:
+            out.append({"worker": key, "changes": changes})
+    return out

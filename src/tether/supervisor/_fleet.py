@@ -25,7 +25,7 @@ from typing import Protocol, runtime_checkable
 
 import msgspec
 
-from ..journal._records import JSONValue, Manifest
+from ..journal._records import JSONValue, Manifest, ToolPin
 from ..tools._compat import incompatibility
 from ._runtime import Runtime
 
@@ -35,24 +35,21 @@ LOOK_AGAIN = 1.0
 """Seconds the fleet's advertisements are reused before the store is read again."""
 
 
-class ToolContract(msgspec.Struct, frozen=True, kw_only=True):
-    """One tool version a worker can run."""
-
-    name: str
-    version: str
-    schema_hash: str
-    compatible: bool = False
-    input_schema: dict[str, JSONValue] | None = None
-
-
 class Contracts(msgspec.Struct, frozen=True, kw_only=True):
-    """What a worker's application can honour."""
+    """What a worker's application can honour: its model, and every tool version it registers
+    (as the pin a run would hold of it), with the ones it declares compatible."""
 
     model: str
     model_params: dict[str, JSONValue] = msgspec.field(default_factory=dict)
-    tools: list[ToolContract] = msgspec.field(default_factory=list)
+    tools: list[ToolPin] = msgspec.field(default_factory=list)
+    compatible: list[tuple[str, str]] = msgspec.field(default_factory=list)
     app_version: str = ""
     strict_app_version: bool = False
+
+    def latest(self, name: str) -> ToolPin | None:
+        """The pin of tool ``name``'s latest version here (the registry's order), if any."""
+        found = [pin for pin in self.tools if pin.name == name]
+        return found[-1] if found else None
 
 
 _ENCODER = msgspec.json.Encoder()
@@ -61,21 +58,16 @@ _DECODER = msgspec.json.Decoder(Contracts)
 
 def contracts_of(rt: Runtime) -> Contracts:
     """The contracts this process's runtime can honour."""
-    tools = [
-        ToolContract(
-            name=spec.name,
-            version=version,
-            schema_hash=(s := rt.tools.get(spec.name, version)).schema_hash,
-            compatible=s.compatible,
-            input_schema=s.input_schema,
-        )
+    specs = [
+        rt.tools.get(spec.name, version)
         for spec in rt.tools
         for version in rt.tools.versions(spec.name)
     ]
     return Contracts(
         model=rt.model.name,
         model_params=msgspec.json.decode(msgspec.json.encode(rt.model.params)),
-        tools=tools,
+        tools=[s.pin() for s in specs],
+        compatible=[(s.name, s.version) for s in specs if s.compatible],
         app_version=rt.app_version,
         strict_app_version=rt.strict_app_version,
     )
@@ -89,13 +81,14 @@ def honours(contracts: Contracts, manifest: Manifest) -> bool:
     if contracts.strict_app_version and manifest.app_version != contracts.app_version:
         return False
     have = {(t.name, t.version): t for t in contracts.tools}
+    compatible = {tuple(c) for c in contracts.compatible}
     for pin in manifest.tools:
         tool = have.get((pin.name, pin.version))
         if tool is None:
             return False
         if tool.schema_hash == pin.schema_hash:
             continue
-        if not tool.compatible or tool.input_schema is None:
+        if (pin.name, pin.version) not in compatible or tool.input_schema is None:
             return False
         if incompatibility(pin.input_schema, tool.input_schema) is not None:
             return False
@@ -113,6 +106,14 @@ class Advertising(Protocol):
     async def advertised(self) -> dict[str, bytes]:
         """Every live worker's advertisement, by key."""
         ...
+
+
+def decode_contracts(data: bytes) -> Contracts | None:
+    """An advertisement's contracts (``None``: damaged, or from a newer tether)."""
+    try:
+        return _DECODER.decode(data)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
 
 
 class Fleet:
@@ -165,12 +166,7 @@ class Fleet:
             except Exception as exc:
                 log.warning("could not read what the other workers can run (%s)", exc)
                 ads = {}
-            seen: dict[str, Contracts] = {}
-            for key, data in ads.items():
-                try:
-                    seen[key] = _DECODER.decode(data)
-                except (msgspec.DecodeError, msgspec.ValidationError):
-                    continue  # a newer or damaged advertisement: not one to rely on
+            seen = {key: c for key, data in ads.items() if (c := decode_contracts(data))}
             self._seen, self._seen_at = seen, now
         for key, contracts in self._seen.items():
             if key != self.key and honours(contracts, manifest):

@@ -25,9 +25,12 @@ from .._errors import (
 )
 from ..journal._protocols import Store
 from ..operate import acknowledgement
+from ..operate._deploy import fleet_of, repin_plan
+from ..supervisor._answers import Recorded
+from ..supervisor._state import fold
 from ..supervisor._verbs import OUTCOMES
 
-VERBS = ("approve", "reject", "resolve", "retry", "cancel", "signal")
+VERBS = ("approve", "reject", "resolve", "retry", "cancel", "signal", "repin")
 CALL_VERBS = ("approve", "reject", "resolve")
 
 
@@ -74,7 +77,8 @@ async def act(
 
     ``params``: ``note`` (approve, reject, resolve, retry), ``outcome`` and ``result``
     (resolve; any JSON value), ``extend`` (retry: budget name to amount), ``reason`` (cancel),
-    ``name``, ``data`` and ``id`` (signal).
+    ``name``, ``data`` and ``id`` (signal), ``worker`` (repin: to that live worker's
+    contracts).
 
     Raises:
         ActionError: nothing was recorded (or, status 503 with ``broken``, it is unknown).
@@ -160,6 +164,8 @@ async def _act(
         done = await operate.retry(
             store, run_id, by=by, note=_text(params, "note"), extend=list(extend.items())
         )
+    elif verb == "repin":
+        done = await _repin(store, run_id, _text(params, "worker"), _text(params, "note"), by)
     elif verb == "cancel":
         reason = _text(params, "reason", "cancelled") or "cancelled"
         done = await operate.cancel(store, run_id, reason=reason, by=by)
@@ -173,3 +179,13 @@ async def _act(
             by=by,
         )
     return Answered(acknowledgement(run_id, done), queued=done.queued, repeated=done.repeated)
+
+
+async def _repin(store: Store, run_id: str, worker: str, note: str, by: str) -> Recorded:
+    """Move the run to the contracts live worker ``worker`` advertises, as ``by`` accepts."""
+    contracts = (await fleet_of(store)).get(worker)
+    if contracts is None:
+        raise ActionError(409, "refused", f"refused: no live worker {worker!r} in this store")
+    state = fold(await store.read(run_id))
+    pins, model = repin_plan(state, contracts)
+    return await operate.repin(store, run_id, tools=pins, model=model, by=by, note=note)

@@ -25,6 +25,7 @@ from starlette.routing import Route
 
 from .._errors import InvalidRunIdError, JournalError, RunNotFoundError
 from ..journal._records import ToolResult
+from ..operate._deploy import fleet_of
 from ..operate._holders import holder_of
 from ..operate._summary import RunSummary, summarize
 from ..supervisor._state import RunStatus
@@ -124,7 +125,8 @@ def api_routes(console: Console) -> list[Route]:
         return error(404, "not_found", f"no result of run {run_id!r} refers to blob {digest}")
 
     async def inbox_items(request: Request, who: Who) -> Response:
-        return JSONResponse(inbox(await console.listing.summaries(), console.clock()))
+        summaries = await console.listing.summaries()
+        return JSONResponse(inbox(summaries, console.clock(), await fleet_of(console.store)))
 
     async def whoami(request: Request, who: Who) -> Response:
         session = who.session
@@ -199,7 +201,7 @@ def api_routes(console: Console) -> list[Route]:
         routes.append(
             Route(f"/api/runs/{{run_id}}/calls/{{call_id}}/{verb}", answer(verb), methods=["POST"])
         )
-    for verb in ("retry", "cancel", "signal"):
+    for verb in ("retry", "cancel", "signal", "repin"):
         routes.append(Route(f"/api/runs/{{run_id}}/{verb}", answer(verb), methods=["POST"]))
     return routes
 

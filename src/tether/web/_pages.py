@@ -20,6 +20,7 @@ from starlette.routing import Route
 
 from .._errors import InvalidRunIdError, JournalError, RunNotFoundError
 from ..journal._records import ToolResult
+from ..operate._deploy import fleet_of
 from ..operate._holders import holder_of
 from ..operate._summary import summarize
 from ..supervisor._state import RunStatus
@@ -176,7 +177,7 @@ def page_routes(console: Console) -> list[Route]:
 
     async def inbox_page(request: Request, who: Who, opened: Session | None) -> Response:
         summaries = await console.listing.summaries()
-        items = inbox(summaries, console.clock())
+        items = inbox(summaries, console.clock(), await fleet_of(console.store))
         return render(
             request, who, opened, "inbox.html", title="Inbox", nav="inbox", live=True, items=items
         )
@@ -297,7 +298,7 @@ def page_routes(console: Console) -> list[Route]:
         routes.append(
             Route(f"/runs/{{run_id}}/calls/{{call_id}}/{verb}", answer(verb), methods=["POST"])
         )
-    for verb in ("retry", "cancel", "signal"):
+    for verb in ("retry", "cancel", "signal", "repin"):
         routes.append(Route(f"/runs/{{run_id}}/{verb}", answer(verb), methods=["POST"]))
     return routes
 
@@ -319,7 +320,7 @@ def _json_field(form: dict[str, str], key: str) -> Any:
 def _params(verb: str, form: dict[str, str]) -> dict[str, Any]:
     """A form's fields as ``act`` takes them (JSON fields decoded, budgets parsed)."""
     params: dict[str, Any] = {
-        k: v for k, v in form.items() if k in ("note", "outcome", "reason", "name", "id")
+        k: v for k, v in form.items() if k in ("note", "outcome", "reason", "name", "id", "worker")
     }
     if verb == "resolve":
         params["result"] = _json_field(form, "result")

@@ -14,8 +14,10 @@ from typing import Any
 import msgspec
 
 from ..journal._records import AnyEvent, ModelResponse, RunStarted, ToolResult
+from ..operate._deploy import offers
 from ..operate._describe import as_json, describe, event_type, format_age, format_time, shorten
 from ..operate._summary import RunSummary, as_tree
+from ..supervisor._fleet import Contracts
 from ..supervisor._state import RunState, RunStatus
 from ..supervisor._status import run_deadline, world_wait
 
@@ -124,7 +126,9 @@ def _context(state: RunState) -> dict[str, str]:
     return {"prompt": shorten(prompt, 600), "model_said": shorten(said, 600)}
 
 
-def inbox(summaries: list[RunSummary], now: float) -> dict[str, list[dict[str, Any]]]:
+def inbox(
+    summaries: list[RunSummary], now: float, fleet: dict[str, Contracts] | None = None
+) -> dict[str, list[dict[str, Any]]]:
     """Everything that waits for a person, across all runs.
 
     ``calls``: approvals and escalated calls (``awaiting`` says which); ``parked``: runs the
@@ -164,6 +168,7 @@ def inbox(summaries: list[RunSummary], now: float) -> dict[str, list[dict[str, A
                     "reason": state.parked.reason,
                     "action": s.action,
                     "since": state.parked.at,
+                    "offers": offers(state, fleet or {}),
                 }
             )
         for call in state.calls.values():
