@@ -10,7 +10,10 @@ own, as a newcomer following it would:
   its output (standard output and error) must match the lines shown, where ``...`` alone on a
   line stands for any lines and ``...`` inside a line for any text;
 - a ``python`` block without a title is a program: it is run and must succeed;
-- ``text`` and ``json`` blocks are output or data shown to the reader, not code.
+- ``text`` and ``json`` blocks are output or data shown to the reader, not code;
+- a block made only of sections of a file (``--8<-- "docs/how-to/shop.py:verify"``) shows
+  part of a file the page also includes whole, in a block with a title: it runs as part of
+  that file.
 
 The line right before a fence can say more, as an HTML comment the site does not show:
 
@@ -60,6 +63,7 @@ class Block:
     title: str | None
     body: str  # with snippets expanded
     includes: list[str] = field(default_factory=list)  # files it includes
+    fragments: bool = False  # only sections of included files: shown, run with the whole file
     skip: str | None = None  # the reason, for a block marked skip
     background: str | None = None  # the text to wait for, for a block marked background
 
@@ -128,10 +132,12 @@ def read_page(path: Path) -> Page:
         start = i
         body: list[str] = []
         includes: list[str] = []
+        raw_lines: list[str] = []
         i += 1
         where = f"{path.relative_to(REPO)}:{start + 1}"
         while i < len(lines) and lines[i].strip() != fence:
             raw = lines[i][len(indent) :] if lines[i].startswith(indent) else lines[i].lstrip()
+            raw_lines.append(raw)
             expanded, included = expand(raw, where)
             body += expanded
             if included:
@@ -145,6 +151,12 @@ def read_page(path: Path) -> Page:
             title=_title(info),
             body="\n".join(body) + "\n",
             includes=includes,
+            fragments=bool(raw_lines)
+            and all(
+                (m := SNIPPET.match(r)) is not None and ":" in m["path"]
+                for r in raw_lines
+                if r.strip()
+            ),
         )
         before = next((lines[j] for j in range(start - 1, -1, -1) if lines[j].strip()), "")
         marker = MARKER.match(before)

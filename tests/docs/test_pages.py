@@ -123,7 +123,7 @@ class PageRun:
         return problems
 
     def run(self, block: Block) -> None:
-        if block.skip is not None:
+        if block.skip is not None or block.fragments:
             return
         if block.title is not None:
             target = self.cwd / block.title
@@ -165,9 +165,15 @@ def test_a_page_runs_as_written(path: Path, tmp_path: Path) -> None:
 @pytest.mark.parametrize("path", run_pages(), ids=lambda p: str(p.relative_to(REPO)))
 def test_every_block_is_run_or_says_why_not(path: Path) -> None:
     """A code block must be one the run knows how to run; one it skips must give a reason."""
-    for block in read_page(path).blocks:
+    page = read_page(path)
+    whole = {f for b in page.blocks if b.title is not None for f in b.includes}
+    for block in page.blocks:
         if block.skip is not None:
             assert block.skip.strip(), f"{block.where}: a skipped block must say why"
+            continue
+        if block.fragments:
+            files = {f.partition(":")[0] for f in block.includes}
+            assert files <= whole, f"{block.where}: shows part of a file the page does not save"
             continue
         assert block.lang in CODE | NOT_CODE, f"{block.where}: a block of {block.lang!r}"
         if block.background is not None:
