@@ -19,14 +19,16 @@ The line right before a fence can say more, as an HTML comment the site does not
 
 - ``<!-- skip: REASON -->``: not run, for a block that needs an API key or a server (the
   reason is required, and the page says the same to its reader);
+- ``<!-- requires: MODULE -->``: run only where ``MODULE`` can be imported (an optional
+  package tether does not depend on, such as FastAPI);
 - ``<!-- background: TEXT -->``: a ``sh`` block whose command keeps running (a worker, a
   server): it is started, the page goes on once ``TEXT`` appears in its output, and when the
-  page ends it gets ``SIGTERM`` and must exit 0.
+  page ends it gets ``SIGTERM`` and must exit 0 (a ``tether`` command; another, such as
+  uvicorn, may also end by the signal after shutting down).
 
 Anywhere on a page, ``<!-- port: N -->`` says the page talks to a server on port N: the run
 replaces N by a free port throughout, so that pages run side by side with anything else on the
-machine; ``<!-- requires: MODULE -->`` skips the page, naming the module, where it cannot be
-imported.
+machine.
 
 Blocks may include files with the site's snippet syntax (``--8<-- "docs/tutorial/support.py"``,
 relative to the repository root): they are expanded here exactly as the site expands them, so
@@ -36,7 +38,6 @@ what is run is what is shown.
 from __future__ import annotations
 
 import re
-import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,8 +48,10 @@ RUN_PAGES = ("tutorial", "how-to")
 FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,})(?P<info>.*)$")
 SNIPPET = re.compile(r'^\s*-{1,}8<-{1,}\s+"(?P<path>[^"]+)"\s*$')
 SECTION = re.compile(r"-{1,}8<-{1,}\s+\[\s*(start|end)\s*:\s*([a-z][-_0-9a-z]*)\s*\]")
-MARKER = re.compile(r"^\s*<!--\s*(?P<kind>skip|background)\s*(?::\s*(?P<arg>.*?))?\s*-->\s*$")
-PAGE_MARKER = re.compile(r"<!--\s*(?P<kind>port|requires)\s*:\s*(?P<arg>.*?)\s*-->")
+MARKER = re.compile(
+    r"^\s*<!--\s*(?P<kind>skip|background|requires)\s*(?::\s*(?P<arg>.*?))?\s*-->\s*$"
+)
+PAGE_MARKER = re.compile(r"<!--\s*(?P<kind>port)\s*:\s*(?P<arg>.*?)\s*-->")
 CODE = {"python", "sh", "console"}
 NOT_CODE = {"text", "json"}
 
@@ -66,6 +69,7 @@ class Block:
     fragments: bool = False  # only sections of included files: shown, run with the whole file
     skip: str | None = None  # the reason, for a block marked skip
     background: str | None = None  # the text to wait for, for a block marked background
+    requires: str | None = None  # a module the block needs, for a block marked requires
 
     @property
     def where(self) -> str:
@@ -79,7 +83,6 @@ class Page:
     path: Path
     blocks: list[Block]
     ports: list[int]
-    requires: list[str]
 
 
 def expand(line: str, where: str) -> tuple[list[str], str | None]:
@@ -163,12 +166,13 @@ def read_page(path: Path) -> Page:
         if marker is not None:
             if marker["kind"] == "skip":
                 block.skip = marker["arg"] or ""
+            elif marker["kind"] == "requires":
+                block.requires = marker["arg"] or ""
             else:
                 block.background = marker["arg"] or ""
         blocks.append(block)
     ports = [int(m["arg"]) for m in PAGE_MARKER.finditer(text) if m["kind"] == "port"]
-    requires = [m["arg"] for m in PAGE_MARKER.finditer(text) if m["kind"] == "requires"]
-    return Page(path=path, blocks=blocks, ports=ports, requires=requires)
+    return Page(path=path, blocks=blocks, ports=ports)
 
 
 def run_pages() -> list[Path]:
@@ -215,11 +219,3 @@ def output_matches(expected: list[str], actual: str) -> bool:
             pattern += "[^\\n]*?".join(parts) + r"[ \t]*\n"
     text = "".join(line.rstrip() + "\n" for line in actual.splitlines())
     return re.fullmatch(pattern, text) is not None
-
-
-def shell_words(command: str) -> list[str]:
-    """The words of a command line (for reports)."""
-    try:
-        return shlex.split(command)
-    except ValueError:
-        return command.split()
