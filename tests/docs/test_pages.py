@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -51,6 +52,16 @@ def _environment() -> dict[str, str]:
     return env
 
 
+def _split_assignments(command: str) -> tuple[str, str]:
+    """``("export A=1; ", "cmd ...")`` for ``"A=1 cmd ..."``: a background command is
+    ``exec``'d, so that its own exit code is the one seen."""
+    settings = ""
+    while m := re.match(r"([A-Za-z_][A-Za-z0-9_]*=\S*)\s+", command):
+        settings += f"export {m[1]}; "
+        command = command[m.end() :]
+    return settings, command
+
+
 class PageRun:
     """One page run top to bottom in ``cwd``."""
 
@@ -82,9 +93,10 @@ class PageRun:
 
     def start(self, block: Block) -> None:
         log = self.cwd / f".background-{block.line}.log"
+        settings, command = _split_assignments(self.text(block.body).strip())
         with log.open("wb") as out:
             proc = subprocess.Popen(
-                ["bash", "-euo", "pipefail", "-c", "exec " + self.text(block.body).strip()],
+                ["bash", "-euo", "pipefail", "-c", f"{settings}exec {command}"],
                 cwd=self.cwd,
                 env=self.env,
                 stdout=out,
@@ -118,7 +130,8 @@ class PageRun:
                 problems.append(f"{block.where}: did not stop on SIGTERM")
                 continue
             # tether's commands exit 0 after a drain; others (uvicorn) may end by the signal
-            allowed = {0} if block.body.lstrip().startswith("tether ") else {0, -signal.SIGTERM}
+            command = _split_assignments(block.body.strip())[1]
+            allowed = {0} if command.startswith("tether ") else {0, -signal.SIGTERM}
             if code not in allowed:
                 output = log.read_text(errors="replace")
                 problems.append(f"{block.where}: exited {code} on SIGTERM:\n{output}")
