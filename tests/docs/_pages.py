@@ -19,8 +19,9 @@ The line right before a fence can say more, as an HTML comment the site does not
 
 - ``<!-- skip: REASON -->``: not run, for a block that needs an API key or a server (the
   reason is required, and the page says the same to its reader);
-- ``<!-- requires: MODULE -->``: run only where ``MODULE`` can be imported (an optional
-  package tether does not depend on, such as FastAPI);
+- ``<!-- requires: NAME, ... -->``: run only where each NAME is a module that can be
+  imported or a program on ``PATH`` (FastAPI, which tether does not depend on; PostgreSQL's
+  ``initdb``);
 - ``<!-- background: TEXT -->``: a ``sh`` block whose command keeps running (a worker, a
   server): it is started, the page goes on once ``TEXT`` appears in its output, and when the
   page ends it gets ``SIGTERM`` and must exit 0 (a ``tether`` command; another, such as

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -50,6 +51,19 @@ def _environment() -> dict[str, str]:
     env["PYTHONUNBUFFERED"] = "1"
     env["COLUMNS"] = "200"
     return env
+
+
+def _available(requires: str) -> bool:
+    """Whether every module or program named (comma-separated) is there. Where CI requires
+    PostgreSQL (``TETHER_REQUIRE_POSTGRES=1``), its server binaries must be."""
+    missing = [
+        name.strip()
+        for name in requires.split(",")
+        if importlib.util.find_spec(name.strip()) is None and shutil.which(name.strip()) is None
+    ]
+    if os.environ.get("TETHER_REQUIRE_POSTGRES") == "1":
+        assert not {"initdb", "pg_ctl"} & set(missing), f"missing {missing}"
+    return not missing
 
 
 def _split_assignments(command: str) -> tuple[str, str]:
@@ -140,8 +154,8 @@ class PageRun:
     def run(self, block: Block) -> None:
         if block.skip is not None or block.fragments:
             return
-        if block.requires is not None and importlib.util.find_spec(block.requires) is None:
-            return  # an optional package (the docs extra installs it)
+        if block.requires is not None and not _available(block.requires):
+            return  # an optional package or program, not installed here
         if block.title is not None:
             target = self.cwd / block.title
             target.parent.mkdir(parents=True, exist_ok=True)
