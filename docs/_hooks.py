@@ -19,10 +19,11 @@ import inspect
 import json
 import pkgutil
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mkdocs.config.defaults import MkDocsConfig
-from mkdocs.structure.files import File, Files
+if TYPE_CHECKING:  # mkdocs is needed only to build the site, not by the tests of these pages
+    from mkdocs.config.defaults import MkDocsConfig
+    from mkdocs.structure.files import Files
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -279,6 +280,42 @@ def http_api_page() -> str:
     return "\n".join(lines)
 
 
+# --- the journal's records ---------------------------------------------------------------------
+
+
+def _type_text(kind: Any) -> str:
+    text = kind.__name__ if isinstance(kind, type) else str(kind)
+    return text.replace("typing.", "").replace("tether.journal.", "")
+
+
+def records_table() -> str:
+    """Every event type of the journal's vocabulary: its tag, class and fields."""
+    import typing
+
+    import msgspec
+
+    from tether.journal import AnyEvent
+
+    lines = [
+        "| record | what it records | fields (beyond `seq` and `at`) |",
+        "|---|---|---|",
+    ]
+    for kind in typing.get_args(AnyEvent):
+        tag = kind.__struct_config__.tag
+        summary = " ".join((kind.__doc__ or "").split("\n\n")[0].split())
+        fields = []
+        for f in msgspec.structs.fields(kind):
+            if f.name in {"seq", "at"}:
+                continue
+            text = f"`{f.name}: {_type_text(f.type)}`"
+            if f.default is not msgspec.NODEFAULT:
+                text = f"{text} = `{f.default!r}`"
+            fields.append(text)
+        name = f"`{tag}` ([`{kind.__name__}`][tether.journal.{kind.__name__}])"
+        lines.append(f"| {name} | {_cell(summary)} | {', '.join(fields)} |")
+    return "\n".join(lines)
+
+
 # --- mkdocs ------------------------------------------------------------------------------------
 
 
@@ -293,8 +330,15 @@ def generated_pages() -> dict[str, str]:
     return pages
 
 
+def on_page_markdown(markdown: str, page: Any, config: MkDocsConfig, files: Files) -> str:
+    """Put the generated table of records where the journal format page asks for it."""
+    return markdown.replace("<!-- records -->", records_table())
+
+
 def on_files(files: Files, config: MkDocsConfig) -> Files:
     """Add the generated pages to the site's files."""
+    from mkdocs.structure.files import File
+
     for path, content in generated_pages().items():
         files.append(File.generated(config, path, content=content))
     return files
