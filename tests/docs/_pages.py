@@ -13,7 +13,7 @@ own, as a newcomer following it would:
 - ``text`` and ``json`` blocks are output or data shown to the reader, not code;
 - a block made only of sections of a file (``--8<-- "docs/how-to/shop.py:verify"``) shows
   part of a file the page also includes whole, in a block with a title: it runs as part of
-  that file.
+  that file (or part of a crash-test scenario in ``examples/``, which the crash tests run).
 
 The line right before a fence can say more, as an HTML comment the site does not show:
 
