@@ -213,6 +213,7 @@ def scenario(root: Path) -> Scenario:
 
         return ScriptedModel(script), tools
 
+    # --8<-- [start:decide]
     def decide(pending: Pending) -> Decision | Resolved | None:
         if not pending.escalated:
             return pending.approve(by="grace")
@@ -222,6 +223,8 @@ def scenario(root: Path) -> Scenario:
         if found is not None:
             return pending.succeeded(found, by="grace", note="found in the warehouse log")
         return pending.retry(by="grace", note="not in the warehouse log")
+
+    # --8<-- [end:decide]
 
     return Scenario(
         run_id=RUN_ID,

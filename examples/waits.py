@@ -109,11 +109,15 @@ def answer(messages: list[dict[str, Any]]) -> Any:
     return f"Refunded o-1; the customer replied: {said}"
 
 
+# --8<-- [start:deliver]
 def deliver(awaited: Awaited) -> Signal | None:
     """The customer answers the email."""
     if awaited.event == "reply.o-1":
         return awaited.deliver({"text": REPLY}, by="customer")
     return None
+
+
+# --8<-- [end:deliver]
 
 
 def scenario(root: Path) -> Scenario:

@@ -1,9 +1,9 @@
 """Appending to a journal: the async ``FileJournal`` handle and its thread-side file.
 
-Invariants kept here:
+Invariants kept here (numbered as in docs/design.md):
 
 - ``append`` returns only after the group's bytes, and the file size when it changed, are
-  ``fdatasync``'d (DESIGN invariant 2).
+  ``fdatasync``'d (docs/design.md invariant 2).
 - A write or sync error poisons the handle for good: ``JournalBrokenError`` from then on, never
   a retry (invariant 3). Reopening re-reads what is really on disk.
 - The handle holds an exclusive ``flock`` on the file from open to close (invariant 6, locally).

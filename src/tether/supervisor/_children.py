@@ -115,7 +115,8 @@ async def look_at_children(
 
 def not_adopted(parent: str, call_id: str, child_id: str, child: RunState) -> str | None:
     """Why run ``child_id`` (folded to ``child``) is not the child that call ``call_id`` of run
-    ``parent`` started (its ``run_started`` must name both, DESIGN invariant 13), or ``None``.
+    ``parent`` started (its ``run_started`` must name both, docs/design.md invariant 13), or
+    ``None``.
 
     A run may have the child's id without being the child: one created by hand, or by a
     journal from before child ids were checked. Its answer is never read as the child's.

@@ -1,10 +1,10 @@
 """What a run's task crashed on: the store under it, or the run itself; said in words.
 
-The supervisor treats the two apart (DESIGN invariant 9). A store that fails (a full disk, an
-I/O error, a broken journal handle, a lost database connection) is not the run's doing: the
-run waits and is tried again with backoff, for as long as it takes, and nothing is counted
-against it. Anything else that escapes a drive is the run's own crash, counted towards its
-crash-loop limit.
+The supervisor treats the two apart (docs/design.md invariant 9). A store that fails (a full
+disk, an I/O error, a broken journal handle, a lost database connection) is not the run's
+doing: the run waits and is tried again with backoff, for as long as it takes, and nothing is
+counted against it. Anything else that escapes a drive is the run's own crash, counted towards
+its crash-loop limit.
 """
 
 from __future__ import annotations

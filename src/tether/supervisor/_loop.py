@@ -1,6 +1,6 @@
 """The one agent loop: replay the journal, decide the next step from the state, act, record.
 
-A fresh run and a resumed run go through exactly this code (DESIGN invariant 4). Every step
+A fresh run and a resumed run go through exactly this code (docs/design.md invariant 4). Every step
 writes its intent before acting and its outcome before the next decision:
 
 - the model's answer (with its tool calls and their ids) is durable before any tool runs;
@@ -15,7 +15,7 @@ resume counts as an interruption and when a crash loop parks the run (``_resume`
 child runs (``_children``). This module carries their answers out, and keeps a run's life
 apart from its process's: a graceful stop leaves a ``suspended`` record, a model that fails
 transiently is asked again within the run, and one that refuses for good parks the run for a
-person instead of failing it (DESIGN invariant 9).
+person instead of failing it (docs/design.md invariant 9).
 """
 
 from __future__ import annotations

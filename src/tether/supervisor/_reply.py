@@ -93,7 +93,7 @@ nothing that means anything in a path, a URL, an HTML attribute or a run id."""
 
 
 def safe_call_ids(message: dict[str, Any], state: RunState, run_id: str) -> None:
-    """Give each call of ``message`` a safe id no earlier call of the run had (DESIGN
+    """Give each call of ``message`` a safe id no earlier call of the run had (docs/design.md
     invariants 10 and 13), before the answer is journaled, so that replay, the model's later
     requests and every ``tool_result`` use the new id.
 

@@ -4,7 +4,7 @@ whether a drive that stops leaves a stop worth recording.
 Only an interruption that is the run's own counts: its process died while it was active, or its
 task raised. A graceful stop (``suspended``), a store that failed and a run that never took a
 step are recorded too (``resumed``, with the cause), but not counted. Counted interruptions in a
-row without progress past the run's limit park it for a person (DESIGN invariant 9).
+row without progress past the run's limit park it for a person (docs/design.md invariant 9).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Replay does not regenerate anything: the conversation the model sees, the tool calls awaiting a
 result, and every counter a budget checks are all computed here from journal events, the same
-way for a fresh run and for one resumed in another process (DESIGN invariants 4 and 7).
+way for a fresh run and for one resumed in another process (docs/design.md invariants 4 and 7).
 """
 
 from __future__ import annotations

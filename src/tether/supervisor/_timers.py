@@ -1,9 +1,9 @@
 """One timer for every parked run: its next wake-up, approval deadlines and run deadlines.
 
-A parked run holds no task (DESIGN: parked runs cost no task and no descriptor), so its
-deadlines cannot sleep in a task of their own. The supervisor keeps one heap of wake-up times
-and one task that sleeps until the earliest; a run woken for nothing (it moved on meanwhile)
-is left as it is by the supervisor's own check.
+A parked run holds no task (docs/design/runtime.md: parked runs cost no task and no
+descriptor), so its deadlines cannot sleep in a task of their own. The supervisor keeps one
+heap of wake-up times and one task that sleeps until the earliest; a run woken for nothing (it
+moved on meanwhile) is left as it is by the supervisor's own check.
 """
 
 from __future__ import annotations

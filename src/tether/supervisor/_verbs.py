@@ -1,5 +1,5 @@
 """A person's answers, one implementation each: approve or reject, resolve, retry, signal,
-cancel, repin (DESIGN invariant 12).
+cancel, repin (docs/design.md invariant 12).
 
 Every front end calls these: ``Supervisor``'s methods, ``tether.operate`` (and so the operator
 commands and the web console). Each verb builds its record and hands it to ``record_answer``,
