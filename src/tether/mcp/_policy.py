@@ -28,7 +28,7 @@ from __future__ import annotations
 from mcp import types
 
 from ..tools._policy import ReplayPolicy
-from ._options import ToolOptions
+from ..tools._options import ToolOptions
 
 
 def derive_policy(

@@ -58,7 +58,7 @@ from ._link import (
     list_tools,
     log,
 )
-from ._options import ToolOptions
+from ..tools._options import ToolOptions
 from ._policy import derive_policy
 from ._results import error_blocks, tether_result
 from ._stderr import server_stderr
