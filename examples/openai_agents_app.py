@@ -18,6 +18,7 @@ Run it from a checkout of tether (the fake lives in its tests) with the ``openai
 
 from __future__ import annotations
 
+import ast
 import json
 from pathlib import Path
 from typing import Any
@@ -44,11 +45,16 @@ def respond(body: dict[str, Any]) -> Answer:
     """The model's answer, chosen from the request alone (so every process agrees)."""
     tools = {t.get("name") for t in body.get("tools", [])}
     items = body["input"] if isinstance(body["input"], list) else []
-    outputs = [json.loads(i["output"]) for i in items if i.get("type") == "function_call_output"]
+    texts = [i["output"] for i in items if i.get("type") == "function_call_output"]
+    refused = [t for t in texts if not t.startswith("{")]
+    # tether sends a tool's dict as JSON; the SDK alone sends its repr
+    outputs = [_parsed(t) for t in texts if t.startswith("{")]
     if "transfer_to_refunds" in tools:
         return answer(function_call("call_handoff", "transfer_to_refunds", {}))
     looked_up = {o["order"]: o["total"] for o in outputs if "total" in o}
     refunded = sorted(o["order"] for o in outputs if "refunded" in o)
+    if refused:
+        return answer(f"Nothing refunded: {refused[0]}")
     if not looked_up:
         return answer(
             "Looking both orders up.",
@@ -63,6 +69,13 @@ def respond(body: dict[str, Any]) -> Answer:
             )
         )
     return answer(f"Refunded {' and '.join(refunded)} in full.")
+
+
+def _parsed(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return ast.literal_eval(text)
 
 
 @function_tool

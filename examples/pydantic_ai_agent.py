@@ -56,6 +56,9 @@ def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     returns = [p for m in messages for p in m.parts if isinstance(p, ToolReturnPart)]
     looked_up = {r.content["order"]: r.content["total"] for r in returns if _has(r, "total")}
     refunded = [r.content["order"] for r in returns if _has(r, "refunded")]
+    refused = [r.content for r in returns if isinstance(r.content, str)]
+    if refused:
+        return ModelResponse(parts=[TextPart(f"Nothing refunded: {refused[0]}")])
     if not looked_up:
         return ModelResponse(
             parts=[
