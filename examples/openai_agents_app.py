@@ -1,4 +1,4 @@
-"""An OpenAI Agents SDK support desk, written the SDK's way, as a tether run and a crash-test scenario.
+"""An Agents SDK support desk, written the SDK's way, as a tether run and a crash-test scenario.
 
 A triage agent with an input guardrail hands off to a refunds agent, which looks two orders up
 at once (``lookup_order``) and refunds both at once (``refund``, ``needs_approval=True``: a

@@ -54,8 +54,9 @@ class Billing:
 def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     """The model: its answer chosen from the messages alone."""
     returns = [p for m in messages for p in m.parts if isinstance(p, ToolReturnPart)]
-    looked_up = {r.content["order"]: r.content["total"] for r in returns if _has(r, "total")}
-    refunded = [r.content["order"] for r in returns if _has(r, "refunded")]
+    values: list[dict[str, Any]] = [dict(r.content) for r in returns if isinstance(r.content, dict)]
+    looked_up = {v["order"]: v["total"] for v in values if "total" in v}
+    refunded = [v["order"] for v in values if "refunded" in v]
     refused = [r.content for r in returns if isinstance(r.content, str)]
     if refused:
         return ModelResponse(parts=[TextPart(f"Nothing refunded: {refused[0]}")])
@@ -75,10 +76,6 @@ def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
             ]
         )
     return ModelResponse(parts=[TextPart(f"Refunded {' and '.join(sorted(refunded))} in full.")])
-
-
-def _has(part: ToolReturnPart, key: str) -> bool:
-    return isinstance(part.content, dict) and key in part.content
 
 
 def build_agent(model: FunctionModel) -> Agent[Billing, str]:

@@ -30,7 +30,8 @@ def check_requests(report: Report, root: pathlib.Path) -> None:
     assert len(counts) == len(report.cases) + 1  # each case and the baseline
     fewest = min(counts)
     assert sum(count - fewest for count in counts) <= sum(c.extra_model_calls for c in report.cases)
-    assert report.duplicates == 0 and report.lost_records == 0
+    assert report.duplicates == 0
+    assert report.lost_records == 0
 
 
 @pytest.mark.slow

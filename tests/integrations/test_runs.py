@@ -40,7 +40,9 @@ def lines(path: pathlib.Path) -> list[str]:
 async def _until_approvals(framework: str, root: pathlib.Path) -> tuple[str, ...]:
     app = FRAMEWORKS[framework](root)
     store = tether.FileStore(root / "store")
-    async with tether.Supervisor(store, model=app.model, tools=app.tools, sweep_interval=None) as sup:
+    async with tether.Supervisor(
+        store, model=app.model, tools=app.tools, sweep_interval=None
+    ) as sup:
         await sup.start("run-1", PROMPT)
         assert await sup.wait("run-1") is tether.RunStatus.WAITING_FOR_APPROVAL
         return (await sup.inspect("run-1")).pending
@@ -66,7 +68,9 @@ async def _approve_in_the_console(root: pathlib.Path, pending: tuple[str, ...]) 
 async def _finish(framework: str, root: pathlib.Path) -> tuple[Any, Any, int]:
     app = FRAMEWORKS[framework](root)  # as a fresh process would build it
     store = tether.FileStore(root / "store")
-    async with tether.Supervisor(store, model=app.model, tools=app.tools, sweep_interval=None) as sup:
+    async with tether.Supervisor(
+        store, model=app.model, tools=app.tools, sweep_interval=None
+    ) as sup:
         assert await sup.wait("run-1") is tether.RunStatus.DONE
         view = await sup.inspect("run-1")
         requests = len(lines(root / "requests.log"))
@@ -83,7 +87,9 @@ def test_a_run_is_supervised_listed_shown_and_answered_in_the_console(
 
     assert main(["runs", "--root", str(tmp_path / "store")]) == 0
     listed = capsys.readouterr().out
-    assert "run-1" in listed and "waiting_for_approval" in listed and "refund" in listed
+    assert "run-1" in listed
+    assert "waiting_for_approval" in listed
+    assert "refund" in listed
     assert main(["show", "--root", str(tmp_path / "store"), "run-1"]) == 0
     shown = capsys.readouterr().out
     assert 'asks for lookup_order(order="A-1")' in shown
@@ -108,7 +114,9 @@ async def test_a_rejected_refund_reaches_the_agent_and_nothing_is_paid(
 ) -> None:
     app = FRAMEWORKS[framework](tmp_path)
     store = tether.FileStore(tmp_path / "store")
-    async with tether.Supervisor(store, model=app.model, tools=app.tools, sweep_interval=None) as sup:
+    async with tether.Supervisor(
+        store, model=app.model, tools=app.tools, sweep_interval=None
+    ) as sup:
         await sup.start("run-1", PROMPT)
         await sup.wait("run-1")
         for call in (await sup.inspect("run-1")).pending:
@@ -143,7 +151,7 @@ def test_an_unsupported_framework_version_is_refused_naming_both(
         raise metadata.PackageNotFoundError(name)
 
     monkeypatch.setattr(metadata, "version", missing)
-    with pytest.raises(ImportError, match="openai-agents .*not installed"):
+    with pytest.raises(ImportError, match=r"openai-agents .*not installed"):
         require("openai-agents", "tether.integrations.openai_agents", minimum="0.24", below="0.25")
 
 
@@ -153,7 +161,9 @@ def test_the_agents_still_run_without_tether(tmp_path: pathlib.Path) -> None:
 
     runner = durable_runner(tmp_path)
     result = anyio.run(
-        lambda: Runner.run(runner.agent, "hello", context=runner.context, run_config=runner.run_config)
+        lambda: Runner.run(
+            runner.agent, "hello", context=runner.context, run_config=runner.run_config
+        )
     )
     assert result.last_agent.name == "refunds"
     assert [i.name for i in result.interruptions] == ["refund", "refund"]  # the SDK's own gate

@@ -178,9 +178,7 @@ def step_reply(
             }
         )
     if again and not calls:
-        content.append(
-            {"type": "tool_use", "id": "continue", "name": CONTINUE_TOOL, "input": {}}
-        )
+        content.append({"type": "tool_use", "id": "continue", "name": CONTINUE_TOOL, "input": {}})
     block: dict[str, Any] = {"type": STEP_BLOCK, "response": response}
     if captures:
         block["captures"] = captures

@@ -144,7 +144,9 @@ class TetherRunner:
         originals: dict[str, FunctionTool] = {}
         for each in self.agents:
             if not isinstance(each.model, StepModel):
-                real = each.model if isinstance(each.model, Model) else provider.get_model(each.model)
+                real = (
+                    each.model if isinstance(each.model, Model) else provider.get_model(each.model)
+                )
                 each.model = StepModel(real)
             replaced: list[Any] = []
             for tool in each.tools:
@@ -163,7 +165,9 @@ class TetherRunner:
             self._add_tool(tool, options.get(name, ToolOptions()))
         unknown = sorted(set(options) - set(originals))
         if unknown:
-            raise ToolDefinitionError(unknown[0], "has options, but no agent has a tool by that name")
+            raise ToolDefinitionError(
+                unknown[0], "has options, but no agent has a tool by that name"
+            )
 
     def _add_tool(self, tool: FunctionTool, options: ToolOptions) -> None:
         if tool.name == CONTINUE_TOOL:
@@ -175,7 +179,9 @@ class TetherRunner:
             token = _call.set(ctx)
             try:
                 agents_ctx = AgentsToolContext(
-                    context.context, tool_name=tool.name, tool_call_id=ctx.call_id,
+                    context.context,
+                    tool_name=tool.name,
+                    tool_call_id=ctx.call_id,
                     tool_arguments=text,
                 )
                 out = await tool.on_invoke_tool(agents_ctx, text)
@@ -242,7 +248,9 @@ class TetherRunner:
                 failed, cancelled); answer it and call ``result`` once it is done.
         """
         if starting_agent is not self.agent:
-            raise ValueError(f"this runner runs agent {self.agent.name!r}, not {starting_agent.name!r}")
+            raise ValueError(
+                f"this runner runs agent {self.agent.name!r}, not {starting_agent.name!r}"
+            )
         await supervisor.start(run_id, input, budgets=budgets)
         await supervisor.wait(run_id)
         return await self.result(supervisor, run_id)

@@ -44,6 +44,7 @@ from agents import (
 )
 from agents.items import TResponseOutputItem
 from agents.usage import Usage as AgentsUsage
+from openai.types.responses import ResponseFunctionToolCall
 from pydantic import TypeAdapter
 from pydantic_core import to_jsonable_python
 
@@ -129,7 +130,7 @@ class StepModel(Model):
         names = {t.name for t in tools if isinstance(t, FunctionTool)}
         names |= {h.tool_name for h in handoffs}
         for item in response.output:
-            if getattr(item, "type", None) == "function_call" and item.name in names:
+            if isinstance(item, ResponseFunctionToolCall) and item.name in names:
                 step.intents.append(Intent(item.call_id, item.name, _arguments(item.arguments)))
         if step.intents:
             await step.settle()
@@ -181,7 +182,8 @@ def replayed_guardrail(guardrail: InputGuardrail[Any]) -> InputGuardrail[Any]:
     async def check(ctx: Any, agent: Agent[Any], given: Any) -> GuardrailFunctionOutput:
         step = _step.get()
         if step is None:
-            return await _maybe(function(ctx, agent, given))
+            passed: GuardrailFunctionOutput = await _maybe(function(ctx, agent, given))
+            return passed
         key = f"input_guardrail:{agent.name}:{guardrail.get_name()}"
         kept = step.recorded.captures.get(key)
         if kept is not None:
@@ -191,7 +193,7 @@ def replayed_guardrail(guardrail: InputGuardrail[Any]) -> InputGuardrail[Any]:
         done = anyio.Event()
         step.running.append(done)
         try:
-            out = await _maybe(function(ctx, agent, given))
+            out: GuardrailFunctionOutput = await _maybe(function(ctx, agent, given))
             step.captures[key] = {
                 "output_info": to_jsonable_python(out.output_info, fallback=str),
                 "tripwire_triggered": out.tripwire_triggered,

@@ -1,4 +1,4 @@
-"""One step of a pydantic-ai agent's run: the agent's loop replayed from the journal to its frontier.
+"""One step of a pydantic-ai agent's run: its loop replayed from the journal to its frontier.
 
 ``run_step`` runs ``agent.run`` again from the run's prompt with a capability (pydantic-ai's
 public extension point for wrapping model requests and tool executions, the one its own
@@ -142,7 +142,9 @@ def load_response(data: Any) -> ModelResponse:
 def output_types(agent: Agent[Any, Any]) -> list[Any]:
     """The agent's output types, and ``DeferredToolRequests`` (how a step ends with calls)."""
     spec = agent.output_type
-    kinds: list[Any] = list(spec) if isinstance(spec, Sequence) and not isinstance(spec, str) else [spec]
+    kinds: list[Any] = (
+        list(spec) if isinstance(spec, Sequence) and not isinstance(spec, str) else [spec]
+    )
     if DeferredToolRequests not in kinds:
         kinds.append(DeferredToolRequests)
     return kinds
@@ -182,7 +184,7 @@ async def run_step(
     """
     step = _FromJournal(recorded, ask=ask)
     try:
-        result = await agent.run(
+        result: Any = await agent.run(
             recorded.prompt,
             deps=deps,
             instructions=instructions,
@@ -199,9 +201,7 @@ async def run_step(
     except ModelAPIError as exc:
         raise ModelError(FRAMEWORK, f"{type(exc).__name__}: {exc}", transient=True) from exc
     except Exception as exc:
-        raise ModelError(
-            FRAMEWORK, f"the agent's run raised {type(exc).__name__}: {exc}"
-        ) from exc
+        raise ModelError(FRAMEWORK, f"the agent's run raised {type(exc).__name__}: {exc}") from exc
     output = result.output
     if isinstance(output, DeferredToolRequests):
         if not step.intents:

@@ -57,9 +57,7 @@ class AgentTools:
         self._registered: list[str] = []
 
     def _context(self, **call: Any) -> RunContext[Any]:
-        return RunContext(
-            deps=self._deps, model=agent_model(self._agent), usage=RunUsage(), **call
-        )  # type: ignore[arg-type]
+        return RunContext(deps=self._deps, model=agent_model(self._agent), usage=RunUsage(), **call)  # type: ignore[arg-type]
 
     @asynccontextmanager
     async def opened(self, registry: ToolRegistry) -> AsyncIterator[None]:
