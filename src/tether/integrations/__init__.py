@@ -11,3 +11,10 @@ module is imported by ``import tether``; each checks its framework's version on 
 """
 
 from __future__ import annotations
+
+from .._public import publish as _publish
+from ._versions import FrameworkVersionError as FrameworkVersionError
+
+__all__ = ["FrameworkVersionError"]
+
+_publish(__name__, globals(), __all__)

@@ -16,7 +16,6 @@ Importing this module checks the installed SDK against the supported versions an
 
 from __future__ import annotations
 
-from .._versions import FrameworkVersionError as FrameworkVersionError
 from .._versions import require as _require
 
 SUPPORTED = (">=0.24", "<0.25")
@@ -35,7 +34,6 @@ __all__ = [
     "OPENAI_AGENTS_VERSION",
     "SUPPORTED",
     "AgentsStepModel",
-    "FrameworkVersionError",
     "TetherRunner",
     "idempotency_key",
 ]

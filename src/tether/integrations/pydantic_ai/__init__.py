@@ -9,12 +9,11 @@ the pinned manifest applied. The mechanism is in ``tether.integrations._steps``;
 is reached only through its public interfaces (``Agent.run``, capabilities, toolsets).
 
 Importing this module checks the installed pydantic-ai against the supported versions and
-raises ``FrameworkVersionError`` naming both when it is outside them.
+raises ``tether.integrations.FrameworkVersionError`` naming both when it is outside them.
 """
 
 from __future__ import annotations
 
-from .._versions import FrameworkVersionError as FrameworkVersionError
 from .._versions import require as _require
 
 SUPPORTED = (">=2.68", "<3")
@@ -32,7 +31,6 @@ __all__ = [
     "PYDANTIC_AI_VERSION",
     "SUPPORTED",
     "AgentStepModel",
-    "FrameworkVersionError",
     "TetherAgent",
 ]
 
