@@ -27,8 +27,8 @@ from __future__ import annotations
 
 from mcp import types
 
+from ..tools._options import ToolOptions
 from ..tools._policy import ReplayPolicy
-from ._options import ToolOptions
 
 
 def derive_policy(

@@ -45,6 +45,7 @@ from mcp.shared.message import SessionMessage
 
 from .._errors import OutcomeUnknownError, ToolError, ToolUnavailableError
 from ..tools._context import ToolContext
+from ..tools._options import ToolOptions
 from ..tools._policy import ReplayPolicy
 from ..tools._registry import ToolRegistry
 from ..tools._schema_tool import ArgsValidator
@@ -58,7 +59,6 @@ from ._link import (
     list_tools,
     log,
 )
-from ._options import ToolOptions
 from ._policy import derive_policy
 from ._results import error_blocks, tether_result
 from ._stderr import server_stderr
