@@ -21,7 +21,7 @@ Each step is an assistant message: ``text`` blocks (for people), the ``tool_use`
 one ``STEP_BLOCK`` block holding the framework's own response as it serialized it (``None``
 for a step that made no request), which only the integration reads back. A call's
 ``tool_use`` block keeps the framework's id for it in ``call_id`` (tether may rename its own
-id, see DESIGN invariant 10): results are found again by (response index, framework id),
+id, see docs/design.md invariant 10): results are found again by (response index, framework id),
 since frameworks reuse ids across turns. Everything comes from the journal, so every process
 replays the same steps.
 """

@@ -43,6 +43,10 @@ class CaseStore(Protocol):
         """Append a person's records to the run, holding it as a worker would."""
         ...
 
+    def buried(self) -> None:
+        """The case's process was killed and reaped: what it held is nobody's any more."""
+        ...
+
 
 @dataclass(frozen=True)
 class FileCase:
@@ -67,6 +71,9 @@ class FileCase:
                 await _append(fs, run_id, records)
 
         anyio.run(append)
+
+    def buried(self) -> None:
+        """Nothing to do: the kernel let go of a dead process's locks when it died."""
 
 
 async def _append(store: Store, run_id: str, records: list[Decision | Resolved | Signal]) -> None:
@@ -96,6 +103,16 @@ class _PostgresCase:
     def record(self, run_id: str, records: list[Decision | Resolved | Signal]) -> None:
         self._call(_append, self._store, run_id, records)
 
+    def buried(self) -> None:
+        """End the leases and the worker advertisement the killed process left.
+
+        A lease on PostgreSQL is a time, not a connection: a SIGKILLed worker's runs stay its
+        own until the lease runs out. The harness saw the process die, so it ends them now
+        instead of making the next process wait; children can then hold long leases that a
+        loaded machine's stalls never outlast (``_child.PG_LEASE_TTL``).
+        """
+        self._call(_bury, self._store)
+
 
 @contextmanager
 def postgres_case(url: str, schema: str, *, keep: bool) -> Iterator[CaseStore]:
@@ -118,6 +135,16 @@ def postgres_case(url: str, schema: str, *, keep: bool) -> Iterator[CaseStore]:
         if not keep:
             stack.callback(portal.call, _drop_schema, store)
         yield _PostgresCase(store, portal.call)
+
+
+async def _bury(store: Store) -> None:
+    from ..postgres import PostgresStore
+
+    assert isinstance(store, PostgresStore)
+    s = store.sql.schema
+    async with store.pool.acquire() as conn, conn.transaction():
+        await conn.execute(f"UPDATE {s}.runs SET expires_at = now() WHERE expires_at > now()")
+        await conn.execute(f"DELETE FROM {s}.workers")
 
 
 async def _drop_schema(store: Store) -> None:

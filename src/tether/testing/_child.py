@@ -44,9 +44,11 @@ from ._timeline import Narrator
 CHILD_TIMEOUT_S = 60.0
 """How long one child process may take to bring the run to a rest."""
 
-PG_LEASE_TTL = 0.5
-"""Seconds a child's lease on a PostgreSQL run lasts: how long a resuming child waits after a
-kill before it may take the run over."""
+PG_LEASE_TTL = 10.0
+"""Seconds a child's lease on a PostgreSQL run lasts. The harness ends a killed child's leases
+itself (``CaseStore.buried``), so this is only what a child's stalls (a loaded machine, a
+framework's first import on the event loop) must not outlast: a lease that ran out would be
+the child's own run taken back from itself, mid-call."""
 
 STORE_ENV = "TETHER_CRASHTEST_STORE"
 """The variable that gives children the PostgreSQL URL of the cases' runs."""

@@ -15,10 +15,11 @@ database instead, every case (and the baseline) in a PostgreSQL schema of its ow
 (``crash_<random>_<case number>``, named in the case's ``schema.txt``), so cases never see each
 other's runs (``_casestore.py``). Children get ``--schema NAME`` and the URL in
 ``TETHER_CRASHTEST_STORE`` (not on their command line, where a password would show). A killed
-child's lease on the run stays live until it runs out, so children use a short one
-(``PG_LEASE_TTL``) and a resuming child waits until it can claim the run. The schemas are
-dropped when their case is over, unless ``root`` is given: then they are kept with the cases'
-directories.
+child's lease on the run would stay live until it ran out: the harness, which saw the child
+die, ends its leases (``CaseStore.buried``), so children hold long ones (``PG_LEASE_TTL``) that
+a loaded machine's stalls do not outlast, and a resuming child claims the run at once. The
+schemas are dropped when their case is over, unless ``root`` is given: then they are kept with
+the cases' directories.
 """
 
 from __future__ import annotations

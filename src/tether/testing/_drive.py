@@ -235,7 +235,8 @@ def spawn(
 ) -> ProcessResult:
     """Run process ``number`` of the case in directory ``case``, a ``start`` or ``resume``
     step, in a fresh child; it is killed as ``kill`` says. A child that does not end in time
-    is reported with exit code -1."""
+    is reported with exit code -1. What the child wrote to stderr is kept in the case's
+    directory as ``stderr-NUMBER.txt``."""
     trace = case / f"trace-{number}.txt" if target.trace else None
     if trace is not None:
         trace.unlink(missing_ok=True)
@@ -260,6 +261,8 @@ def spawn(
             break
     points = trace.read_text(encoding="utf-8").split() if trace and trace.exists() else []
     stderr = proc.stderr.decode("utf-8", "replace").strip()
+    if stderr:  # what the child logged, kept beside its trace for whoever reads a failed case
+        (case / f"stderr-{number}.txt").write_text(stderr + "\n", encoding="utf-8")
     model_calls = count_lines(log) - before
     return ProcessResult(
         number, step, kill, proc.returncode, points, status, stdout, stderr, model_calls
@@ -349,6 +352,7 @@ def _drive_in(
             break
         snapshots.append(after_all)
         if kill is not None:
+            store.buried()
             kinds = _ACKNOWLEDGED.get(kill.point)
             new = [  # in whichever run the process was at the point: a child run's, say
                 e
