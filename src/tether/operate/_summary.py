@@ -301,12 +301,6 @@ def answerable(state: RunState, now: float) -> tuple[str, ...]:
     return (*escalated, *approvals)
 
 
-def status_of(state: RunState, now: float) -> tuple[RunStatus, str, tuple[Waiting, ...]]:
-    """Status, reason and the calls waiting for a person, as ``run_status`` says at ``now``."""
-    outcome = run_status(state, now)
-    return outcome.status, outcome.reason, waiting_calls(state, outcome.pending)
-
-
 def waiting_calls(state: RunState, pending: tuple[str, ...]) -> tuple[Waiting, ...]:
     """The calls ``pending`` (as ``run_status`` names them) as what a person has to answer."""
     waiting: list[Waiting] = []

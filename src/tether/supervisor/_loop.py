@@ -32,6 +32,7 @@ from .._errors import LeaseLostError, ModelError
 from .._failpoints import failpoint
 from ..journal._protocols import JournalHandle
 from ..journal._records import (
+    AnyEvent,
     Event,
     ModelResponse,
     Parked,
@@ -442,7 +443,7 @@ class _Drive:
             dangling, seq = False, call.started_seq
         else:
             dangling = call.dangling  # the attempt before this one never ended
-            (started,) = await journal.append(
+            (started,) = await self._append_for_call(
                 [ToolStarted(call_id=call.id, name=call.name, attempt=attempt)]
             )
             seq = started.seq
@@ -452,7 +453,7 @@ class _Drive:
         with tool_scope(self.trace, call, spec, attempt, seq=seq, dangling=dangling) as traced:
             outcome = await run_attempt(call, spec, ctx, clock=self.rt.clock, jitter=self.rt.jitter)
             failpoint("tool_returned")
-            (saved,) = await journal.append([outcome])
+            (saved,) = await self._append_for_call([outcome])
             if traced is not None:
                 traced.ended(saved, seq=saved.seq)
         failpoint("result_saved")
@@ -471,7 +472,7 @@ class _Drive:
         if result is None:  # it did not land: run it again
             await self._run_call(call, spec, call.attempts + 1)
             return
-        await journal.append([result])
+        await self._append_for_call([result])
         failpoint("result_saved")
 
     # ------------------------------------------------------------------ plumbing
@@ -538,6 +539,17 @@ class _Drive:
             self.resume_record = None
         await self.journal.append(records)
         await self._catch_up()
+
+    async def _append_for_call(self, records: list[Event]) -> list[AnyEvent]:
+        """Append what one tool call says about itself; returns the records as written.
+
+        Calls of one step run side by side, so they neither fold (the step catches up once
+        they are all over) nor can be a drive's first write: a call starts only after its step
+        was entered, which wrote the record of what the drive resumed from (``_enter_step``).
+        """
+        if self.resume_record is not None:
+            raise RuntimeError("a tool call's record would come before the drive's resume record")
+        return await self.journal.append(records)
 
     async def _catch_up(self) -> None:
         """Fold new durable events, with the content of any blob they refer to.

@@ -120,12 +120,14 @@ def postgres_case(url: str, schema: str, *, keep: bool) -> Iterator[CaseStore]:
     way out unless ``keep``.
 
     Raises:
-        CrashtestError: the database cannot be used (not reachable, refused, no right to
+        CrashtestError: the database cannot be used (not reachable now, refused, no right to
             create the schema); the message names it without its password.
     """
     with ExitStack() as stack:
         portal = stack.enter_context(start_blocking_portal())
-        store = store_for(url, schema=schema)
+        # At once: a crash test is run by a person at a terminal, who wants to hear that the
+        # database is not there now rather than wait out an outage as a worker does.
+        store = store_for(url, schema=schema, start_wait=0.0)
         try:
             stack.enter_context(portal.wrap_async_context_manager(store))
         except Exception as exc:  # not reachable, refused, no right to create the schema
