@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pathlib
+from collections.abc import Iterator
 
 import pytest
 
@@ -17,3 +18,19 @@ def store_root(tmp_path: pathlib.Path) -> pathlib.Path:
     root = tmp_path / "store"
     root.mkdir()
     return root
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _child_bytecode_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Let the session's child processes cache bytecode, outside the source tree.
+
+    The suite starts hundreds of short-lived Python processes (crash-test children, workers,
+    the command line). Where the environment sets ``PYTHONDONTWRITEBYTECODE``, each of them
+    would compile tether from source again; a shared ``PYTHONPYCACHEPREFIX`` under the
+    session's temporary directory saves that and writes nothing next to the sources. Only
+    child processes see the change: this interpreter read both variables when it started.
+    """
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
+        mp.setenv("PYTHONPYCACHEPREFIX", str(tmp_path_factory.mktemp("pycache")))
+        yield

@@ -33,6 +33,7 @@ def any_env(request: pytest.FixtureRequest, tmp_path: pathlib.Path) -> Env:
     return env_on(request.param, request, tmp_path)
 
 
+@pytest.mark.slow
 async def test_an_answer_over_the_frame_limit_is_refused_before_it_is_queued(
     any_env: Env, capsys: pytest.CaptureFixture[str]
 ) -> None:

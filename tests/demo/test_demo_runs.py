@@ -55,6 +55,7 @@ def test_kitebase_sends_one_reply_in_four_model_calls(
     assert f"journal: 15 events, {size} bytes (run-kite-142.journal)" in lines
 
 
+@pytest.mark.slow
 def test_kitebase_json_summary_and_temporary_root_removed(
     tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -74,6 +75,7 @@ def test_kitebase_json_summary_and_temporary_root_removed(
     assert list(temp.iterdir()) == []  # the default root is a temporary directory, removed
 
 
+@pytest.mark.slow
 def test_kitebase_without_idempotency_key_replies_twice(
     tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -103,6 +103,7 @@ def _frame_field_offsets(frame: Frame) -> list[int]:
     return [*fields, frame.start + 16, frame.payload_end - 1, *range(frame.payload_end, frame.end)]
 
 
+@pytest.mark.slow
 def test_verify_file_refuses_a_flip_in_any_group_but_the_last(tmp_path: pathlib.Path) -> None:
     sample = _sample()
     path = tmp_path / f"{RUN}.journal"

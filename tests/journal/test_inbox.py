@@ -265,6 +265,7 @@ def test_a_post_killed_mid_write_loses_nothing_and_the_next_answer_is_taken(
     anyio.run(after)
 
 
+@pytest.mark.slow
 def test_a_clear_killed_at_any_step_loses_no_answer_it_was_to_keep(
     tmp_path: pathlib.Path,
 ) -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 import tether
 from tether.journal import Escalated, ToolFailed, ToolStarted
 from tether.mcp import MCPServer
@@ -48,6 +50,7 @@ async def test_tools_over_http_are_registered_and_called_with_the_key(tmp_path: 
     assert sorted(ledger(world)) == ["lookup K-1", "reply K-1 key=run-1:toolu_2"]
 
 
+@pytest.mark.slow
 async def test_an_http_server_killed_mid_call_runs_a_rerun_tool_again_once_it_is_back(
     tmp_path: Path,
 ) -> None:

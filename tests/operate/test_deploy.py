@@ -58,6 +58,7 @@ def _check(root: pathlib.Path, kind: str, *more: str) -> Any:
     )
 
 
+@pytest.mark.slow
 def test_check_predicts_exactly_the_runs_a_deploy_would_stop(root: pathlib.Path) -> None:
     same = _check(root, "v1")
     assert same.returncode == 0, same.stderr

@@ -21,6 +21,7 @@ from typing import Any
 
 import anyio
 import httpx2
+import pytest
 
 import tether.web
 from tether.journal import FileStore, Parked
@@ -79,6 +80,7 @@ async def _console_views(root: pathlib.Path) -> tuple[str, dict[str, Any], dict[
     return page, api, inbox
 
 
+@pytest.mark.slow
 def test_a_run_parked_for_its_contract_says_so_in_every_view(tmp_path: pathlib.Path) -> None:
     root = tmp_path / "store"
     anyio.run(_created, root)

@@ -91,7 +91,10 @@ def test_a_new_worker_leaves_runs_it_cannot_continue_to_the_old_one(
             assert time.monotonic() < deadline, old_log.read_text()
             time.sleep(0.05)
         new = _worker(where, "v2", env, new_log)
-        time.sleep(1.0)  # the new worker is up and sweeping before the runs come in
+        while "serving" not in new_log.read_text():  # up and sweeping before the runs come in
+            assert new.poll() is None, new_log.read_text()
+            assert time.monotonic() < deadline, new_log.read_text()
+            time.sleep(0.05)
         ids = anyio.run(_create, where)
         deadline = time.monotonic() + 90
         while True:

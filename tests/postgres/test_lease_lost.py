@@ -78,6 +78,7 @@ async def _create(dsn: str, schema: str, run_id: str) -> None:
         await sup.start(run_id, "tell the customer", drive=False)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("attempt", range(3))
 def test_a_worker_woken_after_losing_its_lease_does_not_finish_its_call(
     tmp_path: pathlib.Path, pg_dsn: str, pg_schema: str, attempt: int

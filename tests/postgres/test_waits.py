@@ -68,6 +68,7 @@ def _sleep_then_send(ledger: Counter[str]) -> tuple[tether.ScriptedModel, tether
     return model, tools
 
 
+@pytest.mark.slow
 def test_a_sleep_outlives_its_process_and_wakes_in_a_later_one(
     tmp_path: pathlib.Path, pg_dsn: str, pg_schema: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -129,6 +129,7 @@ def _served_after_outage(fleet: Fleet, proc: subprocess.Popen[bytes]) -> None:
     assert fleet.owners() == [None] * len(fleet.ids)  # every lease released
 
 
+@pytest.mark.slow
 def test_a_worker_started_while_the_server_is_down_waits_and_then_serves(
     tmp_path: pathlib.Path, server: PostgresServer, schema: str
 ) -> None:
@@ -143,6 +144,7 @@ def test_a_worker_started_while_the_server_is_down_waits_and_then_serves(
     print(f"tries while the server was down: {len(waits)}")
 
 
+@pytest.mark.slow
 def test_a_worker_started_while_the_server_is_in_recovery_waits_for_the_promotion(
     tmp_path: pathlib.Path, server: PostgresServer, schema: str
 ) -> None:

@@ -201,6 +201,7 @@ def _start_run(where: list[str], run_id: str, prompt: str) -> None:
     anyio.run(create)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("lead", [False, True], ids=["run", "run-and-child"])
 def test_tether_cancel_stops_a_run_a_worker_drives_within_3_s(
     where: list[str], tmp_path: pathlib.Path, lead: bool

@@ -53,8 +53,14 @@ def lead_tools(**child_options: Any) -> tether.ToolRegistry:
 
 
 async def wait_for_status(sup: Supervisor, run_id: str, want: RunStatus) -> None:
+    """Until run ``run_id`` exists and has status ``want``."""
     with anyio.fail_after(WAIT):
-        while (await sup.inspect(run_id)).status is not want:
+        while True:
+            try:
+                if (await sup.inspect(run_id)).status is want:
+                    return
+            except tether.RunNotFoundError:
+                pass
             await anyio.sleep(0.02)
 
 
@@ -106,6 +112,9 @@ async def test_cancelling_the_parent_cancels_its_children(tmp_path: pathlib.Path
         await sup.start(PARENT, "a customer asks")
         await wait_for_status(sup, PARENT, RunStatus.WAITING)
         assert "waiting for child run run-lead.toolu_1" in (await sup.inspect(PARENT)).reason
+        # The wait is durable before the child is created: cancel once it exists (a parent
+        # cancelled in between never creates it).
+        await wait_for_status(sup, CHILD, RunStatus.RUNNING)
         await sup.cancel(PARENT, reason="customer left")
         await wait_for_status(sup, CHILD, RunStatus.CANCELLED)
         child = await sup.inspect(CHILD)

@@ -18,6 +18,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
+import pytest
 
 import tether
 from tether.journal import ModelFailed, ModelResponse, ToolStarted
@@ -264,6 +265,7 @@ async def test_a_tool_returns_an_image_the_api_accepts(tmp_path: pathlib.Path) -
     assert result["content"][0]["type"] == "image"
 
 
+@pytest.mark.slow
 def test_a_kill_between_a_signed_answer_and_its_tools_resumes_into_a_valid_request(
     tmp_path: pathlib.Path,
 ) -> None:

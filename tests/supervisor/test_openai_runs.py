@@ -385,6 +385,7 @@ async def test_text_streams_to_on_text_and_the_answer_is_journaled_once(
     assert "reasoning: 64 tokens" in show
 
 
+@pytest.mark.slow
 def test_a_run_parked_for_approval_resumes_in_a_new_process_after_a_kill(
     tmp_path: pathlib.Path,
 ) -> None:

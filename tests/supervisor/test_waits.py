@@ -205,6 +205,7 @@ def _resume(root: pathlib.Path) -> float:
     return float(last.split()[-1])
 
 
+@pytest.mark.slow
 def test_a_sleep_outlives_its_process_and_wakes_in_a_later_one(tmp_path: pathlib.Path) -> None:
     """SIGKILLed while the run sleeps 2 s: a worker started at once does not wake it early;
     with no process alive at the wake time, a worker started later goes on at once."""

@@ -44,6 +44,7 @@ def test_a_reused_root_exits_2(tmp_path: pathlib.Path) -> None:
     assert f"--root {tmp_path} is not empty" in proc.stderr
 
 
+@pytest.mark.slow
 def test_progress_lines_off_a_terminal_and_every_documented_point_is_accepted() -> None:
     proc = crashtest(
         "tests.testing._broken_scenarios:fine", "--points", "model_answered,inbox_folded"

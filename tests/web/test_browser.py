@@ -198,6 +198,7 @@ def _shots() -> pathlib.Path | None:
     return REPO / "docs" if os.environ.get("TETHER_SCREENSHOTS") == "docs" else None
 
 
+@pytest.mark.slow
 def test_approve_in_the_inbox_and_watch_the_run_finish(
     served: tuple[str, Env, list[subprocess.Popen[bytes]]],
     browser_page: Any,

@@ -79,6 +79,7 @@ def test_a_port_in_use_is_one_line_and_exit_3(
     assert len(err.strip().splitlines()) == 2  # the --no-auth warning, then this
 
 
+@pytest.mark.slow
 def test_connections_that_trickle_their_headers_are_closed(
     served: tuple[int, subprocess.Popen[str]],
 ) -> None:

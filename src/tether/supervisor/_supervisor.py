@@ -565,10 +565,13 @@ class Supervisor:
         and start it; its budgets are what it asked for within what the parent has left."""
         started = child_started(self._rt, parent, waiting, self._app_version)
         child_id = started.run_id
-        try:
-            journal = await self._store.create(child_id, [started])
-        except RunExistsError:
-            return  # created before: it runs here or elsewhere, or ended already
+        # Shielded: the parent's drive holds the parent until the child is on disk and
+        # started, so a cancellation of the parent (which stops that drive first) finds it.
+        with anyio.CancelScope(shield=True):
+            try:
+                journal = await self._store.create(child_id, [started])
+            except RunExistsError:
+                return  # created before: it runs here or elsewhere, or ended already
         self._board.entry(child_id).parent = (parent.run_id, waiting.call_id)
         self._board.set(child_id, Outcome(RunStatus.RUNNING))
         self._tasks.spawn(child_id, journal, fresh=True)
