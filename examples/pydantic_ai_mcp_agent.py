@@ -16,7 +16,6 @@ Every request the model really gets is logged to ``requests.log`` under the scen
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -25,10 +24,11 @@ from fastmcp.client.transports import StdioTransport
 from pydantic_ai import Agent, RunContext
 from pydantic_ai.mcp import CallToolFunc, MCPToolset, ToolResult
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
-from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.function import AgentInfo
 
 from examples import helpdesk_mcp
 from examples.helpdesk_mcp_server import IDEMPOTENCY_KEY_META
+from examples.pydantic_ai_agent import logged_model
 from tether.integrations.pydantic_ai import TetherAgent
 from tether.testing import Scenario
 
@@ -69,16 +69,8 @@ def helpdesk(root: Path) -> MCPToolset[Any]:
 
 def durable_agent(root: Path, server: MCPToolset[Any] | None = None) -> TetherAgent[str]:
     """The agent on tether, its model logging each real request under ``root``."""
-    log = root / "requests.log"
-
-    def logged(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        answer = respond(messages, info)
-        with log.open("a", encoding="utf-8") as f:
-            f.write(json.dumps({"requests": len(messages)}) + "\n")
-        return answer
-
     agent = Agent(
-        FunctionModel(logged),
+        logged_model(root, respond),
         instructions="You are Kitebase's help desk. Solve the customer's ticket.",
         name="helpdesk",
         toolsets=[server or helpdesk(root)],

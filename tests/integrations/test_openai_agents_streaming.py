@@ -21,19 +21,14 @@ import openai
 import pytest
 from agents import Agent, OpenAIResponsesModel, RunConfig, function_tool
 
-import tether
 from tether.integrations.openai_agents import TetherRunner
-from tether.journal import ModelFailed, ModelResponse
+from tether.journal import ModelResponse
 from tether.supervisor import RunStatus, Supervisor
 
 from ..models import _responses_api as responses
 from ..models._wire import Cut, Server, after, before, served
 from ..supervisor._helpers import WAIT, of_type, read_events
-from ..supervisor.test_claude_answers import no_wait
-
-RUN = "run-stream"
-SAID = "Looking order A-1 up — one moment."
-FINAL = "Order A-1 came to 30.0 EUR."
+from ._streams import FINAL, PROMPT, RUN, SAID, check_asked_again, watched
 
 
 @function_tool(needs_approval=True)
@@ -70,14 +65,7 @@ async def supervised(
     root: Path, server: Server, http: httpx2.AsyncClient, seen: list[str]
 ) -> AsyncIterator[tuple[Supervisor, TetherRunner]]:
     app = runner(server.url, http)
-    async with Supervisor(
-        tether.FileStore(root),
-        model=app.model,
-        tools=app.tools,
-        on_text=lambda run_id, text: seen.append(text),
-        sweep_interval=None,
-        sleep=no_wait,
-    ) as sup:
+    async with watched(root, app, seen) as sup:
         yield sup, app
 
 
@@ -89,7 +77,7 @@ async def test_the_text_streams_as_it_comes_and_a_resumed_run_does_not_stream_it
     resumed: list[str] = []
     async with served(api) as server, httpx2.AsyncClient() as http:
         async with supervised(tmp_path, server, http, first) as (sup, _):
-            await sup.start(RUN, "How much was order A-1?")
+            await sup.start(RUN, PROMPT)
             assert await sup.wait(RUN, timeout=WAIT) is RunStatus.WAITING_FOR_APPROVAL
             (pending,) = (await sup.inspect(RUN)).pending
         async with supervised(tmp_path, server, http, resumed) as (sup, app):  # a new process
@@ -128,13 +116,7 @@ async def test_a_stream_cut_short_is_never_journaled_and_is_asked_again(
     async with served(api) as server, httpx2.AsyncClient() as http:
         server.cut(cut)
         async with supervised(tmp_path, server, http, seen) as (sup, _):
-            await sup.start(RUN, "How much was order A-1?")
+            await sup.start(RUN, PROMPT)
             assert await sup.wait(RUN, timeout=WAIT) is RunStatus.WAITING_FOR_APPROVAL
     assert [s.cut for s in server.sent] == [cut, None]
-    events = await read_events(tmp_path, RUN)
-    (failed,) = of_type(events, ModelFailed)
-    assert failed.kind == "transient"
-    (saved,) = of_type(events, ModelResponse)
-    assert saved.seq > failed.seq
-    assert saved.message["content"][0]["text"] == SAID
-    assert saved.message["content"][1]["input"] == {"order": "A-1"}
+    await check_asked_again(tmp_path, seen)

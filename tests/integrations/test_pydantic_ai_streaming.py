@@ -36,17 +36,13 @@ from pydantic_ai.providers.openai import OpenAIProvider
 
 import tether
 from tether.integrations.pydantic_ai import TetherAgent
-from tether.journal import ModelFailed, ModelResponse
+from tether.journal import ModelResponse
 from tether.supervisor import RunStatus, Supervisor
 
 from ..models import _chat_api as chat
 from ..models._wire import Cut, after, served
 from ..supervisor._helpers import WAIT, of_type, read_events
-from ..supervisor.test_claude_answers import no_wait
-
-RUN = "run-stream"
-SAID = "Looking order A-1 up — one moment."
-FINAL = "Order A-1 came to 30.0 EUR."
+from ._streams import FINAL, PROMPT, RUN, SAID, check_asked_again, watched
 
 
 def desk(model: Any) -> Agent[None, str]:
@@ -92,31 +88,20 @@ def streamed_agent(
     )
 
 
-def supervisor(root: Path, app: TetherAgent[str], seen: list[str]) -> Supervisor:
-    return Supervisor(
-        tether.FileStore(root),
-        model=app.model,
-        tools=app.tools,
-        on_text=lambda run_id, text: seen.append(text),
-        sweep_interval=None,
-        sleep=no_wait,
-    )
-
-
 async def test_the_text_and_events_stream_as_they_come_and_a_resumed_run_does_not_stream_them_again(
     tmp_path: Path,
 ) -> None:
     requests: list[int] = []
     first_text: list[str] = []
     first_events: list[AgentStreamEvent] = []
-    async with supervisor(tmp_path, streamed_agent(requests, first_events), first_text) as sup:
-        await sup.start(RUN, "How much was order A-1?")
+    async with watched(tmp_path, streamed_agent(requests, first_events), first_text) as sup:
+        await sup.start(RUN, PROMPT)
         assert await sup.wait(RUN, timeout=WAIT) is RunStatus.WAITING_FOR_APPROVAL
         (pending,) = (await sup.inspect(RUN)).pending
     resumed_text: list[str] = []
     resumed_events: list[AgentStreamEvent] = []
     app = streamed_agent(requests, resumed_events)  # a new process
-    async with supervisor(tmp_path, app, resumed_text) as sup:
+    async with watched(tmp_path, app, resumed_text) as sup:
         await sup.decide(RUN, pending, approved=True, by="priya")
         assert await sup.wait(RUN, timeout=WAIT) is RunStatus.DONE
         result = await app.result(sup, RUN)
@@ -151,7 +136,7 @@ async def test_without_a_watcher_a_step_makes_one_plain_request(tmp_path: Path) 
     async with Supervisor(
         tether.FileStore(tmp_path), model=app.model, tools=app.tools, sweep_interval=None
     ) as sup:
-        await sup.start(RUN, "How much was order A-1?")
+        await sup.start(RUN, PROMPT)
         assert await sup.wait(RUN, timeout=WAIT) is RunStatus.NEEDS_ATTENTION
         reason = (await sup.inspect(RUN)).reason
     assert "support non-streamed requests" in reason
@@ -195,15 +180,8 @@ async def test_a_stream_cut_short_is_never_journaled_and_is_asked_again(
             profile=OpenAIModelProfile(openai_chat_streaming_requires_finish_reason=True),
         )
         app = TetherAgent(desk(model), tools={"lookup_order": {"policy": "rerun"}})
-        async with supervisor(tmp_path, app, seen) as sup:
-            await sup.start(RUN, "How much was order A-1?")
+        async with watched(tmp_path, app, seen) as sup:
+            await sup.start(RUN, PROMPT)
             assert await sup.wait(RUN, timeout=WAIT) is RunStatus.WAITING_FOR_APPROVAL
     assert [s.cut for s in server.sent] == [cut, None]
-    events = await read_events(tmp_path, RUN)
-    (failed,) = of_type(events, ModelFailed)
-    assert failed.kind == "transient"
-    (saved,) = of_type(events, ModelResponse)
-    assert saved.seq > failed.seq
-    assert saved.message["content"][0]["text"] == SAID
-    assert saved.message["content"][1]["input"] == {"order": "A-1"}
-    assert SAID.startswith("".join(seen[: len(seen) // 2]))  # the watcher saw the text live
+    await check_asked_again(tmp_path, seen)
