@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,7 @@ from tether.integrations.pydantic_ai import TetherAgent
 from tether.testing import Scenario
 
 ORDERS = {"A-1": 30.0, "A-2": 45.5}
+Respond = Callable[[list[ModelMessage], AgentInfo], ModelResponse]
 PROMPT = "Customer jo@example.com returned orders A-1 and A-2. Refund both."
 
 
@@ -99,18 +101,24 @@ def build_agent(model: FunctionModel) -> Agent[Billing, str]:
     return agent
 
 
-def durable_agent(root: Path) -> TetherAgent[str]:
-    """The agent on tether, its model logging each real request under ``root``."""
+def logged_model(root: Path, answer: Respond) -> FunctionModel:
+    """A ``FunctionModel`` answering with ``answer``, logging each real request to
+    ``root/requests.log``."""
     log = root / "requests.log"
 
     def logged(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        answer = respond(messages, info)
+        response = answer(messages, info)
         with log.open("a", encoding="utf-8") as f:
             f.write(json.dumps({"requests": len(messages)}) + "\n")
-        return answer
+        return response
 
+    return FunctionModel(logged)
+
+
+def durable_agent(root: Path) -> TetherAgent[str]:
+    """The agent on tether, its model logging each real request under ``root``."""
     return TetherAgent(
-        build_agent(FunctionModel(logged)),
+        build_agent(logged_model(root, respond)),
         deps=Billing(root / "payments.jsonl"),
         tools={"lookup_order": {"policy": "rerun"}, "refund": {"policy": "idempotency_key"}},
     )

@@ -54,3 +54,21 @@ def test_the_example_agent_is_crash_safe_on_postgres(
     target, points = SCENARIOS[framework]
     report = assert_crash_safe(target, min_points=points, root=tmp_path, store=pg_dsn, workers=2)
     check_requests(report, tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_a_pydantic_ai_agent_on_an_mcp_server_is_crash_safe_on_files(
+    tmp_path: pathlib.Path,
+) -> None:
+    """Killed after each MCP tool returned and after each result was saved: the reply the
+    server sends is sent once (its key dedupes the call run again), and a saved result is
+    never asked of the server again."""
+    report = assert_crash_safe(
+        "examples.pydantic_ai_mcp_agent:scenario",
+        points=["tool_returned", "result_saved"],
+        min_points=6,
+        root=tmp_path,
+        workers=2,
+    )
+    check_requests(report, tmp_path)

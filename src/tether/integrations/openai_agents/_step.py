@@ -8,7 +8,9 @@ work with a plain ``Runner.run``:
   the frontier it makes the step's one real request, and when the response calls function
   tools or hands off, those calls are the step's calls and the step stops there, before the
   SDK runs anything (intent before act); a second request in one step (a handoff's next
-  agent, a retry) stops it too, to be asked in the next step;
+  agent, a retry) stops it too, to be asked in the next step; when the supervisor watches text
+  (``on_text``), that request streams (``streamed``), and only a stream that reached
+  ``response.completed`` is an answer;
 - each function tool answers with its recorded result (the SDK never runs the tool inside a
   step; tether's loop does, under the tool's policy) and asks for no approval there (tether's
   gate has asked before the call ran);
@@ -44,13 +46,18 @@ from agents import (
 )
 from agents.items import TResponseOutputItem
 from agents.usage import Usage as AgentsUsage
-from openai.types.responses import ResponseFunctionToolCall
+from openai.types.responses import (
+    Response,
+    ResponseCompletedEvent,
+    ResponseFunctionToolCall,
+    ResponseTextDeltaEvent,
+)
 from pydantic import TypeAdapter
 from pydantic_core import to_jsonable_python
 
 from ..._errors import ModelError
 from ...journal._records import Usage
-from ...models._base import ModelReply
+from ...models._base import ModelReply, StreamEnd, text_sink
 from .._steps import Intent, Recorded, step_reply
 
 FRAMEWORK = "openai-agents"
@@ -122,7 +129,11 @@ class StepModel(Model):
             step.again = True
             await step.settle()
             raise _Stop
-        response = await self.real.get_response(*args, **kwargs)
+        sink = text_sink.get()
+        if sink is None:
+            response = await self.real.get_response(*args, **kwargs)
+        else:
+            response = await streamed(self.real, sink, args, kwargs)
         step.new = response
         step.served += 1
         tools = kwargs.get("tools", args[3] if len(args) > 3 else [])
@@ -141,6 +152,48 @@ class StepModel(Model):
         if _step.get() is not None:
             raise ModelError(FRAMEWORK, "Runner.run_streamed is not supported inside a tether run")
         return self.real.stream_response(*args, **kwargs)
+
+
+async def streamed(
+    model: Model, sink: Callable[[str], None], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> ModelResponse:
+    """The step's request made streaming (the supervisor watches text): each piece of the
+    response's text goes to ``sink`` as it arrives, and the response is the one the stream's
+    ``response.completed`` event carries, as the SDK's own streamed run takes it.
+
+    Raises:
+        ModelError: (transient) the stream ended before ``response.completed`` (nothing of it
+            is kept, ``StreamEnd``'s rule) or broke off with an ``error`` event; (permanent)
+            the response ended ``incomplete`` or ``failed``.
+    """
+    end = StreamEnd(FRAMEWORK, "response.completed")
+    completed: Response | None = None
+    async for event in model.stream_response(*args, **kwargs):
+        kind = getattr(event, "type", None)
+        if isinstance(event, ResponseTextDeltaEvent):
+            sink(event.delta)
+        elif isinstance(event, ResponseCompletedEvent):
+            end.saw("response.completed")
+            completed = event.response
+        elif kind in ("response.incomplete", "response.failed"):
+            raise ModelError(FRAMEWORK, f"the response ended {kind.split('.')[1]}")
+        elif kind in ("error", "response.error"):
+            said = getattr(event, "message", None) or getattr(event, "code", None) or kind
+            raise ModelError(FRAMEWORK, f"the stream broke off: {said}", transient=True)
+    end.check()
+    assert completed is not None  # end.check() saw response.completed
+    used = completed.usage
+    usage = AgentsUsage(requests=1)
+    if used is not None:
+        usage = AgentsUsage(
+            requests=1,
+            input_tokens=used.input_tokens,
+            output_tokens=used.output_tokens,
+            total_tokens=used.total_tokens,
+            input_tokens_details=used.input_tokens_details,
+            output_tokens_details=used.output_tokens_details,
+        )
+    return ModelResponse(output=completed.output, usage=usage, response_id=completed.id)
 
 
 def _arguments(text: str) -> dict[str, Any]:

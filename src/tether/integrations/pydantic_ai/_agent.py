@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any, Generic, TypeVar
 
 from pydantic_ai import Agent
+from pydantic_ai.agent import EventStreamHandler
 from pydantic_ai.run import AgentRunResult
 
 from ..._errors import RunStateError
@@ -29,9 +30,15 @@ class AgentStepModel:
     stops as ``needs_attention`` naming the change; the tools' contracts are pinned as tools.
     """
 
-    def __init__(self, agent: Agent[Any, Any], deps: Any) -> None:
+    def __init__(
+        self,
+        agent: Agent[Any, Any],
+        deps: Any,
+        event_stream_handler: EventStreamHandler[Any] | None = None,
+    ) -> None:
         self._agent = agent
         self._deps = deps
+        self._stream = event_stream_handler
         model = agent_model(agent)
         self._name = "none" if model is None else f"{model.system}:{model.model_name}"
         self._params: dict[str, Any] = {"framework": FRAMEWORK, "agent": agent.name or ""}
@@ -54,12 +61,20 @@ class AgentStepModel:
         """Replay the agent's run from ``messages`` and return its next step (see
         ``tether.integrations``' steps). ``tools`` is not read: the agent offers its own.
 
+        The step's request streams when the supervisor watches text (``on_text``) or there is
+        an event stream handler (``TetherAgent``'s or the agent's own): they get that request's
+        text and events as they arrive, never those of a response the journal answers.
+
         Raises:
             ModelError: as ``run_step`` says.
         """
         recorded = read_steps(FRAMEWORK, messages)
         replayed = await run_step(
-            self._agent, recorded, deps=self._deps, instructions=_text(system)
+            self._agent,
+            recorded,
+            deps=self._deps,
+            instructions=_text(system),
+            stream=self._stream,
         )
         return replayed.reply
 
@@ -85,6 +100,9 @@ class TetherAgent(Generic[OutputT]):
             fields (``{"refund": {"policy": "idempotency_key", "approval": True}}``).
         deps: the agent's dependencies, the same for every run of this process (clients,
             connections): a run resumes in any process, which builds its own.
+        event_stream_handler: pydantic-ai's event stream handler, given the events of each
+            step's real model request as they arrive (the agent's own when ``None``); the
+            events of a response the journal answers are never given again.
 
     Raises:
         ToolDefinitionError: options that are not ``ToolOptions`` fields; (when a supervisor
@@ -98,10 +116,11 @@ class TetherAgent(Generic[OutputT]):
         *,
         tools: Mapping[str, ToolSettings] | None = None,
         deps: Any = None,
+        event_stream_handler: EventStreamHandler[Any] | None = None,
     ) -> None:
         self.agent = agent
         self.deps = deps
-        self.model = AgentStepModel(agent, deps)
+        self.model = AgentStepModel(agent, deps, event_stream_handler)
         self.tools = ToolRegistry()
         add_continue_tool(self.tools)
         self.tools.add_source(AgentTools(agent, tool_options(tools), deps))

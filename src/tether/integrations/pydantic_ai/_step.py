@@ -15,25 +15,44 @@ durable integrations build on) that answers from the journal:
   asks the person before the call runs (the tool is registered with ``approval``).
 
 Nothing in the replay runs a tool or asks the model for an answer the journal holds.
+
+A step streams when someone watches: the supervisor's text observer (``on_text``, through
+``text_sink``) or the application's ``event_stream_handler``. The agent is then run with an
+event stream handler of its own (``agent.run(event_stream_handler=...)``, which makes pydantic-ai
+stream its requests), and only the events of the step's one real request pass on: its text to
+the observer and its events to the application's handler as they arrive. The events
+pydantic-ai makes up for a response answered from the journal, and those of the tools the
+replay answers, are dropped, so a resumed run never streams a journaled response again. The
+response journaled is the one pydantic-ai assembled once the stream ended; a stream that broke
+off raises in pydantic-ai's model, and nothing of it is journaled.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from pydantic_ai import Agent, CallDeferred, DeferredToolRequests, ModelRetry
+from pydantic_ai import Agent, CallDeferred, DeferredToolRequests, ModelRetry, RunContext
+from pydantic_ai.agent import EventStreamHandler
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.exceptions import ModelAPIError, ModelHTTPError
-from pydantic_ai.messages import ModelMessagesTypeAdapter, ModelResponse, TextPart
+from pydantic_ai.messages import (
+    AgentStreamEvent,
+    ModelMessagesTypeAdapter,
+    ModelResponse,
+    PartDeltaEvent,
+    PartStartEvent,
+    TextPart,
+    TextPartDelta,
+)
 from pydantic_ai.toolsets import AbstractToolset, WrapperToolset
 from pydantic_core import to_jsonable_python
 
 from ..._errors import ModelError
 from ...journal._records import Usage
-from ...models._base import ModelReply
+from ...models._base import ModelReply, text_sink
 from .._steps import Intent, Recorded, step_reply
 
 FRAMEWORK = "pydantic-ai"
@@ -74,6 +93,8 @@ class _FromJournal(AbstractCapability[Any]):
         self.new: ModelResponse | None = None
         self.again = False
         self.intents: list[Intent] = []
+        self.live = False
+        """Whether the step's one real request is under way (its events are the live ones)."""
 
     def get_wrapper_toolset(self, toolset: AbstractToolset[Any]) -> AbstractToolset[Any] | None:
         return _ApprovedHere(toolset)
@@ -90,7 +111,11 @@ class _FromJournal(AbstractCapability[Any]):
         if self.new is not None:
             self.again = True
             raise _Again
-        response: ModelResponse = await handler(request_context)
+        self.live = True
+        try:
+            response: ModelResponse = await handler(request_context)
+        finally:
+            self.live = False
         self.new = response
         self.served += 1
         return response
@@ -159,6 +184,48 @@ class Replayed:
     ended: bool = False
 
 
+def _streamer(
+    step: _FromJournal, sink: Callable[[str], None] | None, handler: EventStreamHandler[Any] | None
+) -> EventStreamHandler[Any]:
+    """The event stream handler of one replay (see the module's docstring)."""
+
+    async def forward(ctx: RunContext[Any], events: AsyncIterable[AgentStreamEvent]) -> None:
+        iterator = aiter(events)
+        first = await anext(iterator, None)
+        if first is None:
+            return
+        if not step.live:  # answered from the journal, or a tool the replay answers
+            async for _ in iterator:
+                pass
+            return
+
+        async def live() -> AsyncIterator[AgentStreamEvent]:
+            yield _told(first, sink)
+            async for event in iterator:
+                yield _told(event, sink)
+
+        pieces = live()
+        if handler is not None:
+            await handler(ctx, pieces)
+        async for _ in pieces:  # whatever the handler left
+            pass
+
+    return forward
+
+
+def _told(event: AgentStreamEvent, sink: Callable[[str], None] | None) -> AgentStreamEvent:
+    """``event``, its text (if any) sent to ``sink`` first."""
+    if sink is not None:
+        text = None
+        if isinstance(event, PartStartEvent) and isinstance(event.part, TextPart):
+            text = event.part.content
+        elif isinstance(event, PartDeltaEvent) and isinstance(event.delta, TextPartDelta):
+            text = event.delta.content_delta
+        if text:
+            sink(text)
+    return event
+
+
 async def run_step(
     agent: Agent[Any, Any],
     recorded: Recorded,
@@ -166,6 +233,7 @@ async def run_step(
     deps: Any,
     instructions: str | None,
     ask: bool = True,
+    stream: EventStreamHandler[Any] | None = None,
 ) -> Replayed:
     """Replay the agent's run from the journal and take its next step.
 
@@ -176,6 +244,8 @@ async def run_step(
         instructions: more instructions for the run (the system prompt it was started with).
         ask: make the step's real request at the frontier; ``False`` only replays a finished
             run (any request or call not in the journal is a divergence).
+        stream: the application's event stream handler, given the events of the step's real
+            request as they arrive (the agent's own ``event_stream_handler`` when ``None``).
 
     Raises:
         ModelError: the model request failed (transient for a dropped connection, a timeout,
@@ -183,6 +253,11 @@ async def run_step(
             replay no longer matches the journal (permanent).
     """
     step = _FromJournal(recorded, ask=ask)
+    sink = text_sink.get() if ask else None
+    handler = stream or agent.event_stream_handler
+    streaming = None
+    if sink is not None or handler is not None:
+        streaming = _streamer(step, sink, handler if ask else None)
     try:
         result: Any = await agent.run(
             recorded.prompt,
@@ -190,6 +265,7 @@ async def run_step(
             instructions=instructions,
             output_type=output_types(agent),
             capabilities=[step],
+            event_stream_handler=streaming,
         )
     except _Again:
         return Replayed(_reply(step, again=True))
