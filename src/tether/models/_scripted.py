@@ -2,7 +2,9 @@
 
 The answer to a call is chosen by how many assistant messages the conversation already holds,
 never by anything the object remembers. A fresh process that resumes a run from its journal
-therefore gets exactly the answers the killed process would have got.
+therefore gets exactly the answers the killed process would have got. What it does remember
+(``_transcript``: each message's read-only copy, size and role, looked at once) only saves it
+from walking the whole conversation at every call.
 """
 
 from __future__ import annotations
@@ -15,11 +17,12 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeAlias, final
 
 import anyio.lowlevel
-import msgspec
 
 from .._errors import ModelResponseError
 from ..journal._records import Usage
 from ._base import ModelReply, SystemPrompt, check_reply_blocks, deep_copy
+from ._transcript import Transcripts, request_size
+from ._transcript import json_size as _json_size
 
 ScriptedAnswer: TypeAlias = str | list[dict[str, Any]] | dict[str, Any]
 """One scripted answer: content blocks, a string as shorthand for one text block, or
@@ -37,22 +40,6 @@ UsageFunction: TypeAlias = Callable[[list[dict[str, Any]], list[dict[str, Any]]]
 def _canonical_json(value: object) -> str:
     # Sorted keys and fixed separators: the same value gives the same text in every process.
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-def _type_name(obj: object) -> str:
-    return type(obj).__name__
-
-
-# For token estimates only: sorted keys, so the same value gives the same size in every
-# process; anything that is not JSON counts as its type's name (unlike a repr holding an object
-# id, the same everywhere). msgspec, because the whole conversation is sized at every call.
-_SIZE_ENCODER = msgspec.json.Encoder(order="sorted", enc_hook=_type_name)
-
-
-def _json_size(value: object) -> int:
-    """Characters of ``value`` as compact JSON."""
-    data = _SIZE_ENCODER.encode(value)
-    return len(data) if data.isascii() else len(data.decode())
 
 
 def _expand(answer: object, copy_with: Callable[[object], object] = copy.deepcopy) -> object:
@@ -80,15 +67,23 @@ class ScriptedModel:
     a malformed answer on purpose to exercise the runtime's handling of ``ModelResponseError``.
     Answers are deep copies: changing a reply never changes the script.
 
+    A call costs the same however long the conversation: each message is looked at (copied,
+    sized) the first time a call sees it, and a conversation is recognised by the identity of
+    its messages, which the runtime never changes once passed (see ``Model``).
+
     Args:
         responses: the script. A sequence whose item ``i`` answers call ``i``, each item a
             list of content-block dicts or a string (shorthand for one text block); or a
-            function (sync or async) taking a copy of ``messages`` and returning such an item.
+            function (sync or async) taking ``messages`` and returning such an item. The
+            function gets a new list of read-only copies of the messages (``dict`` and
+            ``list`` subclasses that raise ``TypeError`` when changed; ``copy.deepcopy`` of
+            one is a plain, changeable copy), so nothing it does reaches the run's messages.
         name: the model name pinned into a run's manifest.
         usage: the usage to report for every call, or a function of ``(messages, blocks)``
-            returning it. By default it is estimated from sizes: a quarter of the length of
-            the canonical JSON of ``system``, ``messages`` and ``tools`` for input and of the
-            reply's blocks for output (at least 1 each), so budget tests are reproducible.
+            (read-only copies, as a script function gets) returning it. By default it is
+            estimated from sizes: a quarter of the length of the canonical JSON of
+            ``system``, ``messages`` and ``tools`` for input and of the reply's blocks for
+            output (at least 1 each), so budget tests are reproducible.
 
     Raises:
         TypeError: ``responses`` is a string, or a sequence that is not JSON-able.
@@ -104,6 +99,7 @@ class ScriptedModel:
         self._name = name
         self._usage = usage
         self._calls = 0
+        self._transcripts = Transcripts()
         self._script: list[object] | None
         self._function: ScriptFunction | None
         if callable(responses):
@@ -166,11 +162,11 @@ class ScriptedModel:
         nothing and is not counted.
         """
         await anyio.lowlevel.checkpoint()
-        index = sum(
-            1
-            for message in messages
-            if isinstance(message, dict) and message.get("role") == "assistant"
-        )
+        seen = self._transcripts.of(messages)
+        # Taken now: an async script may await while another call moves the transcript on.
+        index, size, count = seen.assistants, seen.size, len(seen.frozen)
+        wants_copies = self._function is not None or callable(self._usage)
+        copies = list(seen.frozen) if wants_copies else []
         if self._script is not None:
             if index >= len(self._script):
                 raise ModelResponseError(
@@ -181,7 +177,7 @@ class ScriptedModel:
             answer = deep_copy(self._script[index])
         else:
             assert self._function is not None
-            produced = self._function(deep_copy(messages))
+            produced = self._function(copies)
             if inspect.isawaitable(produced):
                 produced = await produced
             answer = _expand(produced, deep_copy)
@@ -189,10 +185,13 @@ class ScriptedModel:
         if isinstance(answer, dict) and "stop_reason" in answer:
             stop_reason, answer = answer["stop_reason"], _expand(answer.get("content"), deep_copy)
         blocks = check_reply_blocks(self._name, answer)
-        usage = self._usage_for(system=system, messages=messages, tools=tools, blocks=blocks)
+        seen_now = (copies, count, size)
+        usage = self._usage_for(system=system, seen=seen_now, tools=tools, blocks=blocks)
+        has_call = any(b["type"] == "tool_use" for b in blocks)
         if stop_reason is None:
-            has_call = any(b["type"] == "tool_use" for b in blocks)
             stop_reason = "tool_use" if has_call else "end_turn"
+        if not has_call:  # the turn ends here: the run comes back only with a new message
+            self._transcripts.forget(messages)
         self._calls += 1
         return ModelReply(content=blocks, usage=usage, stop_reason=stop_reason)
 
@@ -200,17 +199,18 @@ class ScriptedModel:
         self,
         *,
         system: SystemPrompt,
-        messages: list[dict[str, Any]],
+        seen: tuple[list[Any], int, int],
         tools: list[dict[str, Any]],
         blocks: list[dict[str, Any]],
     ) -> Usage:
         if isinstance(self._usage, Usage):
             return self._usage
         if self._usage is not None:
-            return self._usage(deep_copy(messages), deep_copy(blocks))
-        request = {"system": system, "messages": messages, "tools": tools}
+            return self._usage(list(seen[0]), deep_copy(blocks))
+        _, count, messages_size = seen
+        size = request_size(messages_size, count, system, tools)
         return Usage(
-            input_tokens=max(1, _json_size(request) // 4),
+            input_tokens=max(1, size // 4),
             output_tokens=max(1, _json_size(blocks) // 4),
         )
 

@@ -1,0 +1,226 @@
+"""What ``ScriptedModel`` keeps of the conversations it answers, so that a call costs the same
+near message 10,000 as near message 10.
+
+A call needs three things of the conversation: how many assistant messages it holds (which
+picks the answer), its size as compact JSON (the default usage estimate), and, for a script
+function, a copy it may read but that cannot reach the run's own messages. Computed afresh,
+each is a walk over every message at every call, and the copy also allocates the whole
+conversation again (which the cyclic garbage collector then walks). Here each message is
+looked at once, when a call first sees it: its copy is read-only (``FrozenDict``,
+``FrozenList``), so one copy serves every later call without any of them being able to change
+what the next one sees; its size and role are remembered beside it.
+
+A conversation is known by the identity of its messages: the runtime appends to a run's
+messages and never changes one it has passed to a model (the ``Model`` protocol forbids the
+model to, and a run's messages are folded from its journal), so a call whose list starts with
+the messages of an earlier call only has the rest to look at. A list that differs anywhere is
+looked at again from the first message that differs. What is kept of a conversation goes once
+its answer ends the turn (no tool call: a run's conversation goes on only when a person or the
+runtime adds to it), and at most ``LIMIT`` conversations are kept, the least recently used
+going first, so a process that answers many runs holds a bounded amount.
+"""
+
+from __future__ import annotations
+
+import copy
+import operator
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from typing import Any, NoReturn, final
+
+import msgspec
+
+LIMIT = 1024
+"""Conversations kept at once (the least recently used goes first)."""
+
+_FROZEN = (
+    "ScriptedModel gives a script function read-only copies of the messages; "
+    "copy one to change it (copy.deepcopy gives plain dicts and lists)"
+)
+
+
+def _refuse(*_: object, **__: object) -> NoReturn:
+    raise TypeError(_FROZEN)
+
+
+@final
+class FrozenDict(dict[str, Any]):
+    """A ``dict`` that refuses every change (a message, or a block of one, as a script sees it).
+
+    It is a real ``dict``: ``isinstance``, ``json.dumps``, ``==`` and ``dict(d)`` work as usual.
+    ``copy.copy`` and ``copy.deepcopy`` give plain, changeable ones.
+    """
+
+    __slots__ = ()
+    __setitem__ = __delitem__ = __ior__ = _refuse
+    clear = pop = popitem = setdefault = update = _refuse
+
+    def __copy__(self) -> dict[str, Any]:
+        return dict(self)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> dict[str, Any]:
+        return {k: thaw(v) for k, v in self.items()}
+
+    def __reduce__(self) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+        return (dict, (thaw(self),))
+
+
+@final
+class FrozenList(list[Any]):
+    """A ``list`` that refuses every change (see ``FrozenDict``)."""
+
+    __slots__ = ()
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse
+    append = extend = insert = pop = remove = clear = sort = reverse = _refuse
+
+    def __copy__(self) -> list[Any]:
+        return list(self)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> list[Any]:
+        return [thaw(v) for v in self]
+
+    def __reduce__(self) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+        return (list, (thaw(self),))
+
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def freeze(value: Any) -> Any:
+    """A read-only deep copy of a JSON-like ``value``: dicts and lists (and tuples) become
+    ``FrozenDict`` and ``FrozenList``; strings, numbers, booleans and ``None`` are shared (they
+    cannot change); anything else is deep-copied (``copy.deepcopy``)."""
+    if isinstance(value, _SCALARS):
+        return value
+    if isinstance(value, dict):
+        frozen = FrozenDict()
+        for k, v in value.items():
+            dict.__setitem__(frozen, k, freeze(v))
+        return frozen
+    if isinstance(value, list | tuple):
+        return FrozenList(freeze(v) for v in value)
+    return copy.deepcopy(value)
+
+
+def thaw(value: Any) -> Any:
+    """A plain, changeable deep copy of what ``freeze`` made."""
+    if isinstance(value, dict):
+        return {k: thaw(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [thaw(v) for v in value]
+    return value
+
+
+def _type_name(obj: object) -> str:
+    return type(obj).__name__
+
+
+# For token estimates only: sorted keys, so the same value gives the same size in every
+# process; anything that is not JSON counts as its type's name (unlike a repr holding an object
+# id, the same everywhere).
+_SIZE_ENCODER = msgspec.json.Encoder(order="sorted", enc_hook=_type_name)
+
+
+def json_size(value: object) -> int:
+    """Characters of ``value`` as compact JSON with sorted keys."""
+    data = _SIZE_ENCODER.encode(value)
+    return len(data) if data.isascii() else len(data.decode())
+
+
+# ``{"messages":[m1,m2],"system":S,"tools":T}``: what a request costs besides its parts.
+_REQUEST_FRAME = len('{"messages":[') + len('],"system":') + len(',"tools":') + len("}")
+
+
+def request_size(messages_size: int, count: int, system: object, tools: object) -> int:
+    """``json_size({"system": system, "messages": messages, "tools": tools})``, given the sum of
+    the messages' own sizes and how many there are."""
+    commas = max(0, count - 1)
+    return _REQUEST_FRAME + messages_size + commas + json_size(system) + json_size(tools)
+
+
+@final
+class Transcript:
+    """One conversation as seen so far: its messages (the caller's), their read-only copies,
+    sizes and roles, with running totals."""
+
+    __slots__ = ("assistants", "frozen", "originals", "roles", "size", "sizes")
+
+    def __init__(self) -> None:
+        self.originals: list[Any] = []
+        self.frozen: list[Any] = []
+        self.sizes: list[int] = []
+        self.roles: list[bool] = []  # whether each message is the assistant's
+        self.size = 0
+        self.assistants = 0
+
+    def catch_up(self, messages: list[Any]) -> None:
+        """Make this the transcript of ``messages``: keep the longest prefix it shares with
+        them (by identity), look at the rest."""
+        kept = _shared_prefix(self.originals, messages)
+        if kept < len(self.originals):
+            self.size -= sum(self.sizes[kept:])
+            self.assistants -= sum(self.roles[kept:])
+            for column in (self.originals, self.frozen, self.sizes, self.roles):
+                del column[kept:]
+        self._add(messages[kept:])
+
+    def _add(self, messages: Iterable[Any]) -> None:
+        for message in messages:
+            size = json_size(message)
+            assistant = isinstance(message, dict) and message.get("role") == "assistant"
+            self.originals.append(message)
+            self.frozen.append(freeze(message))
+            self.sizes.append(size)
+            self.roles.append(assistant)
+            self.size += size
+            self.assistants += assistant
+
+
+def _shared_prefix(seen: list[Any], messages: list[Any]) -> int:
+    n = min(len(seen), len(messages))
+    if n and seen[n - 1] is messages[n - 1] and all(map(operator.is_, seen, messages)):
+        return n  # the common case: the conversation only grew
+    for i in range(n):
+        if seen[i] is not messages[i]:
+            return i
+    return n
+
+
+@final
+class Transcripts:
+    """The transcripts of the conversations recently answered, by their first message."""
+
+    def __init__(self, limit: int = LIMIT) -> None:
+        self._limit = limit
+        self._kept: OrderedDict[int, Transcript] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._kept)
+
+    def of(self, messages: list[Any]) -> Transcript:
+        """The transcript of ``messages``, brought up to date (a new one for an unknown
+        conversation)."""
+        if not messages:
+            return Transcript()
+        key = id(messages[0])
+        transcript = self._kept.get(key)
+        if (
+            transcript is None
+            or not transcript.originals
+            or transcript.originals[0] is not (messages[0])
+        ):
+            transcript = Transcript()
+            self._kept[key] = transcript
+            while len(self._kept) > self._limit:
+                self._kept.popitem(last=False)
+        else:
+            self._kept.move_to_end(key)
+        transcript.catch_up(messages)
+        return transcript
+
+    def forget(self, messages: list[Any]) -> None:
+        """Drop what is kept of the conversation ``messages`` belongs to."""
+        if messages:
+            transcript = self._kept.get(id(messages[0]))
+            if transcript is not None and transcript.originals[0] is messages[0]:
+                del self._kept[id(messages[0])]

@@ -1,0 +1,159 @@
+"""What ``ScriptedModel`` keeps of a conversation: each message looked at once, read-only copies
+that no call can change, and sizes that add up to what sizing the whole request gives."""
+
+from __future__ import annotations
+
+import copy
+import json
+import pickle
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tether.models import ScriptedModel, _transcript
+from tether.models._transcript import (
+    FrozenDict,
+    FrozenList,
+    Transcripts,
+    freeze,
+    json_size,
+    request_size,
+)
+
+tool_use = ScriptedModel.tool_use
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=12,
+)
+messages_lists = st.lists(
+    st.fixed_dictionaries({"role": st.sampled_from(["user", "assistant"]), "content": json_values}),
+    max_size=8,
+)
+
+
+@given(messages_lists, json_values, st.lists(json_values, max_size=3))
+def test_sizes_add_up_to_the_whole_request(
+    messages: list[dict[str, Any]], system: Any, tools: list[Any]
+) -> None:
+    transcript = Transcripts().of(messages)
+    whole = json_size({"system": system, "messages": messages, "tools": tools})
+    assert request_size(transcript.size, len(messages), system, tools) == whole
+    assistants = sum(1 for m in messages if m["role"] == "assistant")
+    assert transcript.assistants == assistants
+
+
+@given(json_values)
+def test_a_frozen_copy_equals_the_value_and_thaws_to_plain_containers(value: Any) -> None:
+    frozen = freeze(value)
+    assert frozen == value
+    assert json.dumps(frozen) == json.dumps(value)
+    plain = copy.deepcopy(frozen)
+    assert plain == value
+    assert not isinstance(plain, FrozenDict | FrozenList)
+    assert pickle.loads(pickle.dumps(frozen)) == value
+
+
+def test_a_frozen_copy_refuses_every_change() -> None:
+    frozen = freeze({"role": "user", "content": [{"type": "text", "text": "hi"}]})
+    changes = [
+        lambda: frozen.__setitem__("role", "assistant"),
+        lambda: frozen.pop("role"),
+        lambda: frozen.update(role="x"),
+        lambda: frozen.setdefault("new", 1),
+        frozen.clear,
+        lambda: frozen["content"].append({}),
+        lambda: frozen["content"].__setitem__(0, {}),
+        frozen["content"].clear,
+        lambda: frozen["content"][0].__delitem__("text"),
+    ]
+    for change in changes:
+        with pytest.raises(TypeError, match="read-only copies"):
+            change()
+    assert frozen == {"role": "user", "content": [{"type": "text", "text": "hi"}]}
+
+
+def conversation(turns: int) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
+    for i in range(turns):
+        messages.append({"role": "assistant", "content": [tool_use(f"t{i}", "step", {"n": i})]})
+        messages.append({"role": "user", "content": [{"type": "tool_result", "content": "ok"}]})
+    return messages
+
+
+def test_a_growing_conversation_is_looked_at_once_per_message(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    looked: list[object] = []
+    real = _transcript.json_size
+    monkeypatch.setattr(_transcript, "json_size", lambda v: looked.append(v) or real(v))
+    transcripts = Transcripts()
+    messages = conversation(500)
+    transcripts.of(messages)
+    assert len(looked) == len(messages)
+    looked.clear()
+    grown = [*messages, {"role": "assistant", "content": "done"}]
+    transcript = transcripts.of(grown)
+    assert looked == [grown[-1]]  # only the new message, however long the conversation
+    assert transcript.assistants == 501
+
+
+def test_a_conversation_that_changed_is_looked_at_again_from_the_change() -> None:
+    transcripts = Transcripts()
+    messages = conversation(3)
+    transcripts.of(messages)
+    changed = [*messages[:2], {"role": "user", "content": "something else entirely"}]
+    transcript = transcripts.of(changed)
+    assert transcript.frozen == changed
+    whole = json_size({"system": None, "messages": changed, "tools": []})
+    assert request_size(transcript.size, len(changed), None, []) == whole
+    assert transcript.assistants == 1
+
+
+def test_at_most_limit_conversations_are_kept() -> None:
+    transcripts = Transcripts(limit=2)
+    conversations = [conversation(1) for _ in range(5)]
+    for messages in conversations:
+        transcripts.of(messages)
+    assert len(transcripts) == 2
+    transcripts.forget(conversations[-1])
+    assert len(transcripts) == 1
+
+
+async def test_a_script_function_cannot_change_the_runs_messages() -> None:
+    seen: list[list[dict[str, Any]]] = []
+
+    def script(messages: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
+        seen.append(messages)
+        with pytest.raises(TypeError):
+            messages[0]["content"] = "changed"
+        plain = copy.deepcopy(messages)
+        plain[0]["content"] = "a copy may change"
+        messages.append({"role": "user", "content": "its own list is its own"})
+        return [tool_use("t9", "step", {})] if len(seen) == 1 else "done"
+
+    model = ScriptedModel(script)
+    messages = conversation(0)
+    before = copy.deepcopy(messages)
+    await model(system=None, messages=list(messages), tools=[])
+    messages += conversation(1)[1:]
+    reply = await model(system=None, messages=list(messages), tools=[])
+    assert reply.content == [{"type": "text", "text": "done"}]
+    assert messages[:1] == before
+    assert [len(s) for s in seen] == [2, 4]  # each call got a new list of the conversation
+
+
+async def test_a_fresh_model_answers_and_sizes_a_conversation_alike() -> None:
+    script = [[tool_use(f"t{i}", "step", {"n": i})] for i in range(30)] + ["done"]
+    warm, fresh = ScriptedModel(script), ScriptedModel(script)
+    messages = conversation(0)
+    for turns in range(1, 31):
+        messages = conversation(turns)
+        a = await warm(system="be brief", messages=list(messages), tools=[])
+        b = await fresh.__class__(script)(system="be brief", messages=list(messages), tools=[])
+        assert a == b
+        whole = json_size({"system": "be brief", "messages": messages, "tools": []})
+        assert a.usage.input_tokens == max(1, whole // 4)
