@@ -71,6 +71,32 @@ INLINE_LOOKS = 64
 go to a thread."""
 
 
+def prepare_now(
+    event: Event, *, redact: Redactor | None, blob_threshold: int
+) -> tuple[Event, bytes | None]:
+    """Redact ``event``; with it, the encoded content of a tool result too large to keep in the
+    journal (it goes to the blob store, durably, before the event is written), else ``None``.
+
+    The part of preparing an event that needs no I/O: most events need nothing more, and an
+    append costs no coroutine for them.
+    """
+    if redact is not None:
+        event = redact(event)
+    if isinstance(event, ToolResult) and event.blob is None and event.content is not None:
+        data = ENCODER.encode(event.content)
+        if len(data) > blob_threshold:
+            return event, data
+    return event, None
+
+
+async def to_blob(
+    event: ToolResult, data: bytes, put_blob: Callable[[bytes, str], Awaitable[BlobRef]]
+) -> Event:
+    """``event`` with its content (encoded as ``data``) moved to the blob store, durably first."""
+    ref = await put_blob(data, _summarize(event.content))
+    return msgspec.structs.replace(event, content=None, blob=ref)
+
+
 async def prepare_event(
     event: Event,
     *,
@@ -79,14 +105,11 @@ async def prepare_event(
     put_blob: Callable[[bytes, str], Awaitable[BlobRef]],
 ) -> Event:
     """Redact ``event``; move a large tool result's content to the blob store (durably first)."""
-    if redact is not None:
-        event = redact(event)
-    if isinstance(event, ToolResult) and event.blob is None and event.content is not None:
-        data = ENCODER.encode(event.content)
-        if len(data) > blob_threshold:
-            ref = await put_blob(data, _summarize(event.content))
-            event = msgspec.structs.replace(event, content=None, blob=ref)
-    return event
+    event, data = prepare_now(event, redact=redact, blob_threshold=blob_threshold)
+    if data is None:
+        return event
+    assert isinstance(event, ToolResult)
+    return await to_blob(event, data, put_blob)
 
 
 @final
@@ -498,6 +521,12 @@ class FileStore:
             put_blob=self._put_blob,
         )
 
+    def _prepare_now(self, event: Event) -> tuple[Event, bytes | None]:
+        return prepare_now(event, redact=self._redact, blob_threshold=self.blob_threshold)
+
+    async def _to_blob(self, event: ToolResult, data: bytes) -> Event:
+        return await to_blob(event, data, self._put_blob)
+
     async def _put_blob(self, data: bytes, summary: str) -> BlobRef:
         # Content-addressed: writing it again after a failure is harmless.
         return await self.descriptors.using(
@@ -505,28 +534,30 @@ class FileStore:
         )
 
     def _wrap(self, run_id: str, file: JournalFile, events: list[AnyEvent]) -> FileJournal:
-        journal: FileJournal
         watch, name = self._watch, os.path.basename(file.path)
         if watch is not None:
             file.watched = True
             watch.hold(name, file)
-
-        async def _closed() -> None:
-            self._open.discard(journal)
-            self.descriptors.give_journal()
-            if watch is not None:
-                watch.release(name, file)
-
         journal = FileJournal(
             run_id=run_id,
             file=file,
             committer=self._committer,
             events=events,
-            prepare=self._prepare_event,
-            on_close=_closed,
+            prepare=self._prepare_now,
+            to_blob=self._to_blob,
+            on_close=self._journal_closed,
         )
         self._open.add(journal)
         return journal
+
+    async def _journal_closed(self, journal: FileJournal) -> None:
+        # Told the journal rather than holding it in a closure: a closure the journal keeps
+        # would make a cycle, and every closed run's events would wait for the cyclic garbage
+        # collector instead of going when the last reference does.
+        self._open.discard(journal)
+        self.descriptors.give_journal()
+        if self._watch is not None:
+            self._watch.release(os.path.basename(journal.path), journal.file)
 
     def _check_entered(self) -> None:
         if not self._entry.open:

@@ -22,13 +22,12 @@ refused to its appender can be read back as valid when the journal is reopened.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import functools
 import os
 import threading
 from collections.abc import Awaitable, Callable, Iterable
-from typing import final
+from typing import TYPE_CHECKING, final
 
 import anyio
 
@@ -46,9 +45,12 @@ from ._file import FileOps
 from ._format import HEADER_SIZE, build_group, encode_header, payload_crc
 from ._leftovers import keep_torn_tail
 from ._reader import Scan, scan
-from ._records import AnyEvent, Event
+from ._records import AnyEvent, Event, ToolResult
 from ._stamp import stamp_events
 from ._target import CommitTarget
+
+if TYPE_CHECKING:
+    import asyncio
 
 PREALLOC_MIN = 16 * 1024
 PREALLOC_MAX = 1024 * 1024
@@ -56,7 +58,10 @@ LARGE_WRITE = 64 * 1024
 """Writes at least this large extend the file exactly: zero-filling ahead would double their I/O
 for a saving (one metadata flush) that is small next to the data itself."""
 
-Prepare = Callable[[Event], Awaitable[Event]]
+Prepare = Callable[[Event], tuple[Event, bytes | None]]
+"""Redacts an event; gives with it the encoded content to move to the blob store, if any."""
+ToBlob = Callable[[ToolResult, bytes], Awaitable[Event]]
+"""Moves a tool result's content (encoded) to the blob store, durably; gives the new event."""
 
 
 class JournalFile(CommitTarget):
@@ -295,7 +300,8 @@ class FileJournal:
         committer: GroupCommitter,
         events: list[AnyEvent],
         prepare: Prepare | None = None,
-        on_close: Callable[[], Awaitable[None]] | None = None,
+        to_blob: ToBlob | None = None,
+        on_close: Callable[[FileJournal], Awaitable[None]] | None = None,
     ) -> None:
         self._run_id = run_id
         self._file = file
@@ -305,6 +311,7 @@ class FileJournal:
         self._next_seq = len(events)
         self._landed: dict[int, list[AnyEvent]] = {}
         self._prepare = prepare
+        self._to_blob = to_blob
         self._on_close = on_close
         self._closed = False
         self._broken: BaseException | None = None
@@ -333,6 +340,11 @@ class FileJournal:
     def broken(self) -> bool:
         """Whether a failed write or sync has poisoned this handle."""
         return self._broken is not None
+
+    @property
+    def file(self) -> JournalFile:
+        """The thread-side file this handle appends to."""
+        return self._file
 
     @property
     def size(self) -> int:
@@ -364,8 +376,7 @@ class FileJournal:
         self._check_writable()
         prepared: list[Event] = list(events)
         if self._prepare is not None:
-            prepared = [await self._prepare(ev) for ev in prepared]
-            self._check_writable()
+            prepared = await self._prepared(prepared)
         if not prepared:
             return []
         stamped, group = frame_events(prepared, self._next_seq, self.path)
@@ -376,11 +387,23 @@ class FileJournal:
         self._inflight += 1
         try:
             await fut
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
+        except Exception as exc:  # a cancellation (a BaseException) propagates as it is
             raise broken_error(self.path, exc) from exc
         return stamped
+
+    async def _prepared(self, events: list[Event]) -> list[Event]:
+        assert self._prepare is not None
+        moved = False
+        for i, event in enumerate(events):
+            events[i], data = self._prepare(event)
+            if data is not None:
+                if self._to_blob is None:
+                    raise RuntimeError("a large tool result, and no blob store to put it in")
+                events[i] = await self._to_blob(events[i], data)  # type: ignore[arg-type]
+                moved = True
+        if moved:  # the handle may have been closed or poisoned meanwhile
+            self._check_writable()
+        return events
 
     async def fence(self) -> None:
         """Nothing to check: the ``flock`` lasts as long as this handle (and its process)."""
@@ -429,10 +452,12 @@ class FileJournal:
         self._closed = True
         with anyio.CancelScope(shield=True):
             if self._inflight:  # groups still syncing (maybe of cancelled appends): let them land
+                import asyncio
+
                 self._drained = asyncio.get_running_loop().create_future()
                 await self._drained
             try:
                 await self._committer.run(lambda: self._file.close(trim=not self.broken))
             finally:
                 if self._on_close is not None:
-                    await self._on_close()
+                    await self._on_close(self)
