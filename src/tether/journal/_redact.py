@@ -2,8 +2,13 @@
 
 A redactor is any ``Callable[[Event], Event]``. ``SecretRedactor`` is the default: it replaces
 strings that look like credentials (API keys, bearer tokens, private keys) anywhere in an event
-with ``[REDACTED]``. It first searches the event's JSON encoding once, so an event without a
-secret costs one encode and one regex scan and is returned unchanged.
+with ``[REDACTED]``. An event without a secret is returned unchanged, and costs little: with
+the default patterns, one MessagePack encoding of it and a few substring searches of that,
+for the literal text every default pattern's match starts with (``DEFAULT_HINTS``; strings
+are stored unescaped in MessagePack, so a match in any string holds its hint byte for byte).
+Only an event holding a hint is searched with the patterns themselves (over its JSON text),
+and only one with a match is walked and rebuilt. Other patterns have no hints: every event is
+searched with them.
 
 Redaction changes what replay sees: a tool argument that held a secret is replayed redacted.
 Keep secrets out of model-visible data; pass them to tools through closures or the environment.
@@ -40,6 +45,21 @@ DEFAULT_PATTERNS: tuple[str, ...] = (
 
 REDACTED = "[REDACTED]"
 
+DEFAULT_HINTS: tuple[bytes, ...] = (
+    b"sk-",
+    b"akia",
+    b"ghp_",
+    b"gho_",
+    b"ghu_",
+    b"ghs_",
+    b"ghr_",
+    b"xox",
+    b"bearer",
+    b"-----begin",
+)
+"""What a match of each default pattern starts with, lower-cased: an event whose lower-cased
+MessagePack encoding holds none of these holds no match of ``DEFAULT_PATTERNS``."""
+
 SIGNED_BLOCKS: frozenset[str] = frozenset({"thinking", "redacted_thinking"})
 """Content block types the API signs: sent back exactly as they came, or refused."""
 
@@ -56,6 +76,8 @@ class SecretRedactor:
         pats = list(DEFAULT_PATTERNS if patterns is None else patterns) + list(extra)
         self._text = re.compile("|".join(f"(?:{p})" for p in pats)) if pats else None
         self._json_enc = msgspec.json.Encoder()
+        self._hints = DEFAULT_HINTS if pats == list(DEFAULT_PATTERNS) else None
+        self._pack = msgspec.msgpack.Encoder()
 
     def redact_text(self, text: str) -> str:
         """``text`` with every match replaced by ``[REDACTED]``."""
@@ -63,6 +85,8 @@ class SecretRedactor:
 
     def __call__(self, event: E) -> E:
         if self._text is None:
+            return event
+        if self._hints is not None and not self._may_hold(event):
             return event
         # One search over the event's JSON text decides. JSON escapes the newlines inside a PEM
         # block, so its marker is looked for separately.
@@ -74,6 +98,14 @@ class SecretRedactor:
         if cleaned == builtins:
             return event
         return msgspec.convert(cleaned, type(event))
+
+    def _may_hold(self, event: Event) -> bool:
+        """Whether ``event`` holds a hint (or cannot be encoded as MessagePack to say)."""
+        try:
+            data = self._pack.encode(event).lower()
+        except (OverflowError, TypeError, msgspec.EncodeError):  # an int past 64 bits, say
+            return True
+        return any(hint in data for hint in self._hints or ())
 
     def _walk(self, value: Any, key: str = "") -> Any:
         if key == "signature" or key.startswith("encrypted"):
