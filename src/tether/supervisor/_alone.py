@@ -28,6 +28,7 @@ class StepGate:
         self._steps = 0
         self._alone = False
         self._queued = 0
+        self._waiting = 0  # tasks in ``_wait``: nobody to tell, no event to make
         self._changed = anyio.Event()
 
     @property
@@ -68,8 +69,13 @@ class StepGate:
             self._notify()
 
     async def _wait(self) -> None:
-        await self._changed.wait()
+        self._waiting += 1
+        try:
+            await self._changed.wait()
+        finally:
+            self._waiting -= 1
 
     def _notify(self) -> None:
-        self._changed.set()
-        self._changed = anyio.Event()
+        if self._waiting:
+            self._changed.set()
+            self._changed = anyio.Event()

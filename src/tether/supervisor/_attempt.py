@@ -14,7 +14,6 @@ journal never reads to it as a failure that is safe to run again. An exception i
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import math
 import re
@@ -53,11 +52,14 @@ async def attempt(
     On cancellation (the run's own): propagates; the attempt's outcome stays unknown.
     """
     try:
-        with anyio.move_on_after(spec.timeout) as scope:
+        if spec.timeout is None:  # no cancel scope to pay for (most tools)
             content = await spec.invoke(call.input, ctx)
-        if scope.cancelled_caught:
-            error = f"timed out after {spec.timeout:g} s"
-            return failed(call, spec, ctx, error, timed_out=True, clock=clock, jitter=jitter)
+        else:
+            with anyio.move_on_after(spec.timeout) as scope:
+                content = await spec.invoke(call.input, ctx)
+            if scope.cancelled_caught:
+                error = f"timed out after {spec.timeout:g} s"
+                return failed(call, spec, ctx, error, timed_out=True, clock=clock, jitter=jitter)
         return ok_result(call, content, ctx.attempt, ctx.run_id)
     except anyio.get_cancelled_exc_class():
         if cancelled_from_outside():
@@ -99,6 +101,8 @@ def cancelled_from_outside() -> bool:
     scope around it was cancelled, or asyncio is cancelling the task), not one a tool raised."""
     if anyio.current_effective_deadline() == -math.inf:
         return True
+    import asyncio  # on this rare path only: tether's import does not load asyncio
+
     task = asyncio.current_task()
     return task is not None and task.cancelling() > 0
 
