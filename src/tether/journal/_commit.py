@@ -29,19 +29,21 @@ only open, create and close journals.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import queue
 import threading
 from collections.abc import Callable
-from typing import Any, TypeVar, final
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar, final
 
 import anyio
 
 from ._target import CommitTarget, Pending, Settle
 from ._uring import Ring, open_ring
 
-_Completion = tuple[asyncio.Future[Any], Settle | None, BaseException | None, Any]
+if TYPE_CHECKING:
+    import asyncio
+
+_Completion: TypeAlias = "tuple[asyncio.Future[Any], Settle | None, BaseException | None, Any]"
 _T = TypeVar("_T")
 
 
@@ -92,6 +94,8 @@ class GroupCommitter:
         """Start the threads, bound to the running event loop."""
         if self._loop is not None:
             return
+        import asyncio  # here, not with tether: a program that never runs a loop never needs it
+
         self._loop = asyncio.get_running_loop()
         if self._want_ring:
             self._ring = open_ring(self._deliver, workers=self._nthreads)

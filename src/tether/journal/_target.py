@@ -24,17 +24,20 @@ kernel, and asks ``ops`` first (``FileOps.submit_pwrite``, ``submit_fdatasync``)
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeAlias
 
 from ._file import FileOps
+
+if TYPE_CHECKING:  # asyncio itself is imported when an event loop runs, not with tether
+    import asyncio
 
 Settle = Callable[[BaseException | None], None]
 """Told a group's outcome on the event loop: ``None`` when durable, else the error."""
 
-Pending = tuple[bytes, asyncio.Future[None], Settle]
+Pending: TypeAlias = "tuple[bytes, asyncio.Future[None], Settle]"
 """A framed group waiting to be written, the future its appender awaits, and its ``Settle``."""
 
 

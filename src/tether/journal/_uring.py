@@ -32,7 +32,6 @@ threads do the work.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import ctypes
 import errno
@@ -42,10 +41,13 @@ import platform
 import sys
 from collections import deque
 from collections.abc import Callable, Iterator
-from typing import final
+from typing import TYPE_CHECKING, final
 
 from .._errors import JournalRemovedError
 from ._target import CommitTarget, Pending
+
+if TYPE_CHECKING:
+    import asyncio
 
 _SYS_SETUP, _SYS_ENTER, _SYS_REGISTER = 425, 426, 427
 _OP_NOP, _OP_FSYNC, _OP_WRITE = 0, 3, 23
@@ -485,6 +487,8 @@ class Ring:
         if self._closed:
             return
         if self._pairs or self._waiting:
+            import asyncio
+
             self._drained = self._loop.create_future()
             await asyncio.shield(self._drained)
         self._closed = True
@@ -523,6 +527,8 @@ def open_ring(deliver: Deliver, workers: int, *, max_in_flight: int = MAX_IN_FLI
         return None
     if os.environ.get("TETHER_IO_URING", "1") == "0":
         return None
+    import asyncio
+
     try:
         return Ring(asyncio.get_running_loop(), deliver, workers, max_in_flight=max_in_flight)
     except OSError:

@@ -23,13 +23,14 @@ batch checks the name, at the cost above.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import ctypes
 import os
 import struct
 import sys
-from typing import Protocol, final
+from typing import TYPE_CHECKING, Protocol, final
+
+if TYPE_CHECKING:
+    import asyncio
 
 _IN_MOVED_FROM, _IN_MOVED_TO, _IN_DELETE = 0x40, 0x80, 0x200
 _IN_DELETE_SELF, _IN_MOVE_SELF, _IN_Q_OVERFLOW, _IN_IGNORED = 0x400, 0x800, 0x4000, 0x8000
@@ -114,6 +115,9 @@ def open_watch(directory: str) -> RemovalWatch | None:
     available (then every batch checks its journal's name)."""
     if sys.platform != "linux":
         return None
+    import asyncio  # asyncio and ctypes when a store opens, not when tether is imported
+    import ctypes
+
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)

@@ -6,7 +6,6 @@ and OpenAI's APIs) and the standard ``retry-after`` (seconds, or an HTTP date).
 
 from __future__ import annotations
 
-import email.utils
 import math
 import time
 from collections.abc import Mapping
@@ -28,6 +27,8 @@ def retry_after(headers: Mapping[str, str]) -> float | None:
         try:
             seconds = float(value)
         except ValueError:
+            import email.utils  # an HTTP date is rare; its module costs 20 ms to import
+
             when = email.utils.parsedate_to_datetime(value)
             seconds = when.timestamp() - time.time()
     except (TypeError, ValueError, OverflowError):

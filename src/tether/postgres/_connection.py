@@ -7,7 +7,6 @@ landed (``_append``) before it sends it again.
 
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -25,7 +24,7 @@ def connection_errors() -> tuple[type[BaseException], ...]:
 
     return (
         OSError,
-        asyncio.TimeoutError,
+        TimeoutError,  # asyncio's too (the same class)
         asyncpg.InterfaceError,
         asyncpg.PostgresConnectionError,
         asyncpg.exceptions.OperatorInterventionError,  # admin/crash shutdown, query cancelled

@@ -15,7 +15,6 @@ Invariants kept here:
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -44,6 +43,8 @@ from ..journal._records import (
 from ..journal._stamp import stamp_events
 
 if TYPE_CHECKING:
+    import asyncio
+
     from ._store import PostgresStore
 
 log = logging.getLogger("tether.postgres")
@@ -103,6 +104,8 @@ class PgJournal:
         self._events = events
         self._view = EventsView(events)
         self._next_seq = len(events)
+        import asyncio  # with the event loop, not with tether's import
+
         self._lock = asyncio.Lock()
         self._inflight: set[asyncio.Future[None]] = set()
         self._lost: str | None = None
@@ -130,6 +133,8 @@ class PgJournal:
         if self._expiry is not None:
             self._expiry.cancel()
         if not self._closed and self._lost is None:
+            import asyncio  # with the event loop, not with tether's import
+
             self._expiry = asyncio.get_running_loop().call_at(when, self._ran_out)
 
     def _ran_out(self) -> None:
@@ -229,6 +234,8 @@ class PgJournal:
             return []
         stamped, payloads, finished = stamp(self.path, prepared, self._next_seq)
         self._next_seq += len(stamped)
+        import asyncio  # with the event loop, not with tether's import
+
         task = asyncio.ensure_future(self._commit(stamped, payloads, finished))
         self._inflight.add(task)
         task.add_done_callback(_Settle(self._inflight))
@@ -283,6 +290,8 @@ class PgJournal:
             self._expiry = None
         with anyio.CancelScope(shield=True):
             if self._inflight:
+                import asyncio  # with the event loop, not with tether's import
+
                 await asyncio.wait(list(self._inflight))
             await self._store.release(self)
 
