@@ -19,11 +19,18 @@ The kinds, from what a user gets to the bare runtime:
   without redaction, default GC.
 - ``bare``: ``copyfree`` with the cyclic garbage collector off while the runs go (the runtime
   with nothing of its allocations' collection left in it).
+- ``worker``: ``defaults`` with the collector set as ``tether worker`` sets it in its own
+  process (``tune_collector``: ``gc.freeze()`` and a first-generation threshold of 10,000).
 
 Tries take turns (the kinds in order, then reversed), ``--repeat`` rounds per number of runs,
 and each case reports its median try and the min-max of its tries. The ratios the project
 holds itself to: ``defaults`` ÷ ``bare`` at 100 runs (at most 1.25) and ``defaults`` at 1,000
 runs ÷ ``defaults`` at 100 (at most 1.15), each also given per round (paired tries).
+
+``--before SRC`` adds, for each kind, the same kind run with ``SRC`` (the ``src`` directory of
+another checkout of tether) first on ``PYTHONPATH`` (``KIND@before``), taking turns with the
+others, and the ratios of each kind to its ``@before``: a change measured side by side with
+what it changed, in one run.
 
 ``--profile KIND:RUNS`` runs one try in this process under ``cProfile`` and prints the
 functions by their own time instead.
@@ -34,6 +41,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -49,8 +57,9 @@ from _harness import RESULTS, alternate, say, workspace, write_results
 
 import tether
 from tether.models import ModelReply, SystemPrompt
+from tether.supervisor._worker import tune_collector
 
-KINDS = ("defaults", "scripted", "copyfree", "bare")
+KINDS = ("defaults", "scripted", "copyfree", "bare", "worker")
 SCRIPT = Path(__file__).resolve()
 CASE_TIMEOUT = 900.0
 
@@ -120,8 +129,9 @@ class _GcTimer:
 
 async def _case(kind: str, runs: int, steps: int, root: Path) -> dict[str, Any]:
     calls = tool_calls_for(steps)
-    model: Any = scripted_model(calls) if kind in ("defaults", "scripted") else CopyFreeModel(calls)
-    redact: Any = tether.SecretRedactor() if kind == "defaults" else None
+    scripted = kind in ("defaults", "scripted", "worker")
+    model: Any = scripted_model(calls) if scripted else CopyFreeModel(calls)
+    redact: Any = tether.SecretRedactor() if kind in ("defaults", "worker") else None
     store = tether.FileStore(root, redact=redact)
     async with tether.Supervisor(store, model=model, tools=_tools(), sweep_interval=None) as sup:
         budgets = tether.Budgets(max_model_calls=None)
@@ -131,6 +141,8 @@ async def _case(kind: str, runs: int, steps: int, root: Path) -> dict[str, Any]:
         gc.collect()
         if kind == "bare":
             gc.disable()
+        elif kind == "worker":
+            tune_collector()
         before = [s["collections"] for s in gc.get_stats()]
         gc_time = _GcTimer()
         gc.callbacks.append(gc_time)
@@ -164,14 +176,23 @@ async def _case(kind: str, runs: int, steps: int, root: Path) -> dict[str, Any]:
     }
 
 
-def _spawn(kind: str, runs: int, steps: int, root: Path) -> dict[str, Any]:
-    argv = [sys.executable, str(SCRIPT), "--child", kind, str(runs), str(steps), "--dir", str(root)]
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=CASE_TIMEOUT, check=False)
+def _spawn(
+    kind: str, runs: int, steps: int, root: Path, before: Path | None = None
+) -> dict[str, Any]:
+    base, _, where = kind.partition("@")
+    argv = [sys.executable, str(SCRIPT), "--child", base, str(runs), str(steps), "--dir", str(root)]
+    env = dict(os.environ)
+    if where == "before" and before is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(before), env.get("PYTHONPATH", "")])
+    proc = subprocess.run(
+        argv, capture_output=True, text=True, timeout=CASE_TIMEOUT, check=False, env=env
+    )
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if proc.returncode != 0 or not lines:
         tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
         raise RuntimeError(f"{kind} at {runs} runs failed (exit {proc.returncode}): {tail}")
     result: dict[str, Any] = json.loads(lines[-1])
+    result["kind"] = kind
     return result
 
 
@@ -193,9 +214,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--runs", default="100,1000", help="comma-separated numbers of runs")
     p.add_argument("--steps", type=int, default=41, help="durable steps per run (odd)")
     p.add_argument("--repeat", type=int, default=3, help="rounds of tries (median reported)")
-    p.add_argument("--kinds", default=",".join(KINDS), help="comma-separated kinds to run")
+    p.add_argument("--kinds", default=",".join(KINDS[:4]), help="comma-separated kinds to run")
     p.add_argument("--dir", type=Path, default=Path("/dev/shm"), help="where the stores go")
     p.add_argument("--out", type=Path, default=RESULTS / "step_cpu.json", help="results file")
+    p.add_argument("--before", type=Path, default=None, help="src of the tether to compare with")
     p.add_argument("--profile", default=None, metavar="KIND:RUNS", help="profile one try")
     p.add_argument("--child", nargs=3, metavar=("KIND", "RUNS", "STEPS"), help=argparse.SUPPRESS)
     return p.parse_args(argv)
@@ -216,6 +238,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             _profile(args.profile, args.steps, root)
         return 0
     kinds = [k for k in args.kinds.split(",") if k]
+    if args.before is not None:
+        kinds += [f"{k}@before" for k in kinds]
     sizes = [int(n) for n in args.runs.split(",")]
     tries: dict[tuple[str, int], list[dict[str, Any]]] = {}
     with workspace(args.dir, "tether-cpu-") as (root, info):
@@ -223,9 +247,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         for rep in range(args.repeat):
             for runs in alternate(sizes, rep):
                 for kind in alternate(kinds, rep):
-                    res = _spawn(kind, runs, args.steps, root)
+                    res = _spawn(kind, runs, args.steps, root, args.before)
                     tries.setdefault((kind, runs), []).append(res)
-                    say(f"  round {rep + 1}: {kind:<9} {runs:>5} runs {res['us_per_step']:6.1f} µs")
+                    per_step = res["us_per_step"]
+                    say(f"  round {rep + 1}: {kind:<16} {runs:>5} runs {per_step:6.1f} µs")
         elapsed = time.perf_counter() - started
     report = summarize(tries, kinds, sizes)
     print(format_report(report))
@@ -266,6 +291,11 @@ def summarize(
             "target": target,
         }
 
+    for kind in kinds:
+        if kind.endswith("@before"):
+            base = kind.removesuffix("@before")
+            for runs in sizes:
+                ratio(f"{base} / before at {runs:,} runs", (base, runs), (kind, runs), 0.5)
     if 100 in sizes:
         ratio("defaults / bare at 100 runs", ("defaults", 100), ("bare", 100), 1.25)
     if 100 in sizes and 1000 in sizes:
@@ -275,11 +305,11 @@ def summarize(
 
 
 def format_report(report: dict[str, Any]) -> str:
-    lines = ["case                  µs/step (median)  tries            gc gen0/1/2"]
-    for c in sorted(report["cases"], key=lambda c: (c["runs"], KINDS.index(c["kind"]))):
+    lines = ["case                         µs/step (median)  tries            gc gen0/1/2"]
+    for c in sorted(report["cases"], key=lambda c: (c["runs"], c["kind"])):
         tries = ", ".join(f"{t:.0f}" for t in c["tries_us"])
         gcs = "/".join(str(n) for n in c["gc_collections"])
-        case = f"{c['kind']:<9} {c['runs']:>5} runs"
+        case = f"{c['kind']:<16} {c['runs']:>5} runs"
         lines.append(f"{case}  {c['us_per_step']:8.1f}  {tries:<16} {gcs}")
     lines.append("")
     for name, r in report["ratios"].items():

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from tether import SecretRedactor
 from tether.journal import ModelResponse, ToolResult
-from tether.journal._redact import DEFAULT_HINTS
+from tether.journal._redact import DEFAULT_HINTS, _holds_hint
 
 SECRETS = [
     "sk-ant-" + "a1B2_c3-" * 3,
@@ -24,7 +24,7 @@ SECRETS = [
     "-----BEGIN RSA PRIVATE KEY-----\nMIIB\n-----END RSA PRIVATE KEY-----",
 ]
 
-texts = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=12)
+texts = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=12)
 strings = st.builds(
     lambda before, secret, after: before + secret + after,
     texts,
@@ -65,3 +65,9 @@ def test_other_patterns_have_no_hints() -> None:
     custom = SecretRedactor(extra=[r"secret-\d+"])
     event = ToolResult(call_id="toolu_1", ok=True, content="the code is secret-42")
     assert custom(event).content == "the code is [REDACTED]"
+
+
+@given(st.binary(max_size=40), st.sampled_from(DEFAULT_HINTS), st.binary(max_size=40))
+def test_the_written_out_search_finds_every_hint(before: bytes, hint: bytes, after: bytes) -> None:
+    assert _holds_hint(before + hint + after)
+    assert _holds_hint(before + after) == any(h in before + after for h in DEFAULT_HINTS)

@@ -89,7 +89,12 @@ def test_a_growing_conversation_is_looked_at_once_per_message(
 ) -> None:
     looked: list[object] = []
     real = _transcript.json_size
-    monkeypatch.setattr(_transcript, "json_size", lambda v: looked.append(v) or real(v))
+
+    def counted(value: object) -> int:
+        looked.append(value)
+        return real(value)
+
+    monkeypatch.setattr(_transcript, "json_size", counted)
     transcripts = Transcripts()
     messages = conversation(500)
     transcripts.of(messages)

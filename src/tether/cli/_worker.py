@@ -125,7 +125,7 @@ def _worker(args: argparse.Namespace) -> int:
 
 def _serve(args: argparse.Namespace) -> int:
     from .._errors import StoreUnavailableError
-    from ..supervisor._worker import load_app, run_worker
+    from ..supervisor._worker import load_app, run_worker, tune_collector
 
     check_store_usage(args, {"--lease-ttl": args.lease_ttl, "--store-wait": args.store_wait})
     logging.basicConfig(
@@ -147,6 +147,7 @@ def _serve(args: argparse.Namespace) -> int:
         options["start_wait"] = DEFAULT_STORE_WAIT if args.store_wait is None else args.store_wait
         if args.lease_ttl is not None:
             options["lease_ttl"] = args.lease_ttl
+    tune_collector()  # this process is the worker's own
     try:
         store = open_store(args, create=True, **options)
         anyio.run(run_worker, store, app)

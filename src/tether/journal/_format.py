@@ -46,7 +46,8 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import TypeVar
 
 MAGIC = b"TETHERJ\x00"
 FORMAT_VERSION = 1
@@ -147,6 +148,41 @@ def decode_header(
 def payload_crc(payload: bytes) -> int:
     """The payload part of a frame checksum; the header fields are folded in by ``build_group``."""
     return crc32(payload)
+
+
+_T = TypeVar("_T")
+
+
+def encode_group(
+    items: Iterable[_T], encode_into: Callable[[_T, bytearray, int], None]
+) -> tuple[bytes, list[int]]:
+    """Frame ``items`` as one group, each encoded by ``encode_into(item, buf, offset)`` (a
+    msgspec ``Encoder.encode_into``) straight into the group's buffer, where ``build_group``
+    would be given payloads encoded apart and copy each in: the same bytes, one buffer.
+
+    Returns the group and each payload's length (for the caller to bound: ``MAX_PAYLOAD``).
+
+    Raises:
+        ValueError: the group would exceed ``MAX_GROUP``.
+    """
+    buf = bytearray()
+    frames: list[tuple[int, int]] = []
+    for item in items:
+        off = len(buf)
+        encode_into(item, buf, off + FRAME_HEADER_SIZE)
+        n = len(buf) - off - FRAME_HEADER_SIZE
+        buf += ZERO_PADDING[: align(n) - n]
+        frames.append((off, n))
+    total = len(buf)
+    if total > MAX_GROUP:
+        raise ValueError(f"group of {total} bytes exceeds {MAX_GROUP}")
+    view = memoryview(buf)
+    for off, n in frames:
+        start = off + FRAME_HEADER_SIZE
+        pcrc = crc32(view[start : start + n])
+        _FRAME.pack_into(buf, off, crc32(_FRAME_TAIL.pack(n, off, total), pcrc), n, off, total)
+    view.release()
+    return bytes(buf), [n for _, n in frames]
 
 
 def build_group(payloads: Sequence[tuple[bytes, int]]) -> bytes:

@@ -24,17 +24,24 @@ def stamp_events(
     Raises:
         RecordTooLargeError: an encoded event exceeds the frame limit (``where`` names the run).
     """
-    now = time.time()
-    stamped: list[AnyEvent] = []
+    stamped = stamp(events, first_seq)
     payloads: list[bytes] = []
-    for seq, ev in enumerate(events, first_seq):
-        ev = msgspec.structs.replace(ev, seq=seq, at=ev.at or now)
+    for ev in stamped:
         data = encode_event(ev)
         if len(data) > MAX_PAYLOAD:
             raise RecordTooLargeError(where, len(data), MAX_PAYLOAD)
         payloads.append(data)
-        stamped.append(ev)  # type: ignore[arg-type]
     return stamped, payloads
+
+
+def stamp(events: Iterable[Event], first_seq: int) -> list[AnyEvent]:
+    """``events`` with contiguous ``seq`` from ``first_seq`` and ``at`` (now, unless set)."""
+    now = time.time()
+    replace = msgspec.structs.replace
+    return [
+        replace(ev, seq=seq, at=ev.at or now)  # type: ignore[misc]
+        for seq, ev in enumerate(events, first_seq)
+    ]
 
 
 STAMP_ROOM = 16

@@ -36,17 +36,18 @@ from .._errors import (
     JournalClosedError,
     JournalLockedError,
     JournalRemovedError,
+    RecordTooLargeError,
     RunExistsError,
     RunNotFoundError,
 )
 from ._commit import GroupCommitter
 from ._events import EventsView
 from ._file import FileOps
-from ._format import HEADER_SIZE, build_group, encode_header, payload_crc
+from ._format import HEADER_SIZE, MAX_PAYLOAD, encode_group, encode_header
 from ._leftovers import keep_torn_tail
 from ._reader import Scan, scan
-from ._records import AnyEvent, Event, ToolResult
-from ._stamp import stamp_events
+from ._records import ENCODER, AnyEvent, Event, ToolResult
+from ._stamp import stamp
 from ._target import CommitTarget
 
 if TYPE_CHECKING:
@@ -135,13 +136,18 @@ class JournalFile(CommitTarget):
 
 
 def frame_events(events: list[Event], first_seq: int, path: str) -> tuple[list[AnyEvent], bytes]:
-    """Stamp ``events`` (``stamp_events``) and frame them as one group.
+    """Stamp ``events`` (``stamp``) and frame them as one group, each encoded straight into
+    the group's buffer (``encode_group``).
 
     Raises:
         RecordTooLargeError: an encoded event exceeds the frame limit.
     """
-    stamped, payloads = stamp_events(events, first_seq, path)
-    return stamped, build_group([(data, payload_crc(data)) for data in payloads])
+    stamped = stamp(events, first_seq)
+    group, sizes = encode_group(stamped, ENCODER.encode_into)
+    for size in sizes:
+        if size > MAX_PAYLOAD:
+            raise RecordTooLargeError(path, size, MAX_PAYLOAD)
+    return stamped, group
 
 
 def broken_error(path: str, cause: BaseException) -> JournalBrokenError:

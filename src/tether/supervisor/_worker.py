@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import importlib
 import logging
 import os
@@ -37,6 +38,28 @@ class WorkerApp:
     model: Model
     tools: ToolRegistry
     options: dict[str, Any] = field(default_factory=dict)
+
+
+WORKER_GC_THRESHOLD = 10_000
+"""The first generation's threshold of the cyclic garbage collector in a worker process
+(CPython's default is 700): allocations less deallocations between two collections."""
+
+
+def tune_collector() -> None:
+    """Set the process's cyclic garbage collector for a long-lived worker: collect, move every
+    object alive now (the modules, the application's) out of the collector's sight
+    (``gc.freeze``), and raise the first generation's threshold to ``WORKER_GC_THRESHOLD``.
+
+    Only for a process the worker owns (``tether worker`` calls it once its application is
+    loaded): these are settings of the whole process, which a ``Supervisor`` embedded in an
+    application never changes by itself. Each run's live state (its events and conversation)
+    is what sets the collector off; at 700 it walked the runs in flight hundreds of times a
+    second, a quarter of the event loop's CPU at 1,000 runs.
+    """
+    gc.collect()
+    gc.freeze()
+    _, second, third = gc.get_threshold()
+    gc.set_threshold(WORKER_GC_THRESHOLD, second, third)
 
 
 def load_app(target: str) -> WorkerApp:
