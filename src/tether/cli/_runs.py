@@ -15,7 +15,8 @@ from typing import Any
 import msgspec
 
 from ..operate._describe import describe, format_age, shorten
-from ..operate._summary import as_tree, load_summaries, load_summary
+from ..operate._listing import Listing
+from ..operate._summary import as_tree, load_summary
 from ..supervisor._state import RunStatus
 from ._gc import add_gc_command
 from ._ops import add_op_commands
@@ -60,8 +61,11 @@ def add_run_commands(commands: Any) -> None:
         + STORE_HELP
         + " A run whose journal cannot be read (damaged, or refused by the OS), and an entry "
         "of runs/ named like a journal that is not a regular file (a directory, a FIFO), is "
-        "listed as needs_attention with the reason, and the other runs as usual. Exit 0; 3 if "
-        "the store cannot be read or reached.",
+        "listed as needs_attention with the reason, and the other runs as usual. A directory "
+        "store's finished runs are summarized once: their summaries are kept in "
+        "DIR/summaries.cache (shared with the console, written where this command may write) "
+        "and used while their journals stay exactly the same. Exit 0; 3 if the store cannot "
+        "be read or reached.",
     )
     add_store_options(runs)
     runs.add_argument("--json", action="store_true", help="print a JSON list of run objects")
@@ -100,7 +104,9 @@ def add_run_commands(commands: Any) -> None:
 def _runs(args: argparse.Namespace) -> int:
     async def command() -> int:
         async with using(open_store(args), write=False) as store:
-            summaries = await load_summaries(store)
+            # The console's listing: a finished run already summarized (by this command or
+            # the console) is not read again while its journal stays the same.
+            summaries = sorted(await Listing(store).summaries(), key=lambda s: s.run_id)
         if args.status:
             summaries = [s for s in summaries if s.status in args.status]
         now = time.time()

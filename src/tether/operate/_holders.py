@@ -17,6 +17,7 @@ import anyio
 
 from ..journal._protocols import RunStore
 from ..journal._store import FileStore
+from ..journal._writer import journal_path
 from ..postgres import PostgresStore
 
 
@@ -97,26 +98,37 @@ async def versions(store: RunStore) -> dict[str, Version]:
     Raises:
         OSError: the store's directory cannot be listed.
     """
+    found, _ = await look(store)
+    return found
+
+
+async def look(store: RunStore) -> tuple[dict[str, Version], dict[str, str]]:
+    """``versions``, and a directory store's odd entries (``FileStore.odd_entries``), from one
+    look at its directory."""
     if isinstance(store, PostgresStore):
         return {
             run_id: Version(version, holder)
             for run_id, (version, holder) in (await store.run_versions()).items()
-        }
+        }, {}
     if isinstance(store, FileStore):
-        stats = await store.run_stats()
-        paths = {run_id: store.path(run_id) for run_id in stats}
-        held = await anyio.to_thread.run_sync(_holders_of, paths)
-        return {run_id: Version(s.version, held.get(run_id)) for run_id, s in stats.items()}
+        runs_dir = store.runs_dir
+        # The store's own look: it also reports each odd entry (once), as ``odd_entries`` does.
+        listing = await anyio.to_thread.run_sync(lambda: store._look(versions=True))
+        paths = {run_id: journal_path(runs_dir, run_id) for run_id in listing.runs}
+        held = await anyio.to_thread.run_sync(_holders_of, paths, runs_dir)
+        found = {run_id: Version(v, held.get(run_id)) for run_id, v in listing.runs.items()}
+        return found, listing.odd
     return {
         run_id: Version((0, 0), await holder_of(store, run_id))
         for run_id in await store.list_runs()
-    }
+    }, {}
 
 
-def _holders_of(paths: dict[str, str]) -> dict[str, int]:
+def _holders_of(paths: dict[str, str], directory: str | None = None) -> dict[str, int]:
     """The pid holding each path's ``flock`` (0 if unknown), for the paths someone holds.
 
-    One read of ``/proc/locks`` and one ``stat`` per held-looking file; elsewhere a probe each.
+    One read of ``/proc/locks`` and one ``stat`` per file, none when no lock is held on the
+    device of ``directory`` (which holds every path); elsewhere a probe each.
     """
     try:
         with open("/proc/locks", encoding="ascii", errors="replace") as f:
@@ -132,6 +144,14 @@ def _holders_of(paths: dict[str, str]) -> dict[str, int]:
                 locks[parts[5]] = int(parts[4])
             except ValueError:
                 locks[parts[5]] = 0
+    if directory is not None and locks:
+        try:
+            dev = os.stat(directory).st_dev
+        except OSError:
+            return {}
+        on_device = f"{os.major(dev):02x}:{os.minor(dev):02x}:"
+        if not any(key.startswith(on_device) for key in locks):
+            return {}  # nobody holds a file there: no journal of this store is held
     if not locks:
         return {}
     out: dict[str, int] = {}

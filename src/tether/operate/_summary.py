@@ -358,6 +358,8 @@ async def load_summaries(store: RunStore) -> list[RunSummary]:
 def as_tree(summaries: list[RunSummary]) -> list[tuple[int, RunSummary]]:
     """``summaries`` with every child run right under its parent, and its depth (0 for a run
     with no parent in the list), each level in the order given."""
+    if all(s.parent is None for s in summaries):  # no child runs (most stores): as given
+        return [(0, s) for s in summaries]
     ids = {s.run_id for s in summaries}
     children: dict[str | None, list[RunSummary]] = {}
     for s in summaries:
