@@ -39,6 +39,7 @@ from ._errors import ToolDefinitionError as ToolDefinitionError
 from ._errors import ToolError as ToolError
 from ._errors import ToolUnavailableError as ToolUnavailableError
 from ._errors import UnknownToolError as UnknownToolError
+from ._public import on_demand as _on_demand
 from ._public import publish as _publish
 from ._public import renamed as _renamed
 from ._version import __version__ as __version__
@@ -49,12 +50,9 @@ from .journal import JournalHandle as JournalHandle
 from .journal import RunStat as RunStat
 from .journal import SecretRedactor as SecretRedactor
 from .journal import Store as Store
-from .models import AnthropicModel as AnthropicModel
 from .models import Model as Model
 from .models import ModelReply as ModelReply
-from .models import OpenAIModel as OpenAIModel
 from .models import ScriptedModel as ScriptedModel
-from .postgres import PostgresStore as PostgresStore
 from .supervisor import RunStatus as RunStatus
 from .supervisor import RunView as RunView
 from .supervisor import Supervisor as Supervisor
@@ -127,16 +125,38 @@ __all__ = [
     "wait_for",
 ]
 
+ON_DEMAND = {
+    "AnthropicModel": "tether.models",
+    "OpenAIModel": "tether.models",
+    "PostgresStore": "tether.postgres",
+}
+"""Imported when first used: most programs use one model adapter, or none, and no database."""
+
 if TYPE_CHECKING:  # the renamed names, for type checkers (the warning is the runtime's)
+    from .models import AnthropicModel as AnthropicModel
+    from .models import OpenAIModel as OpenAIModel
+    from .postgres import PostgresStore as PostgresStore
+
     Journal = FileJournal
     RunJournal = JournalHandle
 else:
-    __getattr__ = _renamed(
+    __getattr__ = _on_demand(
         __name__,
-        {
-            "Journal": ("tether.FileJournal", FileJournal),
-            "RunJournal": ("tether.JournalHandle", JournalHandle),
-        },
+        globals(),
+        ON_DEMAND,
+        _renamed(
+            __name__,
+            {
+                "Journal": ("tether.FileJournal", FileJournal),
+                "RunJournal": ("tether.JournalHandle", JournalHandle),
+            },
+            depth=1,
+        ),
     )
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *ON_DEMAND})
+
 
 _publish(__name__, globals(), __all__)

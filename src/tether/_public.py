@@ -9,11 +9,14 @@ public module that exports it under its own name. Each package publishes its ``_
 it continue, so a name published once (by the more specific package) is left alone after.
 
 ``renamed`` gives a package the module ``__getattr__`` that keeps an old name working for one
-release, with a ``DeprecationWarning`` naming the new one.
+release, with a ``DeprecationWarning`` naming the new one; ``on_demand`` one that imports a
+name's module the first time the name is used (adapters and stores most programs never use:
+``import tether`` does not pay for them), and publishes it there as ``publish`` would.
 """
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import sys
 import warnings
@@ -60,9 +63,40 @@ def _resolve_annotations(cls: type) -> None:
     cls.__annotations__ = resolved
 
 
-def renamed(module: str, aliases: Mapping[str, tuple[str, object]]) -> Callable[[str], object]:
+def on_demand(
+    module: str,
+    namespace: dict[str, Any],
+    sources: Mapping[str, str],
+    otherwise: Callable[[str], object] | None = None,
+) -> Callable[[str], object]:
+    """A module ``__getattr__`` that imports each name of ``sources`` (name to the module that
+    defines or exports it) when it is first asked for, keeps it in ``namespace`` and publishes
+    it as ``module``'s (see ``publish``); other names go to ``otherwise`` (``renamed``'s), or
+    raise ``AttributeError``."""
+
+    def __getattr__(name: str) -> object:
+        source = sources.get(name)
+        if source is None:
+            if otherwise is not None:
+                return otherwise(name)
+            raise AttributeError(f"module {module!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(source), name)
+        namespace[name] = value
+        publish(module, namespace, [name])
+        return value
+
+    return __getattr__
+
+
+def renamed(
+    module: str, aliases: Mapping[str, tuple[str, object]], *, depth: int = 0
+) -> Callable[[str], object]:
     """A module ``__getattr__`` serving each old name of ``aliases`` (old name to the new name
-    and its object) with a ``DeprecationWarning``, and ``AttributeError`` for anything else."""
+    and its object) with a ``DeprecationWarning``, and ``AttributeError`` for anything else.
+
+    ``depth``: the calls between the module's ``__getattr__`` and this one (1 under
+    ``on_demand``), so that the warning points at the code that used the old name.
+    """
 
     def __getattr__(name: str) -> object:
         try:
@@ -72,7 +106,7 @@ def renamed(module: str, aliases: Mapping[str, tuple[str, object]]) -> Callable[
         warnings.warn(
             f"{module}.{name} is deprecated and will be removed in the next release: use {new}",
             DeprecationWarning,
-            stacklevel=2,
+            stacklevel=2 + depth,
         )
         return value
 
