@@ -57,7 +57,18 @@ from _harness import RESULTS, alternate, say, workspace, write_results
 
 import tether
 from tether.models import ModelReply, SystemPrompt
-from tether.supervisor._worker import tune_collector
+
+try:
+    from tether.supervisor._worker import tune_collector
+except ImportError:  # a tether from before ``tether worker`` tuned its collector (``--before``)
+
+    def tune_collector() -> None:
+        """What ``tether worker`` does to its process's collector, for an older tether."""
+        gc.collect()
+        gc.freeze()
+        _, second, third = gc.get_threshold()
+        gc.set_threshold(10_000, second, third)
+
 
 KINDS = ("defaults", "scripted", "copyfree", "bare", "worker")
 SCRIPT = Path(__file__).resolve()
