@@ -6,12 +6,15 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import struct
 import subprocess
 import sys
 import tempfile
 import time
+import zlib
 
 import anyio
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -188,3 +191,184 @@ def test_tether_runs_prints_the_same_with_and_without_the_file(root: pathlib.Pat
     assert (root / _summary_file.NAME).exists()
     assert runs() == cold
     assert [r["run_id"] for r in cold] == sorted([*FINISHED, PARKED])
+
+
+async def _truth(root: pathlib.Path) -> list[dict[str, object]]:
+    """Every run's summary as its journal says it, now (no file read, none written)."""
+    listing = Listing(FileStore(root), fresh_for=0)
+    listing.keeps_on_disk = False
+    return [_plain(s) for s in await listing.summaries()]
+
+
+async def _shown(root: pathlib.Path) -> tuple[list[dict[str, object]], int]:
+    """What a new listing (a new process, say) shows, and how many journals it read."""
+    listing = Listing(FileStore(root), fresh_for=0)
+    return [_plain(s) for s in await listing.summaries()], listing.reads
+
+
+def _plain(summary: RunSummary) -> dict[str, object]:
+    shown = summary.as_dict(now=0.0)
+    shown.pop("age_s")
+    return shown
+
+
+@pytest.mark.parametrize("cut", [0, 7, 12, 16, 100, -1])
+async def test_a_file_cut_short_on_disk_is_ignored_and_written_again(
+    root: pathlib.Path, cut: int
+) -> None:
+    await _list(root)
+    path = root / _summary_file.NAME
+    size = path.stat().st_size
+    os.truncate(path, cut % size)
+    shown, reads = await _shown(root)
+    assert shown == await _truth(root)
+    assert reads == len(FINISHED) + 1  # nothing taken from the torn file
+    assert path.stat().st_size == size  # the next listing wrote it whole again
+    _, reads = await _shown(root)
+    assert reads == 1
+
+
+@pytest.mark.parametrize("where", ["header", "body", "end"])
+async def test_a_file_overwritten_on_disk_is_ignored(root: pathlib.Path, where: str) -> None:
+    await _list(root)
+    path = root / _summary_file.NAME
+    data = bytearray(path.read_bytes())
+    at = {"header": 10, "body": len(data) // 2, "end": len(data) - 1}[where]
+    data[at : at + 4] = b"\xff\x00\xfe\x01"
+    with open(path, "r+b") as f:  # in place: the same file, the same size
+        f.write(bytes(data[: len(data)]))
+    shown, reads = await _shown(root)
+    assert shown == await _truth(root)
+    assert reads == len(FINISHED) + 1
+
+
+async def test_a_file_with_a_good_checksum_and_wrong_types_is_ignored(
+    root: pathlib.Path,
+) -> None:
+    """A file made by hand (or by a buggy writer) checks out byte for byte, not field by field:
+    nothing of it is shown."""
+    await _list(root)
+    path = root / _summary_file.NAME
+    doc = msgspec.msgpack.decode(path.read_bytes()[16:])
+    for entry in doc["runs"].values():
+        entry[4][1] = 42  # a status that is not a string
+    body = msgspec.msgpack.encode(doc)
+    path.write_bytes(
+        struct.pack("<8sII", _summary_file.MAGIC, _summary_file.FORMAT, zlib.crc32(body)) + body
+    )
+    assert _summary_file.load(str(root)) == {}
+    shown, reads = await _shown(root)
+    assert shown == await _truth(root)
+    assert reads == len(FINISHED) + 1
+
+
+def test_a_fifo_at_the_file_or_its_temporary_does_not_hold_tether_runs(
+    root: pathlib.Path,
+) -> None:
+    """Opening a FIFO waits for its other end; the listing must not (it never opens one)."""
+    for name in (_summary_file.NAME, f"{_summary_file.NAME}.tmp"):
+        os.mkfifo(root / name)
+        done = subprocess.run(
+            [sys.executable, "-m", "tether.cli", "runs", "--root", str(root), "--json"],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        assert sorted(r["run_id"] for r in json.loads(done.stdout)) == sorted([*FINISHED, PARKED])
+        (root / name).unlink()
+
+
+async def test_a_symlink_at_the_file_is_not_followed(
+    root: pathlib.Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """A link to another store's file (whose entries could match these journals' identities
+    on another machine's copy) is not read."""
+    await _list(root)
+    elsewhere = tmp_path_factory.mktemp("elsewhere") / _summary_file.NAME
+    (root / _summary_file.NAME).rename(elsewhere)
+    (root / _summary_file.NAME).symlink_to(elsewhere)
+    assert _summary_file.load(str(root)) == {}
+    shown, reads = await _shown(root)
+    assert shown == await _truth(root)
+    assert reads == len(FINISHED) + 1
+
+
+async def test_bytes_appended_to_a_finished_journal_are_what_is_shown(
+    root: pathlib.Path,
+) -> None:
+    """A finished run's journal written to again (here a torn tail, as a crash mid-append
+    leaves it) is read again, not taken from the file."""
+    await _list(root)
+    path = root / "runs" / f"{FINISHED[2]}.journal"
+    with open(path, "ab") as f:
+        f.write(b"\x00\x01torn")
+    shown, reads = await _shown(root)
+    assert reads == 2
+    assert shown == await _truth(root)
+
+
+async def test_a_run_removed_by_gc_is_not_shown_from_the_file(root: pathlib.Path) -> None:
+    await _list(root)
+    gone = FINISHED[3]
+    done = subprocess.run(
+        [sys.executable, "-m", "tether.cli", "gc", "--root", str(root), "--keep-days", "0"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert not (root / "runs" / f"{gone}.journal").exists()
+    shown, _ = await _shown(root)
+    assert shown == await _truth(root)
+    assert gone not in {s["run_id"] for s in shown}
+    assert gone not in _summary_file.load(str(root))  # and the file forgot it
+
+
+def test_two_processes_writing_the_file_at_once_never_leave_it_torn(
+    root: pathlib.Path,
+) -> None:
+    """Writers racing over the file: every read of it gives what one writer wrote, whole (the
+    rename is atomic, and no writer writes into a file already renamed over it)."""
+    anyio.run(_list, root)
+    kept = _summary_file.load(str(root))
+    assert len(kept) == len(FINISHED)
+    writer = (
+        "import sys, time\n"
+        "from tether.operate import _summary_file as f\n"
+        "root, keep = sys.argv[1], int(sys.argv[2])\n"
+        "kept = f.load(root)\n"
+        "subset = dict(list(sorted(kept.items()))[:keep])\n"
+        "end = time.monotonic() + 3\n"
+        "while time.monotonic() < end:\n"
+        "    f.save(root, subset)\n"
+    )
+    subsets = {n: dict(sorted(kept.items())[:n]) for n in range(1, len(FINISHED) + 1)}
+    procs = [
+        subprocess.Popen([sys.executable, "-c", writer, str(root), str(n)], cwd=REPO)
+        for n in subsets
+    ]
+    reads = 0
+    try:
+        while any(p.poll() is None for p in procs):
+            seen = _summary_file.load(str(root))
+            assert seen in subsets.values(), f"a read gave {len(seen)} entries, none a writer's"
+            reads += 1
+    finally:
+        for p in procs:
+            p.wait(timeout=60)
+    assert all(p.returncode == 0 for p in procs)
+    assert reads > 10
+    assert _summary_file.load(str(root)) in subsets.values()
+
+
+async def test_a_kept_summary_is_equal_to_the_one_it_was_made_from(root: pathlib.Path) -> None:
+    """Field for field and type for type (the pinned tools are tuples again, not lists)."""
+    listing = Listing(FileStore(root), fresh_for=0)
+    made = {s.run_id: s for s in await listing.summaries() if s.finished}
+    kept = {run_id: summary for run_id, (_, summary) in _summary_file.load(str(root)).items()}
+    assert kept == made
+    assert all(s.tools == (("lookup", "1"),) for s in kept.values())
+    assert len({hash(s) for s in kept.values()}) == len(FINISHED)

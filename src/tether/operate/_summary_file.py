@@ -53,6 +53,7 @@ MAX_SIZE = 256 * 1024 * 1024
 """A larger file is not read (a store of a million runs keeps about 300 MiB)."""
 
 _HEADER = struct.Struct("<8sII")
+_OPEN_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC  # no symlink followed, no FIFO waited on
 _SUMMARY_FIELDS = [f.name for f in fields(RunSummary) if f.name not in ("state", "held_by")]
 _SOURCES = (
     "tether.operate._summary",
@@ -75,6 +76,14 @@ class Identity:
     @classmethod
     def of(cls, st: os.stat_result) -> Identity:
         return cls(st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
+
+
+class _Body(msgspec.Struct, forbid_unknown_fields=True):
+    """The file's body, as ``dump`` writes it (decoded with every type checked)."""
+
+    tether: str
+    source: int
+    runs: dict[str, tuple[int, int, int, int, list[Any]]]
 
 
 def fingerprint() -> int:
@@ -102,7 +111,7 @@ def load(root: str) -> dict[str, tuple[Identity, RunSummary]]:
     """The kept summaries of the store at ``root``, each with its journal's identity; an empty
     dict when there is no file, or one that does not check out (blocking)."""
     try:
-        fd = os.open(cache_path(root), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = os.open(cache_path(root), os.O_RDONLY | _OPEN_FLAGS)  # a FIFO there: no wait
     except OSError:
         return {}
     try:
@@ -129,14 +138,14 @@ def parse(data: bytes) -> dict[str, tuple[Identity, RunSummary]]:
     if magic != MAGIC or version != FORMAT or zlib.crc32(body) != crc:
         return {}
     try:
-        doc = msgspec.msgpack.decode(body)
-        if doc["tether"] != __version__ or doc["source"] != fingerprint():
+        doc = msgspec.msgpack.decode(body, type=_Body)
+        if doc.tether != __version__ or doc.source != fingerprint():
             return {}
         return {
             run_id: (Identity(size, mtime_ns, ino, ctime_ns), _summary(run_id, fields_))
-            for run_id, (size, mtime_ns, ino, ctime_ns, fields_) in doc["runs"].items()
+            for run_id, (size, mtime_ns, ino, ctime_ns, fields_) in doc.runs.items()
         }
-    except (msgspec.DecodeError, KeyError, TypeError, ValueError, AttributeError):
+    except (msgspec.DecodeError, TypeError, ValueError):  # ValidationError is a DecodeError
         return {}
 
 
@@ -155,9 +164,8 @@ def save(root: str, kept: Mapping[str, tuple[Identity, RunSummary]]) -> bool:
     (no right to write there, a full disk, another process writing it right now)."""
     path = cache_path(root)
     tmp = path + ".tmp"
-    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
-        fd = os.open(tmp, flags, 0o600)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | _OPEN_FLAGS, 0o600)
     except OSError:
         return False
     try:
@@ -165,6 +173,8 @@ def save(root: str, kept: Mapping[str, tuple[Identity, RunSummary]]) -> bool:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # one writer at a time
         except OSError:
             return False
+        if not _still_named(fd, tmp):
+            return False  # renamed over the file by the writer before: writing it would tear it
         data = dump(kept)
         os.ftruncate(fd, 0)
         view = memoryview(data)
@@ -178,6 +188,18 @@ def save(root: str, kept: Mapping[str, tuple[Identity, RunSummary]]) -> bool:
     finally:
         os.close(fd)
     return True
+
+
+def _still_named(fd: int, path: str) -> bool:
+    """Whether ``path`` is still the regular file open as ``fd``."""
+    try:
+        mine, named = os.fstat(fd), os.stat(path, follow_symlinks=False)
+    except OSError:
+        return False
+    return stat.S_ISREG(mine.st_mode) and (mine.st_dev, mine.st_ino) == (
+        named.st_dev,
+        named.st_ino,
+    )
 
 
 def identities(paths: Iterable[tuple[str, str]]) -> dict[str, Identity]:
@@ -206,9 +228,9 @@ def _plain(item: Waiting | Rest) -> dict[str, Any]:
 
 
 def _summary(run_id: str, values: list[Any]) -> RunSummary:
+    """The summary ``values`` (as ``_fields`` wrote them) make, every field of the type the
+    summary declares (``msgspec.ValidationError`` if one is not: a file made by hand)."""
     given = dict(zip(_SUMMARY_FIELDS, values, strict=True))
     if given["run_id"] != run_id:
         raise ValueError("an entry under another run's id")
-    given["waiting"] = tuple(Waiting(**w) for w in given["waiting"])
-    given["rests"] = tuple(Rest(**r) for r in given["rests"])
-    return RunSummary(**given)
+    return msgspec.convert(given, RunSummary)
