@@ -54,8 +54,6 @@ from .models import Model as Model
 from .models import ModelReply as ModelReply
 from .models import ScriptedModel as ScriptedModel
 from .supervisor import RunStatus as RunStatus
-from .supervisor import RunView as RunView
-from .supervisor import Supervisor as Supervisor
 from .tools import ApprovalTimeout as ApprovalTimeout
 from .tools import ContentBlocks as ContentBlocks
 from .tools import ReplayPolicy as ReplayPolicy
@@ -129,13 +127,19 @@ ON_DEMAND = {
     "AnthropicModel": "tether.models",
     "OpenAIModel": "tether.models",
     "PostgresStore": "tether.postgres",
+    "RunView": "tether.supervisor",
+    "Supervisor": "tether.supervisor",
 }
-"""Imported when first used: most programs use one model adapter, or none, and no database."""
+"""Imported when first used: most programs use one model adapter, or none, and no database;
+the supervisor's runtime comes with the first use of ``Supervisor`` (the command line's
+reading commands never need it)."""
 
 if TYPE_CHECKING:  # the renamed names, for type checkers (the warning is the runtime's)
     from .models import AnthropicModel as AnthropicModel
     from .models import OpenAIModel as OpenAIModel
     from .postgres import PostgresStore as PostgresStore
+    from .supervisor import RunView as RunView
+    from .supervisor import Supervisor as Supervisor
 
     Journal = FileJournal
     RunJournal = JournalHandle

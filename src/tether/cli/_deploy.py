@@ -12,15 +12,17 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import operate
 from ..journal._records import ToolPin
 from ..operate._deploy import check_deploy
 from ..supervisor._manifest import contract_changes
 from ..supervisor._state import fold
-from ..supervisor._worker import WorkerApp, load_app
 from ._view import add_store_options, execute, open_store, using
+
+if TYPE_CHECKING:
+    from ..supervisor._worker import WorkerApp
 
 APP_HELP = (
     "the application, as for `tether worker`: MODULE:FACTORY, a function returning a "
@@ -78,6 +80,8 @@ def add_deploy_commands(commands: Any) -> None:
 
 
 def _load(target: str) -> WorkerApp | None:
+    from ..supervisor._worker import load_app  # the runtime: only to load an application
+
     try:
         return load_app(target)
     except Exception as exc:  # the application's own code: say what it raised, no traceback

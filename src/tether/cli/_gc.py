@@ -32,7 +32,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._errors import InvalidRunIdError, JournalError, JournalLockedError, RunNotFoundError
 from .._failpoints import failpoint
@@ -45,9 +45,11 @@ from ..journal._store import FileStore
 from ..operate._describe import format_age
 from ..operate._holders import held_by, holder_of
 from ..operate._summary import RunSummary, summarize, unreadable
-from ..postgres import PostgresStore, _admin
 from ..supervisor._state import RunStatus, fold
 from ._view import execute, open_store, using
+
+if TYPE_CHECKING:
+    from ..postgres import PostgresStore
 
 DAY = 86400.0
 TEMP_GRACE = 3600.0
@@ -201,6 +203,8 @@ async def _remove(store: Store, run_id: str) -> list[str] | None:
     """Remove a finished run; the leftovers removed with it, or ``None`` if it is busy."""
     if isinstance(store, FileStore):
         return await _remove_run(store, run_id)
+    from ..postgres import PostgresStore, _admin  # with a database store only
+
     if isinstance(store, PostgresStore):
         outcome = await _admin.remove_run(store, run_id)
         return None if outcome in ("held", "unfinished") else []
@@ -293,9 +297,11 @@ async def _collect_blobs(store: Store, dry_run: bool, dropped: set[str]) -> tupl
 
     ``dropped``: runs a dry run would have removed (their references do not count).
     """
-    if isinstance(store, PostgresStore):
-        return await _collect_pg_blobs(store, dry_run, dropped)
     if not isinstance(store, FileStore):
+        from ..postgres import PostgresStore
+
+        if isinstance(store, PostgresStore):
+            return await _collect_pg_blobs(store, dry_run, dropped)
         raise TypeError(f"tether gc cannot collect the blobs of a {type(store).__name__}")
     refs, bad = await _references(store, dropped)
     if bad:
@@ -330,6 +336,8 @@ async def _collect_pg_blobs(
     store: PostgresStore, dry_run: bool, dropped: set[str]
 ) -> tuple[int, int, str]:
     """``_collect_blobs`` on PostgreSQL: the deletion itself is ``_admin.remove_blobs``."""
+    from ..postgres import _admin
+
     versions = await _admin.run_versions(store)  # before reading: a change since is seen
     refs, bad = await _references(store, dropped)
     if bad:

@@ -17,7 +17,7 @@ import argparse
 import json
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -25,10 +25,11 @@ from .. import operate
 from ..journal._records import Retried
 from ..operate import acknowledgement
 from ..operate._describe import as_json, shorten
-from ..supervisor._answers import Recorded
-from ..supervisor._verbs import EXTENDABLE
 from ..tools._waits import wait_for
 from ._view import execute, open_store, using
+
+if TYPE_CHECKING:
+    from ..supervisor._answers import Recorded
 
 CONTINUES = (
     "The run continues when a supervisor next picks it up (a running `tether worker`, or the "
@@ -209,6 +210,8 @@ def _resolve(args: argparse.Namespace) -> int:
 
 
 def _extension(text: str) -> tuple[str, float]:
+    from ..supervisor._verbs import EXTENDABLE
+
     name, sep, amount = text.partition("=")
     if not sep or name not in EXTENDABLE:
         raise argparse.ArgumentTypeError(

@@ -11,15 +11,10 @@ inbox while a worker holds it (which then records it: a cancellation within abou
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from .._public import on_demand as _on_demand
 from .._public import publish as _publish
-from ..supervisor._answers import Recorded as Recorded
-from ..supervisor._answers import record_answer as record_answer
-from ..supervisor._verbs import cancel as cancel
-from ..supervisor._verbs import decide as decide
-from ..supervisor._verbs import repin as repin
-from ..supervisor._verbs import resolve as resolve
-from ..supervisor._verbs import retry as retry
-from ..supervisor._verbs import signal as signal
 from ._acknowledge import acknowledgement as acknowledgement
 from ._deploy import DeployCheck as DeployCheck
 from ._deploy import RunCheck as RunCheck
@@ -57,5 +52,34 @@ __all__ = [
     "signal",
     "summarize",
 ]
+
+ON_DEMAND = {
+    "Recorded": "tether.supervisor._answers",
+    "record_answer": "tether.supervisor._answers",
+    "cancel": "tether.supervisor._verbs",
+    "decide": "tether.supervisor._verbs",
+    "repin": "tether.supervisor._verbs",
+    "resolve": "tether.supervisor._verbs",
+    "retry": "tether.supervisor._verbs",
+    "signal": "tether.supervisor._verbs",
+}
+"""The verbs, imported when first used: reading a store (``tether runs``) never needs them."""
+
+if TYPE_CHECKING:
+    from ..supervisor._answers import Recorded as Recorded
+    from ..supervisor._answers import record_answer as record_answer
+    from ..supervisor._verbs import cancel as cancel
+    from ..supervisor._verbs import decide as decide
+    from ..supervisor._verbs import repin as repin
+    from ..supervisor._verbs import resolve as resolve
+    from ..supervisor._verbs import retry as retry
+    from ..supervisor._verbs import signal as signal
+else:
+    __getattr__ = _on_demand(__name__, globals(), ON_DEMAND)
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *ON_DEMAND})
+
 
 _publish(__name__, globals(), __all__)

@@ -10,6 +10,8 @@ the run already had is ``already recorded``.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..journal._records import (
     AnyEvent,
     Decision,
@@ -20,8 +22,10 @@ from ..journal._records import (
     RunFinished,
     Signal,
 )
-from ..supervisor._answers import Recorded
 from ._describe import as_json, call_text, shorten
+
+if TYPE_CHECKING:
+    from ..supervisor._answers import Recorded
 
 QUEUED = "queued: another process is advancing the run; it will"
 NEXT_PAUSE = f"{QUEUED} check this answer again and record it at the run's next pause"

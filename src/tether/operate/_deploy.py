@@ -19,14 +19,16 @@ import difflib
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..journal._protocols import RunStore
 from ..journal._records import ToolPin
 from ..supervisor._fleet import Advertising, Contracts, decode_contracts
 from ..supervisor._manifest import Change, contract_changes
 from ..supervisor._state import RunState, fold
-from ..supervisor._worker import WorkerApp
+
+if TYPE_CHECKING:
+    from ..supervisor._worker import WorkerApp
 
 
 @dataclass(frozen=True)

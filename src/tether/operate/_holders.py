@@ -18,7 +18,6 @@ import anyio
 from ..journal._protocols import RunStore
 from ..journal._store import FileStore
 from ..journal._writer import journal_path
-from ..postgres import PostgresStore
 
 
 def held_by(path: str) -> int | None:
@@ -74,6 +73,8 @@ async def holder_of(store: RunStore, run_id: str) -> int | str | None:
     """
     if isinstance(store, FileStore):
         return held_by(store.path(run_id))
+    from ..postgres import PostgresStore  # not before a store is one: see ``tether.postgres``
+
     if isinstance(store, PostgresStore):
         return await store.holder(run_id)
     return None
@@ -107,11 +108,6 @@ async def versions(store: RunStore) -> dict[str, Version]:
 async def look(store: RunStore) -> tuple[dict[str, Version], dict[str, str]]:
     """``versions``, and a directory store's odd entries (``FileStore.odd_entries``), from one
     look at its directory."""
-    if isinstance(store, PostgresStore):
-        return {
-            run_id: Version(version, holder)
-            for run_id, (version, holder) in (await store.run_versions()).items()
-        }, {}
     if isinstance(store, FileStore):
         runs_dir = store.runs_dir
         # The store's own look: it also reports each odd entry (once), as ``odd_entries`` does.
@@ -119,6 +115,13 @@ async def look(store: RunStore) -> tuple[dict[str, Version], dict[str, str]]:
         held = await anyio.to_thread.run_sync(_holders_in, runs_dir, list(listing.runs))
         found = {run_id: Version(v, held.get(run_id)) for run_id, v in listing.runs.items()}
         return found, listing.odd
+    from ..postgres import PostgresStore
+
+    if isinstance(store, PostgresStore):
+        return {
+            run_id: Version(version, holder)
+            for run_id, (version, holder) in (await store.run_versions()).items()
+        }, {}
     return {
         run_id: Version((0, 0), await holder_of(store, run_id))
         for run_id in await store.list_runs()

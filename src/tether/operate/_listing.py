@@ -38,7 +38,6 @@ from ..journal._protocols import Store
 from ..journal._records import AnyEvent
 from ..journal._store import FileStore
 from ..journal._writer import journal_path
-from ..postgres import PostgresStore
 from . import _summary_file as summary_file
 from ._holders import Version, look
 from ._summary import RunSummary, summarize, unreadable
@@ -232,8 +231,11 @@ class Listing:
         self.reads += len(run_ids)
         if not run_ids:
             return {}
-        if isinstance(self.store, PostgresStore):
-            return dict(await self.store.read_many(run_ids))
+        if not isinstance(self.store, FileStore):
+            from ..postgres import PostgresStore
+
+            if isinstance(self.store, PostgresStore):
+                return dict(await self.store.read_many(run_ids))
         out: dict[str, list[AnyEvent] | Exception] = {}
         limiter = anyio.CapacityLimiter(READERS)
 

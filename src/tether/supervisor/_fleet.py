@@ -21,13 +21,15 @@ import os
 import socket
 import time
 import uuid
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import msgspec
 
 from ..journal._records import JSONValue, Manifest, ToolPin
 from ..tools._compat import incompatibility
-from ._runtime import Runtime
+
+if TYPE_CHECKING:
+    from ._runtime import Runtime
 
 log = logging.getLogger("tether.supervisor")
 

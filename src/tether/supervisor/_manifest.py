@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -14,8 +14,10 @@ from ..models._base import Model, SystemPrompt
 from ..tools._compat import incompatibility
 from ..tools._registry import ToolRegistry
 from ..tools._spec import ToolSpec
-from ._runtime import Runtime
 from ._state import RunState
+
+if TYPE_CHECKING:
+    from ._runtime import Runtime
 
 
 def build_manifest(
