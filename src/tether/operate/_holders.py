@@ -105,16 +105,22 @@ async def versions(store: RunStore) -> dict[str, Version]:
     return found
 
 
-async def look(store: RunStore) -> tuple[dict[str, Version], dict[str, str]]:
+async def look(
+    store: RunStore, previous: dict[str, Version] | None = None
+) -> tuple[dict[str, Version], dict[str, str]]:
     """``versions``, and a directory store's odd entries (``FileStore.odd_entries``), from one
-    look at its directory."""
+    look at its directory.
+
+    ``previous``: the last look's versions; a run whose version and holder are the same is
+    given its ``Version`` from there, so that a look at a store where little changed makes
+    (and leaves for the garbage collector) next to nothing.
+    """
     if isinstance(store, FileStore):
         runs_dir = store.runs_dir
         # The store's own look: it also reports each odd entry (once), as ``odd_entries`` does.
         listing = await anyio.to_thread.run_sync(lambda: store._look(versions=True))
         held = await anyio.to_thread.run_sync(_holders_in, runs_dir, list(listing.runs))
-        found = {run_id: Version(v, held.get(run_id)) for run_id, v in listing.runs.items()}
-        return found, listing.odd
+        return _reusing(listing.runs, held, previous or {}), listing.odd
     from ..postgres import PostgresStore
 
     if isinstance(store, PostgresStore):
@@ -126,6 +132,22 @@ async def look(store: RunStore) -> tuple[dict[str, Version], dict[str, str]]:
         run_id: Version((0, 0), await holder_of(store, run_id))
         for run_id in await store.list_runs()
     }, {}
+
+
+def _reusing(
+    runs: dict[str, tuple[int, int]], held: dict[str, int], previous: dict[str, Version]
+) -> dict[str, Version]:
+    found: dict[str, Version] = {}
+    last = previous.get
+    holder = held.get
+    for run_id, version in runs.items():
+        by = holder(run_id)
+        old = last(run_id)
+        if old is not None and old.held_by == by and old.version == version:
+            found[run_id] = old
+        else:
+            found[run_id] = Version(version, by)
+    return found
 
 
 def _holders_in(runs_dir: str, run_ids: list[str]) -> dict[str, int]:

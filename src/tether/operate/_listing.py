@@ -104,7 +104,7 @@ class Listing:
             return self._summaries
 
     async def _refresh(self) -> None:
-        found, odd = await look(self.store)
+        found, odd = await look(self.store, self._versions)
         now = self.clock()
         settled = self._settled_until
         if found == self._versions and settled is not None and now < settled:

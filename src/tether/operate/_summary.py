@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any, Literal
 
 from .._errors import InvalidRunIdError, JournalError, RunNotFoundError
@@ -355,10 +356,18 @@ async def load_summaries(store: RunStore) -> list[RunSummary]:
     return out
 
 
+def has_children(summaries: list[RunSummary]) -> bool:
+    """Whether any of ``summaries`` is a child run (a look at C speed: 10,000 in a page view)."""
+    return any(map(_PARENT, summaries))
+
+
+_PARENT = attrgetter("parent")
+
+
 def as_tree(summaries: list[RunSummary]) -> list[tuple[int, RunSummary]]:
     """``summaries`` with every child run right under its parent, and its depth (0 for a run
     with no parent in the list), each level in the order given."""
-    if all(s.parent is None for s in summaries):  # no child runs (most stores): as given
+    if not has_children(summaries):  # no child runs (most stores): as given
         return [(0, s) for s in summaries]
     ids = {s.run_id for s in summaries}
     children: dict[str | None, list[RunSummary]] = {}

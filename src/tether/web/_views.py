@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 import msgspec
@@ -16,12 +17,13 @@ import msgspec
 from ..journal._records import AnyEvent, ModelResponse, RunStarted, ToolResult
 from ..operate._deploy import offers
 from ..operate._describe import as_json, describe, event_type, format_age, format_time, shorten
-from ..operate._summary import RunSummary, as_tree
+from ..operate._summary import RunSummary, as_tree, has_children
 from ..supervisor._fleet import Contracts
 from ..supervisor._state import RunState, RunStatus
 from ..supervisor._status import run_deadline, world_wait
 
 STATUSES = [s.value for s in RunStatus]
+_STATUS = attrgetter("status")
 FOLD_AT = 160  # a record longer than this (as JSON) is shown folded
 LINE = 300  # the length of an event's one-line description on a run's page
 
@@ -88,16 +90,22 @@ def runs_page(
     per_page: int = 50,
 ) -> Page:
     """The runs with ``status`` whose id contains ``query``, page ``page`` of them."""
-    counts = Counter(s.status for s in summaries)
-    chosen = [
-        s
-        for s in summaries
-        if (status is None or s.status == status) and (not query or query in s.run_id)
-    ]
+    counts = Counter(map(_STATUS, summaries))
+    if status is None and not query:
+        chosen = summaries  # every run: nothing to choose
+    else:
+        chosen = [
+            s
+            for s in summaries
+            if (status is None or s.status == status) and (not query or query in s.run_id)
+        ]
     pages = max(1, math.ceil(len(chosen) / per_page))
     page = min(max(1, page), pages)
     # Each child run right under its parent (when both are chosen), as `tether runs` lists them.
-    shown = as_tree(chosen)[(page - 1) * per_page : page * per_page]
+    window = slice((page - 1) * per_page, page * per_page)
+    # Without child runs, as given: only the page's rows are made.
+    tree = has_children(chosen)
+    shown = as_tree(chosen)[window] if tree else [(0, s) for s in chosen[window]]
     return Page(
         rows=[run_row(s, now) for _, s in shown],
         depths=[depth for depth, _ in shown],
