@@ -372,3 +372,22 @@ async def test_a_kept_summary_is_equal_to_the_one_it_was_made_from(root: pathlib
     assert kept == made
     assert all(s.tools == (("lookup", "1"),) for s in kept.values())
     assert len({hash(s) for s in kept.values()}) == len(FINISHED)
+
+
+async def test_no_summary_is_kept_for_a_journal_with_coarse_times(
+    root: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a filesystem that keeps whole seconds (FAT, some network mounts) a rewrite within
+    the second leaves size and times as they were: nothing is kept from such a journal."""
+
+    def whole_seconds(st: os.stat_result) -> _summary_file.Identity:
+        second = 1_000_000_000
+        mtime, ctime = st.st_mtime_ns // second * second, st.st_ctime_ns // second * second
+        return _summary_file.Identity(st.st_size, mtime, st.st_ino, ctime)
+
+    monkeypatch.setattr(_summary_file.Identity, "of", staticmethod(whole_seconds))
+    _, reads = await _list(root)
+    assert reads == len(FINISHED) + 1
+    assert _summary_file.load(str(root)) == {}
+    _, reads = await _list(root)
+    assert reads == len(FINISHED) + 1  # read again: nothing was kept

@@ -133,7 +133,7 @@ class Listing:
                 version.version[1] < read_at_ns - RACY_NS
             )
             keep = identity if trusted and summary.finished and summary.readable else None
-            if keep is not None and keep.ctime_ns >= read_at_ns - RACY_NS:
+            if keep is not None and (keep.ctime_ns >= read_at_ns - RACY_NS or keep.coarse):
                 keep = None
             self._kept[run_id] = _Kept(version, summary, trusted, keep)
         for run_id in set(self._kept) - set(found):

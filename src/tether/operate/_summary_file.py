@@ -9,7 +9,8 @@ append, a repair, a journal removed and made again under the same id, even one r
 its modification time set back (which sets the change time, which nobody can set), each
 changes one of them. An entry is written only for a journal whose times were older than the
 read by more than ``RACY_NS`` (two writes within one tick of the kernel's clock can leave the
-same times; see ``_listing``).
+same times; see ``_listing``), and never for one on a filesystem whose times are coarser than
+a millisecond (``Identity.coarse``), where a tick is longer than that window.
 
 A file that can be wrong is ignored whole: it starts with a magic number, a format version
 and a CRC-32 of the rest, and names the tether version and the source of the modules that
@@ -72,6 +73,14 @@ class Identity:
     mtime_ns: int
     ino: int
     ctime_ns: int
+
+    @property
+    def coarse(self) -> bool:
+        """Whether the journal's filesystem keeps times in whole milliseconds or coarser (FAT,
+        some network filesystems): there a rewrite within one tick leaves the same identity,
+        so such a journal's summary is never kept (on a filesystem of nanoseconds, one journal
+        in a million is skipped by chance, and only read again)."""
+        return self.ctime_ns % 1_000_000 == 0 and self.mtime_ns % 1_000_000 == 0
 
     @classmethod
     def of(cls, st: os.stat_result) -> Identity:
