@@ -4,9 +4,6 @@ An agent run writes every decision and every tool outcome to its own append-only
 (length-prefixed, checksummed, fsync'd msgspec records) before acting on it, so a process killed
 at any instant can be resumed without asking the model again and without repeating a side
 effect.
-
-Renamed, the old names kept for one release with a ``DeprecationWarning``: ``tether.Journal``
-is ``tether.FileJournal`` and ``tether.RunJournal`` is ``tether.JournalHandle``.
 """
 
 from __future__ import annotations
@@ -41,7 +38,6 @@ from ._errors import ToolUnavailableError as ToolUnavailableError
 from ._errors import UnknownToolError as UnknownToolError
 from ._public import on_demand as _on_demand
 from ._public import publish as _publish
-from ._public import renamed as _renamed
 from ._version import __version__ as __version__
 from .journal import Budgets as Budgets
 from .journal import FileJournal as FileJournal
@@ -134,29 +130,14 @@ ON_DEMAND = {
 the supervisor's runtime comes with the first use of ``Supervisor`` (the command line's
 reading commands never need it)."""
 
-if TYPE_CHECKING:  # the renamed names, for type checkers (the warning is the runtime's)
+if TYPE_CHECKING:  # the names imported when first used, for type checkers
     from .models import AnthropicModel as AnthropicModel
     from .models import OpenAIModel as OpenAIModel
     from .postgres import PostgresStore as PostgresStore
     from .supervisor import RunView as RunView
     from .supervisor import Supervisor as Supervisor
-
-    Journal = FileJournal
-    RunJournal = JournalHandle
 else:
-    __getattr__ = _on_demand(
-        __name__,
-        globals(),
-        ON_DEMAND,
-        _renamed(
-            __name__,
-            {
-                "Journal": ("tether.FileJournal", FileJournal),
-                "RunJournal": ("tether.JournalHandle", JournalHandle),
-            },
-            depth=1,
-        ),
-    )
+    __getattr__ = _on_demand(__name__, globals(), ON_DEMAND)
 
 
 def __dir__() -> list[str]:

@@ -1,4 +1,4 @@
-"""How the public names present themselves: the module they report, and renamed names.
+"""How the public names present themselves: the module they report, and names loaded late.
 
 Code lives in private modules and each public package re-exports its names, so a class would
 otherwise report where it happens to be defined (``tether.journal._store.FileStore``) in reprs,
@@ -8,9 +8,8 @@ public module that exports it under its own name. Each package publishes its ``_
 ``__init__`` ends; a package always finishes importing before the packages that re-export from
 it continue, so a name published once (by the more specific package) is left alone after.
 
-``renamed`` gives a package the module ``__getattr__`` that keeps an old name working for one
-release, with a ``DeprecationWarning`` naming the new one; ``on_demand`` one that imports a
-name's module the first time the name is used (adapters and stores most programs never use:
+``on_demand`` gives a package the module ``__getattr__`` that imports a name's module the
+first time the name is used (adapters and stores most programs never use:
 ``import tether`` does not pay for them), and publishes it there as ``publish`` would.
 """
 
@@ -19,7 +18,6 @@ from __future__ import annotations
 import importlib
 import inspect
 import sys
-import warnings
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -71,8 +69,8 @@ def on_demand(
 ) -> Callable[[str], object]:
     """A module ``__getattr__`` that imports each name of ``sources`` (name to the module that
     defines or exports it) when it is first asked for, keeps it in ``namespace`` and publishes
-    it as ``module``'s (see ``publish``); other names go to ``otherwise`` (``renamed``'s), or
-    raise ``AttributeError``."""
+    it as ``module``'s (see ``publish``); other names go to ``otherwise``, or raise
+    ``AttributeError``."""
 
     def __getattr__(name: str) -> object:
         source = sources.get(name)
@@ -83,31 +81,6 @@ def on_demand(
         value = getattr(importlib.import_module(source), name)
         namespace[name] = value
         publish(module, namespace, [name])
-        return value
-
-    return __getattr__
-
-
-def renamed(
-    module: str, aliases: Mapping[str, tuple[str, object]], *, depth: int = 0
-) -> Callable[[str], object]:
-    """A module ``__getattr__`` serving each old name of ``aliases`` (old name to the new name
-    and its object) with a ``DeprecationWarning``, and ``AttributeError`` for anything else.
-
-    ``depth``: the calls between the module's ``__getattr__`` and this one (1 under
-    ``on_demand``), so that the warning points at the code that used the old name.
-    """
-
-    def __getattr__(name: str) -> object:
-        try:
-            new, value = aliases[name]
-        except KeyError:
-            raise AttributeError(f"module {module!r} has no attribute {name!r}") from None
-        warnings.warn(
-            f"{module}.{name} is deprecated and will be removed in the next release: use {new}",
-            DeprecationWarning,
-            stacklevel=2 + depth,
-        )
         return value
 
     return __getattr__

@@ -7,18 +7,11 @@ See ``_format`` for the byte layout, ``_records`` for the vocabulary and its evo
 the runtime needs of any store is in ``_protocols``: ``Store`` (``RunStore``, ``Inbox`` and
 ``Blobs`` together) and ``JournalHandle``. The machinery underneath (the file layer, the group
 committer, scans and their damage, the blob directory) is in ``tether.journal.lowlevel``.
-
-Renamed, the old names kept for one release with a ``DeprecationWarning``: ``Journal`` is
-``FileJournal``, ``RunJournal`` is ``JournalHandle``; ``GroupCommitter``, ``FileOps``, ``Scan``,
-``Damage`` moved to ``tether.journal.lowlevel``, where ``BlobStore`` is ``FileBlobStore``.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from .._public import publish as _publish
-from .._public import renamed as _renamed
 from . import lowlevel as lowlevel
 from ._format import FORMAT_VERSION as FORMAT_VERSION
 from ._offline import RepairReport as RepairReport
@@ -107,27 +100,5 @@ __all__ = [
     "repair_file",
     "verify_file",
 ]
-
-if TYPE_CHECKING:  # the renamed names, for type checkers (the warning is the runtime's)
-    Journal = FileJournal
-    RunJournal = JournalHandle
-    BlobStore = lowlevel.FileBlobStore
-    Damage = lowlevel.Damage
-    FileOps = lowlevel.FileOps
-    GroupCommitter = lowlevel.GroupCommitter
-    Scan = lowlevel.Scan
-else:
-    __getattr__ = _renamed(
-        __name__,
-        {
-            "Journal": ("tether.journal.FileJournal", FileJournal),
-            "RunJournal": ("tether.journal.JournalHandle", JournalHandle),
-            "BlobStore": ("tether.journal.lowlevel.FileBlobStore", lowlevel.FileBlobStore),
-            "Damage": ("tether.journal.lowlevel.Damage", lowlevel.Damage),
-            "FileOps": ("tether.journal.lowlevel.FileOps", lowlevel.FileOps),
-            "GroupCommitter": ("tether.journal.lowlevel.GroupCommitter", lowlevel.GroupCommitter),
-            "Scan": ("tether.journal.lowlevel.Scan", lowlevel.Scan),
-        },
-    )
 
 _publish(__name__, globals(), __all__)
