@@ -17,16 +17,24 @@ the run finished pinned to version 2.
 
 from __future__ import annotations
 
+import dataclasses
 import pathlib
 from collections.abc import Callable
 
 import anyio
+import msgspec
 import pytest
 
+import examples.refund_deploy
 from examples.refund_deploy import RUN_ID, Services
+from tether import operate
 from tether.journal import AnyEvent, FileStore, Parked, Repinned, ToolStarted, verify_file
-from tether.supervisor import fold
-from tether.testing import Report, assert_crash_safe
+from tether.models import Model
+from tether.supervisor import RunStatus, Supervisor, fold
+from tether.testing import CrashtestError, Report, Scenario, assert_crash_safe, run_crashtest
+from tether.testing._drive import stranded
+from tether.testing._scenario import check_scenario
+from tether.tools import ToolRegistry
 
 from ..postgres.conftest import pg_dsn, pg_server  # noqa: F401
 
@@ -165,3 +173,73 @@ async def _drop(dsn: str, schemas: list[str]) -> None:
             await conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
     finally:
         await conn.close()
+
+
+async def test_a_contract_park_is_answered_with_the_record_tether_repin_writes(
+    tmp_path: pathlib.Path,
+) -> None:
+    """What the scenario's person records is ``tether.operate.repin``'s record, pinning what
+    a worker of the deployed application advertises; checked, it lets the run finish."""
+    scenario = examples.refund_deploy.scenario(tmp_path)
+    store = FileStore(tmp_path / "store")
+    model, tools = scenario.build()
+    async with Supervisor(store, model=model, tools=tools) as sup:
+        await sup.start(RUN_ID, scenario.prompt)
+        assert await sup.wait(RUN_ID) is RunStatus.WAITING_FOR_APPROVAL
+        [call] = (await sup.inspect(RUN_ID)).pending
+        await sup.decide(RUN_ID, call, approved=True, by="priya")
+    assert scenario.deploy is not None
+    scenario.deploy()
+    model, tools = scenario.build()
+    async with Supervisor(store, model=model, tools=tools) as sup:  # resumes it on entry
+        assert await sup.wait(RUN_ID) is RunStatus.NEEDS_ATTENTION
+    async with store:
+        contract = stranded(RUN_ID, await store.read(RUN_ID), scenario)
+        assert contract is not None
+        assert "pinned tool 'refund' version '1' is not registered" in contract.reason
+        assert contract.tools == (tools.get("refund").pin(),)
+        assert contract.model is None
+        answer = scenario.repin(contract)
+        assert answer is not None
+        done = await operate.repin(
+            store, RUN_ID, tools=contract.tools, by=answer.by, note=answer.note
+        )
+    assert msgspec.structs.replace(done.record, seq=-1, at=0.0) == answer
+    async with Supervisor(store, model=model, tools=tools) as sup:
+        assert await sup.wait(RUN_ID) is RunStatus.DONE
+    assert Services(tmp_path).effects()["refund o-7 5 for late delivery (v2)"] == 1
+
+
+def test_a_run_on_its_contract_is_not_stranded(tmp_path: pathlib.Path) -> None:
+    scenario = examples.refund_deploy.scenario(tmp_path)
+    assert stranded(RUN_ID, [], scenario) is None
+
+
+def _deploy_raises(root: pathlib.Path) -> Scenario:
+    def deploy() -> None:
+        raise OSError("no space left for the new version")
+
+    return dataclasses.replace(examples.refund_deploy.scenario(root), deploy=deploy)
+
+
+def _deploy_breaks_build(root: pathlib.Path) -> Scenario:
+    def build() -> tuple[Model, ToolRegistry]:
+        if (root / "version").exists():
+            raise ImportError("the new version does not import")
+        return examples.refund_deploy.scenario(root).build()
+
+    return dataclasses.replace(examples.refund_deploy.scenario(root), build=build)
+
+
+def test_a_deploy_that_fails_is_the_scenario_s_fault_not_the_agent_s() -> None:
+    with pytest.raises(CrashtestError, match="deploy\\(\\) raised OSError: no space left"):
+        check_scenario("t:_deploy_raises", _deploy_raises)
+    with pytest.raises(
+        CrashtestError, match="build\\(\\) after its deploy\\(\\) raised ImportError"
+    ):
+        check_scenario("t:_deploy_breaks_build", _deploy_breaks_build)
+
+
+def test_after_deploy_needs_a_scenario_that_deploys() -> None:
+    with pytest.raises(CrashtestError, match=r"after_deploy: the scenario .* has no deploy"):
+        run_crashtest("examples.kitebase:scenario", after_deploy=True)
