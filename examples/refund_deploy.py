@@ -183,6 +183,7 @@ def _tools(services: Services, version: str) -> ToolRegistry:
     return tools
 
 
+# --8<-- [start:scenario]
 def _scenario(root: Path, deployed: str) -> Scenario:
     services = Services(root)
     version_file = root / "version"
@@ -216,3 +217,6 @@ def scenario(root: Path) -> Scenario:
 def compatible(root: Path) -> Scenario:
     """Version 2 adds an optional ``reason``, declared compatible: the worker takes it over."""
     return _scenario(root, "2-compatible")
+
+
+# --8<-- [end:scenario]
