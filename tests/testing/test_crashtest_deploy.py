@@ -37,6 +37,7 @@ from tether.testing._scenario import check_scenario
 from tether.tools import ToolRegistry
 
 from ..postgres.conftest import pg_dsn, pg_server  # noqa: F401
+from .test_crashtest_postgres import _drop
 
 POINTS = ("parked", "contract_taken", "tool_started", "tool_returned", "model_answered")
 """The contract park, the takeover, and each call and model answer after the deploy."""
@@ -112,20 +113,27 @@ def check_report(report: Report, target: str) -> None:
     }
 
 
+def crash_test(target: str, root: pathlib.Path, store: str | None = None) -> Report:
+    """The scenario killed at ``POINTS`` from its deploy on, its cases kept under ``root``."""
+    report = assert_crash_safe(
+        f"examples.refund_deploy:{target}",
+        points=POINTS,
+        after_deploy=True,
+        min_points=len(SCENARIOS[target]),
+        root=root,
+        store=store,
+    )
+    check_report(report, target)
+    return report
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("target", sorted(SCENARIOS))
 def test_a_deploy_and_its_repin_are_crash_safe_on_files(
     target: str, tmp_path: pathlib.Path
 ) -> None:
-    report = assert_crash_safe(
-        f"examples.refund_deploy:{target}",
-        points=POINTS,
-        after_deploy=True,
-        min_points=len(SCENARIOS[target]),
-        root=tmp_path,
-    )
-    check_report(report, target)
+    report = crash_test(target, tmp_path)
     check_contracts(report, tmp_path, from_files, person=target == "scenario")
 
 
@@ -137,24 +145,14 @@ def test_a_deploy_and_its_repin_are_crash_safe_on_postgres(
     tmp_path: pathlib.Path,
     pg_dsn: str,  # noqa: F811
 ) -> None:
-    report = assert_crash_safe(
-        f"examples.refund_deploy:{target}",
-        points=POINTS,
-        after_deploy=True,
-        min_points=len(SCENARIOS[target]),
-        root=tmp_path,
-        store=pg_dsn,
-    )
-    schemas = [p.read_text().strip() for p in tmp_path.glob("*/schema.txt")]
+    def from_postgres(case: pathlib.Path) -> list[AnyEvent]:
+        return anyio.run(_read, pg_dsn, (case / "schema.txt").read_text().strip())
+
     try:
-        check_report(report, target)
-
-        def from_postgres(case: pathlib.Path) -> list[AnyEvent]:
-            return anyio.run(_read, pg_dsn, (case / "schema.txt").read_text().strip())
-
+        report = crash_test(target, tmp_path, pg_dsn)
         check_contracts(report, tmp_path, from_postgres, person=target == "scenario")
-    finally:
-        anyio.run(_drop, pg_dsn, schemas)
+    finally:  # a root keeps the cases' schemas
+        anyio.run(_drop, pg_dsn, [p.read_text().strip() for p in tmp_path.glob("*/schema.txt")])
 
 
 async def _read(dsn: str, schema: str) -> list[AnyEvent]:
@@ -162,17 +160,6 @@ async def _read(dsn: str, schema: str) -> list[AnyEvent]:
 
     async with PostgresStore(dsn, schema=schema) as store:
         return await store.read(RUN_ID)
-
-
-async def _drop(dsn: str, schemas: list[str]) -> None:
-    import asyncpg
-
-    conn = await asyncpg.connect(dsn)
-    try:
-        for schema in schemas:
-            await conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
-    finally:
-        await conn.close()
 
 
 async def test_a_contract_park_is_answered_with_the_record_tether_repin_writes(
