@@ -17,6 +17,10 @@ all. The points (etcd's gofail failpoints work the same way):
 ``parked``           the run parked (waiting for a person); its journal is closed
 ``inbox_folded``     answers queued in the run's inbox are durable in its journal; the inbox
                      is not yet cleared
+``contract_taken``   the run goes on under a contract it was not driven on before: the
+                     ``repinned`` record of a compatible change this process took over, or
+                     the ``retried`` record that sends on a run parked for its contract, is
+                     durable; the run's next step has not started
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ POINTS: tuple[str, ...] = (
     "result_saved",
     "parked",
     "inbox_folded",
+    "contract_taken",
     "gc_set_aside",
 )
 """Every failpoint the runtime passes."""

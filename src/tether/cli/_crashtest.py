@@ -44,7 +44,14 @@ def add_crashtest_command(commands: Any) -> None:
         "--points",
         metavar="P,P",
         help="kill only at these crash points (model_answered, model_saved, tool_started, "
-        "tool_returned, result_saved, parked, inbox_folded, gc_set_aside); all by default",
+        "tool_returned, result_saved, parked, inbox_folded, contract_taken, gc_set_aside); "
+        "all by default",
+    )
+    cmd.add_argument(
+        "--after-deploy",
+        action="store_true",
+        help="kill only in the processes that run the scenario's deployed application (its "
+        "deploy), from the first one on: the crash points around a deploy and a repin",
     )
     cmd.add_argument(
         "--root",
@@ -86,6 +93,7 @@ def _crashtest(args: argparse.Namespace) -> int:
                 double=args.double,
                 workers=args.workers,
                 points=args.points.split(",") if args.points else None,
+                after_deploy=args.after_deploy,
                 root=args.root,
                 store=args.store,
                 on_case=progress.finished,

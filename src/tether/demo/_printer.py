@@ -28,6 +28,7 @@ CRASH_MEANING: dict[str, str] = {
     "result_saved": "right after the result of {tool} was saved",
     "parked": "after the run parked and closed its journal",
     "inbox_folded": "after the answers in the run's inbox were saved, before the inbox was cleared",
+    "contract_taken": "after the run took a changed contract over, before its next step",
 }
 """What a kill at each crash point interrupts; ``{tool}`` is the tool call it hit."""
 

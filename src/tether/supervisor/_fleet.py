@@ -29,6 +29,8 @@ from ..journal._records import JSONValue, Manifest, ToolPin
 from ..tools._compat import incompatibility
 
 if TYPE_CHECKING:
+    from ..models._base import Model
+    from ..tools._registry import ToolRegistry
     from ._runtime import Runtime
 
 log = logging.getLogger("tether.supervisor")
@@ -60,18 +62,33 @@ _DECODER = msgspec.json.Decoder(Contracts)
 
 def contracts_of(rt: Runtime) -> Contracts:
     """The contracts this process's runtime can honour."""
-    specs = [
-        rt.tools.get(spec.name, version)
-        for spec in rt.tools
-        for version in rt.tools.versions(spec.name)
-    ]
-    return Contracts(
-        model=rt.model.name,
-        model_params=msgspec.json.decode(msgspec.json.encode(rt.model.params)),
-        tools=[s.pin() for s in specs],
-        compatible=[(s.name, s.version) for s in specs if s.compatible],
+    return contracts_for(
+        rt.model,
+        rt.tools,
         app_version=rt.app_version,
         strict_app_version=rt.strict_app_version,
+    )
+
+
+def contracts_for(
+    model: Model,
+    tools: ToolRegistry,
+    *,
+    app_version: str = "",
+    strict_app_version: bool = False,
+) -> Contracts:
+    """The contracts an application (``model``, ``tools``) can honour: what its workers
+    advertise, and what a repin to it accepts (``operate._deploy.repin_plan``)."""
+    specs = [
+        tools.get(spec.name, version) for spec in tools for version in tools.versions(spec.name)
+    ]
+    return Contracts(
+        model=model.name,
+        model_params=msgspec.json.decode(msgspec.json.encode(model.params)),
+        tools=[s.pin() for s in specs],
+        compatible=[(s.name, s.version) for s in specs if s.compatible],
+        app_version=app_version,
+        strict_app_version=strict_app_version,
     )
 
 

@@ -185,9 +185,11 @@ class _Drive:
         if takeover is not None:  # tools that changed compatibly: the run goes on under them
             log.info("run %s: %s", state.run_id, takeover.note, extra={"run_id": state.run_id})
             await self._append([takeover])
+            failpoint("contract_taken")
         if state.parked is not None and state.parked.cause == CONTRACT:
             # Parked by a process that lacked the run's contract; this one has it.
             await self._append([contract_found(rt)])
+            failpoint("contract_taken")
         if not fresh and was_interrupted(state, rt.clock()):
             parked = await self._resumed(prior)
             if parked is not None:

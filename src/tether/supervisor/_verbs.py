@@ -253,14 +253,27 @@ async def repin(
             nothing was given to repin.
         RunNotFoundError, InvalidRunIdError, ...: as ``record_answer``.
     """
-    record = Repinned(
+    record = repin_record(tools=tools, model=model, by=by, note=note)
+    return await record_answer(store, run_id, lambda _: record, clock=clock)
+
+
+def repin_record(
+    *,
+    tools: Sequence[ToolPin] = (),
+    model: tuple[str, dict[str, Any]] | None = None,
+    by: str,
+    note: str = "",
+) -> Repinned:
+    """The ``repinned`` record ``repin`` writes for these pins (checked only when recorded):
+    also what a crash test's person answers a run parked for its contract with
+    (``tether.testing.Stranded.repin``)."""
+    return Repinned(
         tools=list(tools),
         model=None if model is None else model[0],
         model_params=None if model is None else dict(model[1]),
         by=by,
         note=note,
     )
-    return await record_answer(store, run_id, lambda _: record, clock=clock)
 
 
 def check_extension(name: str, amount: float) -> tuple[str, float]:

@@ -44,8 +44,11 @@ if TYPE_CHECKING:
     from ._scenario import CrashtestError as CrashtestError
     from ._scenario import Pending as Pending
     from ._scenario import Scenario as Scenario
+    from ._scenario import Stranded as Stranded
+    from ._scenario import accept_contracts as accept_contracts
     from ._scenario import approve_all as approve_all
     from ._scenario import deliver_nothing as deliver_nothing
+    from ._scenario import leave_parked as leave_parked
 
 _HARNESS = {
     "Awaited": "_scenario",
@@ -58,11 +61,14 @@ _HARNESS = {
     "PostgresUnavailableError": "_pgserver",
     "Report": "_report",
     "Scenario": "_scenario",
+    "Stranded": "_scenario",
+    "accept_contracts": "_scenario",
     "approve_all": "_scenario",
     "assert_crash_safe": "_crashtest",
     "assert_strands_nothing": "_deploys",
     "check_journals": "_deploys",
     "deliver_nothing": "_scenario",
+    "leave_parked": "_scenario",
     "run_crashtest": "_crashtest",
 }
 """The crash-test names, and the module each is defined in: loaded on first use."""
@@ -90,11 +96,14 @@ __all__ = [
     "PostgresUnavailableError",
     "Report",
     "Scenario",
+    "Stranded",
+    "accept_contracts",
     "approve_all",
     "assert_crash_safe",
     "assert_strands_nothing",
     "check_journals",
     "deliver_nothing",
+    "leave_parked",
     "run_crashtest",
 ]
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeAlias
 from urllib.parse import urlsplit
 
 import anyio
@@ -23,9 +23,12 @@ from anyio.from_thread import start_blocking_portal
 
 from .._errors import RunNotFoundError
 from .._store_url import store_for
-from ..journal import AnyEvent, Decision, FileStore, Resolved, Signal, Store, verify_file
+from ..journal import AnyEvent, Decision, FileStore, Repinned, Resolved, Signal, Store, verify_file
 from ..journal._listing import list_runs_dir
 from ._scenario import CrashtestError
+
+Answer: TypeAlias = Decision | Resolved | Signal | Repinned
+"""A person's record the harness appends between two processes."""
 
 
 class CaseStore(Protocol):
@@ -39,7 +42,7 @@ class CaseStore(Protocol):
         """Every run's durable events, by run id (the scenario's run and its child runs)."""
         ...
 
-    def record(self, run_id: str, records: list[Decision | Resolved | Signal]) -> None:
+    def record(self, run_id: str, records: list[Answer]) -> None:
         """Append a person's records to the run, holding it as a worker would."""
         ...
 
@@ -65,7 +68,7 @@ class FileCase:
         listing = list_runs_dir(str(self.root / "runs"))
         return {run_id: self.read(run_id) for run_id in sorted(listing.runs)}
 
-    def record(self, run_id: str, records: list[Decision | Resolved | Signal]) -> None:
+    def record(self, run_id: str, records: list[Answer]) -> None:
         async def append() -> None:
             async with FileStore(self.root) as fs:
                 await _append(fs, run_id, records)
@@ -76,7 +79,7 @@ class FileCase:
         """Nothing to do: the kernel let go of a dead process's locks when it died."""
 
 
-async def _append(store: Store, run_id: str, records: list[Decision | Resolved | Signal]) -> None:
+async def _append(store: Store, run_id: str, records: list[Answer]) -> None:
     journal = await store.open(run_id)
     async with journal:
         await journal.append(records)
@@ -100,7 +103,7 @@ class _PostgresCase:
         runs: list[str] = self._call(self._store.list_runs)
         return {run_id: self.read(run_id) for run_id in runs}
 
-    def record(self, run_id: str, records: list[Decision | Resolved | Signal]) -> None:
+    def record(self, run_id: str, records: list[Answer]) -> None:
         self._call(_append, self._store, run_id, records)
 
     def buried(self) -> None:

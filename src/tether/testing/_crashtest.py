@@ -84,6 +84,7 @@ def run_crashtest(
     double: bool | int = False,
     workers: int = 2,
     points: Iterable[str] | None = None,
+    after_deploy: bool = False,
     root: str | os.PathLike[str] | None = None,
     progress: Callable[[str], None] | None = None,
     store: str | None = None,
@@ -99,6 +100,9 @@ def run_crashtest(
             ``True`` for 6 of them, or the sample size.
         workers: cases run at the same time (each in its own directory).
         points: kill only at these crash points (``POINTS`` names); every point by default.
+        after_deploy: kill only in the processes that run the scenario's deployed
+            application (its ``deploy``), from the first one on: the crash points around a
+            deploy and a repin, without the ones before it.
         root: where the cases' directories go (kept afterwards, with their PostgreSQL schemas);
             a temporary directory that is removed afterwards by default.
         progress: called with a line for each case that finished.
@@ -113,7 +117,9 @@ def run_crashtest(
             dropped as each case ends, unless ``root`` is given. Needs ``asyncpg``.
 
     Raises:
-        CrashtestError: a bad target or store, or the uninterrupted baseline run failed.
+        CrashtestError: a bad target or store, the uninterrupted baseline run failed, or
+            the scenario deploys but its baseline run never rested in flight for the deploy
+            to happen (or ``after_deploy`` for a scenario without a ``deploy``).
     """
     started = time.monotonic()
     check_points(points)
@@ -125,7 +131,9 @@ def run_crashtest(
     spec, factory, paths = resolve_target(target)
     if root is not None and Path(root).exists() and any(Path(root).iterdir()):
         raise CrashtestError(f"--root {root} is not empty: give a new or empty directory")
-    check_scenario(spec, factory)
+    deploys = check_scenario(spec, factory).deploy is not None
+    if after_deploy and not deploys:
+        raise CrashtestError(f"after_deploy: the scenario {spec} has no deploy")
     if on_start is not None:
         on_start()
     say = progress or (lambda _line: None)
@@ -145,11 +153,19 @@ def run_crashtest(
         base = drive(tgt, base_dir / "baseline", [], schema(0))
         if base.status == "error" or base.lost:
             raise CrashtestError(f"the baseline run failed: {'; '.join(base.problems)}")
+        if deploys and base.deployed is None:
+            raise CrashtestError(
+                "the scenario deploys, but its baseline run never rested in flight (waiting "
+                "for a person or an event) for the deploy to happen at"
+            )
         say(f"baseline: {base.status}, {base.model_calls} model calls, {dict(base.ledger)}")
         kills = _kills_of([p.points for p in base.processes])
         if points is not None:
             wanted = set(points)
             kills = [k for k in kills if k.point in wanted]
+        if after_deploy:
+            assert base.deployed is not None
+            kills = [k for k in kills if k.process >= base.deployed]
         size = 6 if double is True else int(double)
         total = len(kills)  # the double kills are added once they are chosen
         finished = 0
@@ -193,6 +209,8 @@ def run_crashtest(
         decisions=base.decisions,
         signals=base.signals,
         points=[p.points for p in base.processes],
+        deployed=base.deployed,
+        repins=base.repins,
     )
     where = redact_url(store) if store is not None else None
     return Report(spec, baseline, cases, time.monotonic() - started, store=where)
@@ -211,6 +229,7 @@ def assert_crash_safe(
     double: bool | int = False,
     workers: int = 2,
     points: Iterable[str] | None = None,
+    after_deploy: bool = False,
     min_points: int = 1,
     root: str | os.PathLike[str] | None = None,
     store: str | None = None,
@@ -218,10 +237,16 @@ def assert_crash_safe(
     """``run_crashtest``, then raise ``AssertionError`` with the report if any case failed or
     fewer than ``min_points`` crash points were exercised. Returns the report.
 
-    ``store`` (a ``postgresql://`` URL) runs the cases in that database, as ``run_crashtest``
-    says."""
+    ``store`` (a ``postgresql://`` URL) runs the cases in that database, and
+    ``after_deploy`` kills only from the scenario's deploy on, as ``run_crashtest`` says."""
     report = run_crashtest(
-        target, double=double, workers=workers, points=points, root=root, store=store
+        target,
+        double=double,
+        workers=workers,
+        points=points,
+        after_deploy=after_deploy,
+        root=root,
+        store=store,
     )
     if not report.ok:
         raise AssertionError(report.text())

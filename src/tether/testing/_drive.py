@@ -10,6 +10,12 @@ a support tool would, and the next process carries on; when it rests waiting for
 scenario's ``deliver`` sends it the same way (or, if it sends nothing, the harness waits for
 the wait's timeout before the next process).
 
+A scenario with a ``deploy`` deploys its changed application the first time the run rests in
+flight, before that rest is answered: every later process runs the new application. A run
+that one of them parks for its contract is answered by the scenario's ``repin`` with the
+record ``tether repin`` writes, to the deployed application's contracts (``repin_plan``),
+checked as that command checks it.
+
 Nothing is carried between processes in memory. Between two of them the harness reads the run
 (``CaseStore``) to notice records that were durable once and are gone, or that a killed process
 had acknowledged at its crash point and never made durable. A ``Watcher`` may follow the case
@@ -36,17 +42,23 @@ from ..journal import (
     Decision,
     Escalated,
     ModelResponse,
+    Repinned,
     Resolved,
+    Retried,
     Signal,
     ToolFailed,
     ToolResult,
     ToolStarted,
     Waiting,
 )
+from ..operate._deploy import repin_plan
 from ..supervisor import RunStatus, fold
+from ..supervisor._answers import answer_problem
+from ..supervisor._fleet import contracts_for
+from ..supervisor._manifest import CONTRACT
 from ._casestore import CaseStore, FileCase, postgres_case
 from ._child import CHILD_TIMEOUT_S, MODEL_CALLS_LOG, STATUS_MARK, STORE_ENV, case_dirs
-from ._scenario import Awaited, Decide, Pending, ScenarioFactory, ledger_of
+from ._scenario import Awaited, Decide, Pending, Scenario, ScenarioFactory, Stranded, ledger_of
 
 MAX_PROCESSES = 12
 """Processes one case may start before it counts as stuck."""
@@ -55,6 +67,7 @@ _ACKNOWLEDGED: dict[str, tuple[type[AnyEvent], ...]] = {
     "model_saved": (ModelResponse,),
     "tool_started": (ToolStarted,),
     "result_saved": (ToolResult, Waiting, ToolFailed),  # how a tool's attempt ended
+    "contract_taken": (Repinned, Retried),
 }
 """The records one of which a process has made durable when it passes each of these crash
 points."""
@@ -127,6 +140,8 @@ class CaseRun:
     signals: int
     problems: list[str]  # errors and lost records found while driving
     lost: int
+    deployed: int | None = None  # the first process that ran the scenario's deployed app
+    repins: int = 0  # runs parked for their contract that the scenario's repin answered
 
 
 class Watcher(Protocol):
@@ -318,7 +333,8 @@ def _drive_in(
     processes: list[ProcessResult] = []
     problems: list[str] = []
     snapshots: list[dict[str, list[AnyEvent]]] = []  # every run of the case, by run id
-    decisions = signals = 0
+    decisions = signals = repins = 0
+    deployed: int | None = None
     lost = 0
     status, reason = "", ""
     for number in range(1, MAX_PROCESSES + 1):
@@ -372,13 +388,25 @@ def _drive_in(
         status, reason = proc.status["status"], proc.status["reason"]
         if status not in _ANSWERABLE:
             break
+        if scenario.deploy is not None and deployed is None:
+            scenario.deploy()  # in flight on the old contracts: the new app from here on
+            deployed = number + 1
         others: dict[str, list[str]] = proc.status.get("others", {})
         asked = {run_id: proc.status["pending"], **others}
-        answers: dict[str, list[Decision | Resolved | Signal]] = {}
+        answers: dict[str, list[Decision | Resolved | Signal | Repinned]] = {}
         for run, ids in asked.items():
             events = after if run == run_id else store.read(run)
             found = [answer(p) for p in pending_calls(run, events, ids)]
             answers.setdefault(run, []).extend(a for a in found if a is not None)
+            contract = stranded(run, events, scenario)
+            repinned = None if contract is None else scenario.repin(contract)
+            if repinned is not None:
+                refused = answer_problem(fold(events), repinned, time.time())
+                if refused is not None:  # as `tether repin` would refuse it
+                    problems.append(f"the repin of run {run} was refused: {refused}")
+                    continue
+                answers[run].append(repinned)
+                repins += 1
         awaited = [Awaited(**fields) for fields in proc.status.get("awaited", [])]
         for call in awaited:
             delivered = scenario.deliver(call)
@@ -388,7 +416,7 @@ def _drive_in(
         for run, records in answers.items():
             if records:
                 store.record(run, records)
-                decisions += sum(not isinstance(r, Signal) for r in records)
+                decisions += sum(isinstance(r, Decision | Resolved) for r in records)
         if any(answers.values()):
             recorded_all = store.read_all()
             snapshots.append(recorded_all)
@@ -438,11 +466,25 @@ def _drive_in(
         signals=signals,
         problems=problems,
         lost=lost,
+        deployed=deployed,
+        repins=repins,
     )
 
 
 def _last_seq(events: Sequence[AnyEvent]) -> int:
     return events[-1].seq if events else -1
+
+
+def stranded(run_id: str, events: list[AnyEvent], scenario: Scenario) -> Stranded | None:
+    """The run as the scenario's ``repin`` sees it if a process parked it for its contract,
+    with what accepting the contracts of the application ``build`` makes now would pin."""
+    state = fold(events)
+    parked = state.parked
+    if state.finished is not None or parked is None or parked.cause != CONTRACT:
+        return None
+    model, tools = scenario.build()
+    pins, model_change = repin_plan(state, contracts_for(model, tools))
+    return Stranded(run_id, parked.reason, tuple(pins), model_change)
 
 
 def pending_calls(run_id: str, events: list[AnyEvent], ids: Sequence[str]) -> list[Pending]:

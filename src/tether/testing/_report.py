@@ -82,6 +82,8 @@ class Baseline:
     decisions: int
     points: list[list[str]]  # the crash points each process passed, in order
     signals: int = 0  # events the scenario delivered
+    deployed: int | None = None  # the first process that ran the scenario's deployed app
+    repins: int = 0  # runs parked for their contract that the scenario's repin answered
 
 
 @dataclass
@@ -171,6 +173,8 @@ class Report:
                 f"baseline: {b.status} in {b.processes} process(es), {b.model_calls} model calls, "
                 f"{b.decisions} decision(s)"
                 + (f", {b.signals} signal(s)" if b.signals else "")
+                + (f", deployed before process {b.deployed}" if b.deployed is not None else "")
+                + (f", {b.repins} repin(s)" if b.repins else "")
                 + f"; side effects: {effects}",
                 f"crash points exercised: {self.points}{double} in {self.seconds:.1f} s",
                 f"outcomes: {outcomes}",
@@ -212,6 +216,8 @@ class Report:
                 "processes": b.processes,
                 "decisions": b.decisions,
                 "signals": b.signals,
+                "deployed": b.deployed,
+                "repins": b.repins,
                 "points": b.points,
             },
             "cases": [c.as_dict() for c in self.cases],

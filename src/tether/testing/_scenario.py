@@ -6,7 +6,8 @@ scenario keeps (its fake services, its side-effect ledger) lives in files under 
 
 This module holds the scenario's side of the contract: ``Scenario`` itself, ``Pending`` (what a
 scenario's ``decide`` sees when the run waits for a person), ``Awaited`` (what its ``deliver``
-sees when a call waits for an event), loading a factory from
+sees when a call waits for an event), ``Stranded`` (what its ``repin`` sees when a deploy left
+the run parked for its contract), loading a factory from
 ``MODULE:NAME``, and checking a factory once before any case runs, so that a broken scenario
 is reported as such and not as an unsafe agent.
 """
@@ -23,8 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeAlias
 
-from ..journal import Budgets, Decision, Resolved, Signal
+from ..journal import Budgets, Decision, Repinned, Resolved, Signal, ToolPin
 from ..models import Model, SystemPrompt
+from ..supervisor._verbs import repin_record
 from ..tools import ToolRegistry
 
 
@@ -115,6 +117,51 @@ def deliver_nothing(awaited: Awaited) -> Signal | None:
     return None
 
 
+@dataclass(frozen=True)
+class Stranded:
+    """A run parked for its contract (``needs_attention``): the process that resumed it
+    after the scenario's ``deploy`` lacks a tool contract, the model or the parameters the run
+    pinned. As a scenario's ``repin`` sees it.
+
+    Attributes:
+        run_id: the run.
+        reason: what the process lacked, as the run's ``parked`` record says.
+        tools: what accepting the deployed application's contracts pins: its latest version
+            of each tool whose pinned contract it lacks (``operate`` and the console's
+            ``repin_plan``).
+        model: the deployed application's model and parameters, when they differ from the
+            ones the run pinned; else ``None``.
+    """
+
+    run_id: str
+    reason: str
+    tools: tuple[ToolPin, ...] = ()
+    model: tuple[str, dict[str, Any]] | None = None
+
+    def repin(self, by: str = "crashtest", note: str = "") -> Repinned:
+        """Accept the deployed application's contracts for the run: the ``repinned`` record
+        ``tether repin`` writes (``tether.operate.repin``), recorded between two processes
+        and checked as that command checks it (refused while a call of a repinned tool is
+        open). The model is shown the new contracts from its next call on."""
+        return repin_record(tools=self.tools, model=self.model, by=by, note=note)
+
+
+Repin: TypeAlias = Callable[[Stranded], Repinned | None]
+"""Answers a run parked for its contract with a ``repinned`` record (``Stranded.repin``), or
+``None`` to leave it parked."""
+
+
+def leave_parked(stranded: Stranded) -> Repinned | None:
+    """The default ``repin``: nobody accepts a new contract; the run stays parked."""
+    return None
+
+
+def accept_contracts(stranded: Stranded) -> Repinned | None:
+    """A ``repin`` that accepts the deployed application's contracts for every run parked
+    for its contract, as ``tether repin RUN --app ... --by crashtest`` does."""
+    return stranded.repin(note="accepted by the crash test's person")
+
+
 @dataclass(frozen=True, kw_only=True)
 class Scenario:
     """One agent run to crash-test, made by a factory ``scenario(root: Path) -> Scenario``.
@@ -137,6 +184,15 @@ class Scenario:
             would: between two processes, once the run rests waiting. By default nothing is
             delivered. Sleeps and child runs need nothing: a process waits for them (keep
             the sleeps of a scenario to seconds).
+        deploy: deploys a changed application, once per case, in the harness's process:
+            called the first time the run rests in flight (waiting for a person or an event,
+            so it is pinned to the old contracts and holds no call in a process), before
+            that rest is answered. It changes what ``build`` makes from then on (say, it
+            writes the version to a file under ``root`` that ``build`` reads); every later
+            process runs the new application. ``None`` (the default): no deploy.
+        repin: answers a run the deployed application cannot continue, which its worker
+            parked for its contract (see ``Stranded``): ``accept_contracts`` accepts the new
+            contracts, as a person running ``tether repin`` would. By default it stays parked.
     """
 
     build: Callable[[], tuple[Model, ToolRegistry]]
@@ -147,6 +203,8 @@ class Scenario:
     budgets: Budgets | None = None
     decide: Decide = approve_all
     deliver: Deliver = deliver_nothing
+    deploy: Callable[[], None] | None = None
+    repin: Repin = leave_parked
 
 
 ScenarioFactory: TypeAlias = Callable[[Path], Scenario]
@@ -222,14 +280,16 @@ def resolve_target(target: str | ScenarioFactory) -> tuple[str, ScenarioFactory,
     return spec, factory, paths
 
 
-def check_scenario(spec: str, factory: ScenarioFactory) -> None:
+def check_scenario(spec: str, factory: ScenarioFactory) -> Scenario:
     """Make the scenario once, in a scratch directory, so that a broken one is reported as
-    such (exit 2 on the command line), not as an unsafe agent.
+    such (exit 2 on the command line), not as an unsafe agent; return it (its scratch
+    directory is gone).
 
     Raises:
         CrashtestError: the factory raises or returns something else than a ``Scenario``,
             ``build`` or ``ledger`` is not callable, ``build()`` raises or does not return
-            ``(model, tools)``, or ``ledger()`` raises.
+            ``(model, tools)`` (before or after the scenario's ``deploy()``), ``deploy()``
+            raises, or ``ledger()`` raises.
     """
     with tempfile.TemporaryDirectory(prefix="tether-crashtest-check-") as scratch:
         try:
@@ -249,21 +309,35 @@ def check_scenario(spec: str, factory: ScenarioFactory) -> None:
                 raise CrashtestError(
                     f"Scenario.{name} must be a function (called in each process), not a {kind}"
                 )
-        try:
-            built = scenario.build()
-        except Exception as exc:
-            raise CrashtestError(
-                f"the scenario's build() raised {type(exc).__name__}: {exc}"
-            ) from exc
-        if not (
-            isinstance(built, tuple) and len(built) == 2 and isinstance(built[1], ToolRegistry)
-        ):
-            raise CrashtestError(
-                "the scenario's build() must return (model, tools), a model and a ToolRegistry"
-            )
+        if scenario.deploy is not None and not callable(scenario.deploy):
+            kind = type(scenario.deploy).__name__
+            raise CrashtestError(f"Scenario.deploy must be a function or None, not a {kind}")
+        _check_build(scenario, "")
+        if scenario.deploy is not None:
+            try:
+                scenario.deploy()
+            except Exception as exc:
+                raise CrashtestError(
+                    f"the scenario's deploy() raised {type(exc).__name__}: {exc}"
+                ) from exc
+            _check_build(scenario, " after its deploy()")
         try:
             ledger_of(scenario)
         except Exception as exc:
             raise CrashtestError(
                 f"the scenario's ledger() raised {type(exc).__name__}: {exc}"
             ) from exc
+    return scenario
+
+
+def _check_build(scenario: Scenario, when: str) -> None:
+    try:
+        built = scenario.build()
+    except Exception as exc:
+        raise CrashtestError(
+            f"the scenario's build(){when} raised {type(exc).__name__}: {exc}"
+        ) from exc
+    if not (isinstance(built, tuple) and len(built) == 2 and isinstance(built[1], ToolRegistry)):
+        raise CrashtestError(
+            f"the scenario's build(){when} must return (model, tools), a model and a ToolRegistry"
+        )
