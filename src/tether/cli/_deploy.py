@@ -15,9 +15,8 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from .. import operate
-from ..journal._records import ToolPin
-from ..operate._deploy import check_deploy
-from ..supervisor._manifest import contract_changes
+from ..operate._deploy import check_deploy, repin_plan
+from ..supervisor._fleet import contracts_for
 from ..supervisor._state import fold
 from ._view import add_store_options, execute, open_store, using
 
@@ -69,7 +68,7 @@ def add_deploy_commands(commands: Any) -> None:
         metavar="NAME",
         action="append",
         default=[],
-        help="a tool to repin (repeatable); default: every tool whose contract changed",
+        help="repin only this of the tools whose contract changed (repeatable); default: all",
     )
     repin.add_argument(
         "--model", action="store_true", help="also take the application's model and parameters"
@@ -111,22 +110,17 @@ def _repin(args: argparse.Namespace) -> int:
     async def command() -> int:
         async with using(open_store(args), write=True) as store:
             state = fold(await store.read(args.run))
-            changes = contract_changes(
-                state.manifest,
-                model=app.model,
-                tools=app.tools,
-                app_version=str(app.options.get("app_version", "")),
-            )
-            names = args.tool or [c.pinned.name for c in changes if c.pinned is not None]
-            pins: list[ToolPin] = []
-            for name in names:
+            for name in args.tool or ():
                 if name not in app.tools:
                     args.parser.error(f"the application has no tool {name!r}")
-                pins.append(app.tools.get(name).pin())
-            model = None
-            if args.model:
-                params = json.loads(json.dumps(app.model.params))
-                model = (app.model.name, params)
+            contracts = contracts_for(
+                app.model, app.tools, app_version=str(app.options.get("app_version", ""))
+            )
+            pins, model = repin_plan(state, contracts)  # what the console offers, too
+            if args.tool:
+                pins = [pin for pin in pins if pin.name in args.tool]
+            if not args.model:
+                model = None
             done = await operate.repin(
                 store, args.run, tools=pins, model=model, by=args.by, note=args.note
             )
