@@ -69,6 +69,7 @@ def _worker(
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
     if proc.poll() is None:
+        proc.send_signal(signal.SIGCONT)  # (if it was left paused by a failure)
         proc.send_signal(signal.SIGTERM)
         try:
             proc.wait(30)
@@ -90,12 +91,20 @@ def test_a_new_worker_leaves_runs_it_cannot_continue_to_the_old_one(
             assert old.poll() is None, old_log.read_text()
             assert time.monotonic() < deadline, old_log.read_text()
             time.sleep(0.05)
+        # The old worker is paused while the runs come in (its advertisement stays live), so
+        # the new one meets every run first, and must leave it, however fast the old one is.
+        old.send_signal(signal.SIGSTOP)
         new = _worker(where, "v2", env, new_log)
         while "serving" not in new_log.read_text():  # up and sweeping before the runs come in
             assert new.poll() is None, new_log.read_text()
             assert time.monotonic() < deadline, new_log.read_text()
             time.sleep(0.05)
         ids = anyio.run(_create, where)
+        while new_log.read_text().count("which has its pinned contracts") < RUNS:
+            assert new.poll() is None, new_log.read_text()
+            assert time.monotonic() < deadline, new_log.read_text()[-3000:]
+            time.sleep(0.05)
+        old.send_signal(signal.SIGCONT)
         deadline = time.monotonic() + 90
         while True:
             events = anyio.run(_events, where, ids)
