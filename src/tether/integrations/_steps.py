@@ -68,6 +68,10 @@ class Intent:
     arguments: dict[str, Any]
 
 
+class Again(Exception):
+    """A step's framework asks for a second real answer: the step ends with the first."""
+
+
 @dataclass
 class Recorded:
     """What the journal holds of a framework's run, read from tether's conversation.
@@ -93,6 +97,26 @@ class Recorded:
     def outcome(self, response: int, call_id: str) -> Outcome | None:
         """The recorded result of call ``call_id`` made after response ``response``."""
         return self.results.get((response, call_id))
+
+    def replayed(self, index: int, *, ask: bool, answered: bool) -> Any | None:
+        """The replay decision for the framework's request for answer ``index`` of its run:
+        the journaled response to give back (as serialized), or ``None`` when this step is to
+        make its one real request.
+
+        ``ask``: this step may make a real request; ``answered``: it made it already (``Again``
+        is raised: the framework must stop so that tether journals that answer first).
+
+        Raises:
+            ModelError: the journal has no answer ``index`` and none may be asked for.
+            Again: a second real request in one step.
+        """
+        if index < len(self.responses):
+            return self.responses[index]
+        if not ask:
+            raise self.diverged(f"it asks the model for answer {index + 1}")
+        if answered:
+            raise Again
+        return None
 
     def diverged(self, what: str) -> ModelError:
         """The error for a replay that no longer matches the journal (the agent's code changed)."""

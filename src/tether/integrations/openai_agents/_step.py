@@ -58,7 +58,7 @@ from pydantic_core import to_jsonable_python
 from ..._errors import ModelError
 from ...journal._records import Usage
 from ...models._base import ModelReply, StreamEnd, text_sink
-from .._steps import Intent, Recorded, step_reply
+from .._steps import Again, Intent, Recorded, step_reply
 
 FRAMEWORK = "openai-agents"
 _OUTPUT = TypeAdapter(list[TResponseOutputItem])
@@ -119,16 +119,15 @@ class StepModel(Model):
         step = _step.get()
         if step is None:
             return await self.real.get_response(*args, **kwargs)
-        index = step.served
-        if index < len(step.recorded.responses):
-            step.served += 1
-            return load_response(step.recorded.responses[index])
-        if not step.ask:
-            raise step.recorded.diverged(f"it asks the model for answer {index + 1}")
-        if step.new is not None:
+        try:
+            kept = step.recorded.replayed(step.served, ask=step.ask, answered=step.new is not None)
+        except Again:
             step.again = True
             await step.settle()
-            raise _Stop
+            raise _Stop from None
+        if kept is not None:
+            step.served += 1
+            return load_response(kept)
         sink = text_sink.get()
         if sink is None:
             response = await self.real.get_response(*args, **kwargs)

@@ -53,7 +53,7 @@ from pydantic_core import to_jsonable_python
 from ..._errors import ModelError
 from ...journal._records import Usage
 from ...models._base import ModelReply, text_sink
-from .._steps import Intent, Recorded, step_reply
+from .._steps import Again, Intent, Recorded, step_reply
 
 FRAMEWORK = "pydantic-ai"
 RETRY_PREFIX = "ModelRetry: "
@@ -102,15 +102,14 @@ class _FromJournal(AbstractCapability[Any]):
     async def wrap_model_request(
         self, ctx: Any, *, request_context: Any, handler: Any
     ) -> ModelResponse:
-        index = self.served
-        if index < len(self.recorded.responses):
-            self.served += 1
-            return load_response(self.recorded.responses[index])
-        if not self.ask:
-            raise self.recorded.diverged(f"it asks the model for answer {index + 1}")
-        if self.new is not None:
+        try:
+            kept = self.recorded.replayed(self.served, ask=self.ask, answered=self.new is not None)
+        except Again:
             self.again = True
-            raise _Again
+            raise _Again from None
+        if kept is not None:
+            self.served += 1
+            return load_response(kept)
         self.live = True
         try:
             response: ModelResponse = await handler(request_context)
