@@ -57,7 +57,7 @@ async def measure(root: Path, runs: int) -> dict[str, Any]:
             await sup.start(f"run-{n:05d}", "check")
         for n in range(runs):
             status = await sup.wait(f"run-{n:05d}", timeout=600)
-            assert status is tether.RunStatus.WAITING, status
+            assert status is tether.RunStatus.SLEEPING, status
         after = {
             "tasks": len(asyncio.all_tasks()),
             "fds": len(os.listdir("/proc/self/fd")),

@@ -25,7 +25,7 @@ async def _make_journal(root: pathlib.Path, groups: int = 5) -> str:
                 [ToolStarted(call_id=f"c{i}"), ToolResult(call_id=f"c{i}", ok=True, content=i)]
             )
         await journal.aclose()
-        return store.path("run-cli")
+        return store.location("run-cli")
 
 
 def _flip(path: str, offset: int) -> None:

@@ -103,7 +103,7 @@ async def main(order: str) -> None:
             if (status, reason) != shown:
                 print(f"{order}: {status.value} {reason}", flush=True)
                 shown = (status, reason)
-            if status is not tether.RunStatus.WAITING or "waiting for event" in view.reason:
+            if status is not tether.RunStatus.SLEEPING or "waiting for event" in view.reason:
                 break
             await anyio.sleep(0.1)  # a sleep or a child run: the supervisor wakes it
 

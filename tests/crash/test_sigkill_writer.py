@@ -299,7 +299,7 @@ def test_a_second_process_is_locked_out_until_the_first_is_killed(tmp_path: path
             async with FileStore(root, redact=None) as store:
                 with pytest.raises(JournalLockedError) as info:
                     await store.open(RUN)
-                assert info.value.path == store.path(RUN)
+                assert info.value.path == store.location(RUN)
                 assert await store.read(RUN) == known  # reading takes no lock
 
         anyio.run(in_this_process)

@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from tether.demo import KITEBASE, MAIL, POINTS, Crash, Decide, Demo, Outcome, drive
+from tether.demo import KITEBASE, MAIL, POINTS, Crash, Decide, Demo, DemoResult, drive
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -67,7 +67,7 @@ SCENARIOS: dict[str, tuple[Demo, Decide | None]] = {
 }
 
 
-def _cases(baseline: Outcome) -> list[Crash]:
+def _cases(baseline: DemoResult) -> list[Crash]:
     return [
         Crash(process=p.number, point=point, n=n)
         for p in baseline.processes
@@ -76,7 +76,7 @@ def _cases(baseline: Outcome) -> list[Crash]:
     ]
 
 
-def _problems(crash: Crash, baseline: Outcome, got: Outcome | BaseException) -> list[str]:
+def _problems(crash: Crash, baseline: DemoResult, got: DemoResult | BaseException) -> list[str]:
     if isinstance(got, BaseException):
         return [f"{type(got).__name__}: {got}"]
     extra = 1 if crash.point == "model_answered" else 0
@@ -105,7 +105,7 @@ def test_sigkill_at_every_crash_point(demo: str, tmp_path: pathlib.Path) -> None
     assert {c.point for c in cases} == {point for counts in expected for point in counts}
     assert len(cases) == sum(n for counts in expected for n in counts.values())
 
-    def run(crash: Crash) -> Outcome | BaseException:
+    def run(crash: Crash) -> DemoResult | BaseException:
         root = tmp_path / f"p{crash.process}-{crash.point}-{crash.n}"
         try:
             return drive(scenario, root, decide=decide, crash=crash)

@@ -205,7 +205,7 @@ async def write_sample(root: pathlib.Path, run_id: str, groups: Sequence[Sequenc
             assert [ev.seq for ev in stamped] == list(range(seq, seq + len(group)))
             assert journal.size > before
         await journal.aclose()
-        return pathlib.Path(store.path(run_id)).read_bytes()
+        return pathlib.Path(store.location(run_id)).read_bytes()
 
 
 def install(root: pathlib.Path, run_id: str, data: bytes) -> pathlib.Path:

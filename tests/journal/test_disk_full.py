@@ -72,7 +72,7 @@ async def test_creating_a_run_on_a_full_disk_raises_a_typed_error(small_fs: path
         with pytest.raises(JournalIOError) as info:
             await store.create("r", [started("r")])
         assert info.value.errno == errno.ENOSPC
-        assert info.value.path == store.path("r")
+        assert info.value.path == store.location("r")
         assert str(info.value).endswith("cannot create the run: [Errno 28] No space left on device")
         assert await store.list_runs() == []  # the run does not exist, half made or otherwise
         filler.unlink()

@@ -59,7 +59,7 @@ async def test_newer_format_version_is_refused(store_root: pathlib.Path) -> None
             "run-v", [RunStarted(run_id="run-v", manifest=Manifest(model="m"), messages=[])]
         )
         await journal.aclose()
-        path = store.path("run-v")
+        path = store.location("run-v")
         data = bytearray(pathlib.Path(path).read_bytes())
         data[:HEADER_SIZE] = encode_header("run-v", version=FORMAT_VERSION + 1)
         pathlib.Path(path).write_bytes(bytes(data))

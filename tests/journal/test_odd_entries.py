@@ -64,7 +64,7 @@ async def test_reading_a_fifo_or_a_directory_named_like_a_journal_fails_at_once(
         for run_id, what in (("fifo", "a FIFO"), ("dir", "a directory")):
             with pytest.raises(JournalIOError) as info:
                 await store.read(run_id)  # a FIFO used to block here for ever
-            assert info.value.path == store.path(run_id)
+            assert info.value.path == store.location(run_id)
             assert f"is {what}, not a regular file" in str(info.value)
 
 

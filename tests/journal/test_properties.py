@@ -242,7 +242,7 @@ class CrashRecovery(RuleBasedStateMachine):
         self.store = FileStore(self.dir, redact=None, blob_threshold=1 << 30, sync_threads=1)
         self.runner.run(self.store.__aenter__())
         self.journal: FileJournal = self.runner.run(self.store.create(RUN))
-        self.path = pathlib.Path(self.store.path(RUN))
+        self.path = pathlib.Path(self.store.location(RUN))
         self.acked: list[AnyEvent] = []
         self.end = HEADER_SIZE  # where the acknowledged groups end
         self.crashes = 0

@@ -196,7 +196,7 @@ async def test_invalid_run_ids_are_refused_everywhere(store: FileStore, bad: Any
     with pytest.raises(InvalidRunIdError):
         await store.exists(bad)
     with pytest.raises(ValueError, match="invalid run id"):  # InvalidRunIdError is a ValueError too
-        store.path(bad)
+        store.location(bad)
     assert await store.list_runs() == []
     assert os.listdir(store.runs_dir) == []
 
@@ -206,7 +206,7 @@ async def test_valid_run_ids(store: FileStore, good: str) -> None:
     assert check_run_id(good) == good
     await (await store.create(good)).aclose()
     assert await store.list_runs() == [good]
-    assert store.path(good) == os.path.join(store.runs_dir, f"{good}.journal")
+    assert store.location(good) == os.path.join(store.runs_dir, f"{good}.journal")
 
 
 # --- locking and closing -----------------------------------------------------------------------
@@ -333,7 +333,7 @@ async def test_directory_layout(store: FileStore, tmp_path: pathlib.Path) -> Non
     assert sorted(p.name for p in tmp_path.iterdir()) == ["blobs", "runs"]
     await (await store.create("run-1")).aclose()
     assert [p.name for p in (tmp_path / "runs").iterdir()] == ["run-1.journal"]
-    assert store.path("run-1") == str(tmp_path / "runs" / "run-1.journal")
+    assert store.location("run-1") == str(tmp_path / "runs" / "run-1.journal")
     header = (tmp_path / "runs" / "run-1.journal").read_bytes()
     assert header.startswith(b"TETHERJ\x00")
     assert len(header) == HEADER_SIZE

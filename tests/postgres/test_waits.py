@@ -105,8 +105,8 @@ async def test_a_timer_fires_in_whichever_worker_claims_the_run_first(
                 sweep_interval=0.1,
             ) as first:
                 await first.start(run_id, "check o-1")
-                await _until(first, RunStatus.WAITING, run_id)
-                await _until(second, RunStatus.WAITING, run_id)  # its sweep saw it park
+                await _until(first, RunStatus.SLEEPING, run_id)
+                await _until(second, RunStatus.SLEEPING, run_id)  # its sweep saw it park
                 if not leave:
                     await _until(first, RunStatus.DONE, run_id)
             await _until(second, RunStatus.DONE, run_id)
@@ -162,7 +162,7 @@ async def test_a_signal_sent_from_elsewhere_wakes_the_worker_at_once(
         PostgresStore(pg_dsn, schema=pg_schema), model=model, tools=tools, sweep_interval=600
     ) as sup:
         await sup.start(RUN, "settle o-1")
-        assert await sup.wait(RUN, timeout=WAIT) is RunStatus.WAITING
+        assert await sup.wait(RUN, timeout=WAIT) is RunStatus.SLEEPING
         # (the first wait has no timeout: only the notification can wake the worker)
         first = await sup.inspect(RUN)
         assert "waiting for event payment.o-1" in first.reason
@@ -253,7 +253,7 @@ async def test_a_child_run_its_budget_and_its_cancellation(pg_dsn: str, pg_schem
         PostgresStore(pg_dsn, schema=cancel_schema), model=model, tools=lead_tools()
     ) as sup:
         await sup.start(PARENT, "a customer asks")
-        await _until(sup, RunStatus.WAITING, PARENT)
+        await _until(sup, RunStatus.SLEEPING, PARENT)
         await sup.cancel(PARENT, reason="customer left")
         await _until(sup, RunStatus.CANCELLED, CHILD)
         assert (await sup.inspect(CHILD)).reason == "its parent: customer left"

@@ -39,7 +39,7 @@ async def main(root: pathlib.Path, mode: str) -> None:
     async with Supervisor(child_store(root), model=model, tools=tools, sweep_interval=0.2) as sup:
         if mode == "start":
             await sup.start("run-1", "check o-1")
-            assert await sup.wait("run-1", timeout=30) is RunStatus.WAITING
+            assert await sup.wait("run-1", timeout=30) is RunStatus.SLEEPING
             print("waiting", flush=True)
             await anyio.sleep_forever()
         with anyio.fail_after(30):

@@ -110,7 +110,7 @@ async def test_cancelling_the_parent_cancels_its_children(tmp_path: pathlib.Path
     model = tether.ScriptedModel(slow_answer)
     async with Supervisor(tether.FileStore(tmp_path), model=model, tools=lead_tools()) as sup:
         await sup.start(PARENT, "a customer asks")
-        await wait_for_status(sup, PARENT, RunStatus.WAITING)
+        await wait_for_status(sup, PARENT, RunStatus.SLEEPING)
         assert "waiting for child run run-lead.toolu_1" in (await sup.inspect(PARENT)).reason
         # The wait is durable before the child is created: cancel once it exists (a parent
         # cancelled in between never creates it).

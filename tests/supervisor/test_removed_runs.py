@@ -124,7 +124,7 @@ class RemovedAfterListing:
         listed = await self._store.run_stats()
         if self.armed and self.victim in listed:
             self.armed = False
-            os.unlink(self._store.path(self.victim))
+            os.unlink(self._store.location(self.victim))
             listed[self.victim] = RunStat(listed[self.victim].version, inbox=True)
         return listed
 

@@ -59,7 +59,7 @@ async def test_a_call_that_sleeps_parks_the_run_and_wakes_on_time(tmp_path: path
     ) as sup:
         started = time.time()
         await sup.start(RUN, "check o-1")
-        assert await sup.wait(RUN, timeout=WAIT) is RunStatus.WAITING
+        assert await sup.wait(RUN, timeout=WAIT) is RunStatus.SLEEPING
         view = await sup.inspect(RUN)
         assert "check_later (toolu_1) sleeping until" in view.reason
         tasks = len(asyncio.all_tasks())
@@ -93,12 +93,12 @@ async def test_a_signal_before_or_during_the_wait_is_the_calls_result(
     )
     async with Supervisor(tether.FileStore(tmp_path), model=model, tools=waiting_tools(0.3)) as sup:
         await sup.start(RUN, "settle o-1")
-        assert await sup.wait(RUN, timeout=WAIT) is RunStatus.WAITING  # the first sleep
+        assert await sup.wait(RUN, timeout=WAIT) is RunStatus.SLEEPING  # the first sleep
         if when == "before":  # delivered while the run sleeps, before anything waits for it
             await sup.signal(RUN, "payment.o-1", {"amount": 40}, signal_id="evt_1")
         await anyio.sleep(0.4)
         if when == "during":
-            assert await sup.wait(RUN, timeout=WAIT) is RunStatus.WAITING
+            assert await sup.wait(RUN, timeout=WAIT) is RunStatus.SLEEPING
             view = await sup.inspect(RUN)
             assert "await_payment (toolu_1) waiting for event payment.o-1" in view.reason
             await sup.signal(RUN, "payment.o-1", {"amount": 40}, signal_id="evt_1")
@@ -119,7 +119,7 @@ async def test_a_signal_delivered_twice_counts_once(tmp_path: pathlib.Path) -> N
         tether.FileStore(tmp_path), model=model, tools=waiting_tools(timeout=0.5)
     ) as sup:
         await sup.start(RUN, "settle o-1")
-        assert await sup.wait(RUN, timeout=WAIT) is RunStatus.WAITING
+        assert await sup.wait(RUN, timeout=WAIT) is RunStatus.SLEEPING
         for _ in range(2):  # the webhook retried its delivery
             await sup.signal(RUN, "payment.o-1", "paid", signal_id="evt_1")
         assert await _until(sup, RunStatus.DONE) is RunStatus.DONE
@@ -275,7 +275,7 @@ async def test_a_run_left_waiting_by_a_clean_stop_resumes_with_no_restart(
     tools = waiting_tools(0.2)
     async with Supervisor(tether.FileStore(tmp_path), model=script(tool), tools=tools) as sup:
         await sup.start(RUN, "check o-1")
-        assert await sup.wait(RUN, timeout=WAIT) is RunStatus.WAITING
+        assert await sup.wait(RUN, timeout=WAIT) is RunStatus.SLEEPING
     if wait == "signal":  # a webhook's tether signal, with no supervisor of its own
         argv = [*SIGNAL, "--root", str(tmp_path), RUN, "payment.o-1", "--data", "{}"]
         cli = await anyio.run_process(argv, cwd=REPO, check=False)

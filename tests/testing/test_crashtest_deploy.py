@@ -64,7 +64,7 @@ Reader = Callable[[pathlib.Path], list[AnyEvent]]
 
 
 def from_files(case: pathlib.Path) -> list[AnyEvent]:
-    return list(verify_file(FileStore(case / "store").path(RUN_ID)).events)
+    return list(verify_file(FileStore(case / "store").location(RUN_ID)).events)
 
 
 def check_contracts(report: Report, root: pathlib.Path, read: Reader, *, person: bool) -> None:

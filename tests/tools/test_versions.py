@@ -135,14 +135,14 @@ def test_definitions_for_explicit_pins() -> None:
 def test_resolve_checks_the_pinned_hash() -> None:
     tools = two_versions()
     pin = tools.get("lookup", "1").pin()
-    assert tools.resolve(pin) is tools.get("lookup", "1")
+    assert tools.pinned(pin) is tools.get("lookup", "1")
     changed = ToolPin(name="lookup", version="1", schema_hash="0" * 64)
     with pytest.raises(UnknownToolError, match="changed since the run pinned it"):
-        tools.resolve(changed)
+        tools.pinned(changed)
     with pytest.raises(UnknownToolError, match="changed since the run pinned it"):
         tools.definitions([changed])
     with pytest.raises(UnknownToolError, match="not registered"):
-        tools.resolve(ToolPin(name="lookup", version="9", schema_hash=pin.schema_hash))
+        tools.pinned(ToolPin(name="lookup", version="9", schema_hash=pin.schema_hash))
 
 
 def registry_with(variant: str) -> ToolRegistry:

@@ -319,7 +319,7 @@ async def test_the_openapi_description_covers_every_route_and_answer(env: Env) -
     for kind, rows in (
         ("Run", [*runs["runs"], shown["summary"]]),
         ("InboxCall", [*inbox["calls"], *shown["waiting"]]),
-        ("Waiting", [w for row in runs["runs"] for w in row["waiting"] if "since" in w]),
+        ("Question", [w for row in runs["runs"] for w in row["waiting"] if "since" in w]),
         ("Rest", [w for row in runs["runs"] for w in row["waiting"] if "what" in w]),
     ):
         assert rows, kind

@@ -45,7 +45,7 @@ async def test_a_journal_written_in_the_same_clock_tick_is_read_again(file_env: 
     summary read between them must not be kept as final."""
     store = file_env.store()
     listing = Listing(store, fresh_for=0)
-    path = store.path(DONE)
+    path = store.location(DONE)
     await listing.summaries()
     await anyio.sleep(2 * RACY_NS / 1e9)
     await listing.summaries()

@@ -36,7 +36,7 @@ STATUS_HELP = (
     "Statuses come from the journal alone: 'running' (a process is advancing it, or it waits "
     "for a supervisor to pick it up), 'waiting_for_approval' (parked: a tool call of the "
     "current turn was never started and has no decision; approve or reject it), "
-    "'waiting' (parked: a call sleeps, waits for an event or for a child run; deliver an "
+    "'sleeping' (parked: a call sleeps, waits for an event or for a child run; deliver an "
     "event with signal), 'needs_attention' (parked: a call is escalated, answer it with "
     "resolve; or the runtime parked the run, send it on with retry), and the final 'done', "
     "'failed', 'cancelled'."
@@ -172,7 +172,7 @@ def _show(args: argparse.Namespace) -> int:
         if summary.final_text is not None and summary.finished:
             print(f"final text: {shorten(summary.final_text, 200)}")
         where = store_flags(args)
-        for w in summary.waiting:
+        for w in summary.questions:
             action = (
                 f"tether approve|reject {where} {args.run} {w.call_id} --by NAME"
                 if w.kind == "approval"

@@ -21,8 +21,8 @@ from ..journal import Decision as Decide
 from ..testing._drive import Kill as Crash
 from ._demo import Demo as Demo
 from ._demo import DemoError as DemoError
+from ._demo import DemoResult as DemoResult
 from ._demo import DemoSummary as DemoSummary
-from ._demo import Outcome as Outcome
 from ._demo import drive as drive
 from ._kitebase import KITEBASE as KITEBASE
 from ._kitebase import run_kitebase as run_kitebase
@@ -41,8 +41,8 @@ __all__ = [
     "Decide",
     "Demo",
     "DemoError",
+    "DemoResult",
     "DemoSummary",
-    "Outcome",
     "drive",
     "run_kitebase",
     "run_mail",

@@ -71,7 +71,7 @@ class Demo:
 
 
 @dataclass
-class Outcome:
+class DemoResult:
     """Where ``drive`` left a demo: the run's end state and what it cost."""
 
     processes: list[ProcessResult]
@@ -106,14 +106,14 @@ def drive(
     crash: Kill | None = None,
     trace: bool = False,
     echo: Callable[[str], None] | None = None,
-) -> Outcome:
+) -> DemoResult:
     """Run ``demo`` to its end in fresh child processes under ``root``; see the module
     docstring.
 
     Process 1 starts the run, each later one resumes it. A process armed with ``crash`` must
     die with ``SIGKILL``; every other one must exit 0. When the run waits for approval,
     ``decide`` is recorded before the next process. With ``trace``, each process lists the
-    crash points it passes (``Outcome.processes[i].points``); with ``echo``, the timeline is
+    crash points it passes (``DemoResult.processes[i].points``); with ``echo``, the timeline is
     printed through it.
 
     Raises:
@@ -129,8 +129,8 @@ def drive(
         raise DemoError("; ".join(run.problems))
     if run.status == RunStatus.WAITING_FOR_APPROVAL.value:
         raise DemoError(f"run {demo.run_id} waits for a decision nobody gives")
-    path = Path(FileStore(root).path(demo.run_id))
-    return Outcome(
+    path = Path(FileStore(root).location(demo.run_id))
+    return DemoResult(
         processes=run.processes,
         status=run.status,
         final_text=run.final_text,
@@ -212,7 +212,7 @@ def prepare_root(root: Path) -> None:
 
 
 def print_result(
-    summary: DemoSummary, outcome: Outcome, effect_label: str, say: Callable[[str], None]
+    summary: DemoSummary, outcome: DemoResult, effect_label: str, say: Callable[[str], None]
 ) -> None:
     """The ``== Result ==`` block every demo ends with."""
     n = len(summary.processes)

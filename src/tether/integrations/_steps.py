@@ -52,7 +52,7 @@ CONTINUE_RESULT = "continued"
 
 
 @dataclass(frozen=True)
-class Outcome:
+class RecordedResult:
     """A recorded tool result: the text the model read, and whether it was an error."""
 
     text: str
@@ -81,8 +81,8 @@ class Recorded:
         prompt: the run's input, as its first user message carried it.
         responses: each step's framework response as serialized, oldest first (steps that made
             no request are left out).
-        results: ``(response index, framework call id) -> Outcome``; the index is the response
-            the call followed (``-1`` before any).
+        results: ``(response index, framework call id) -> RecordedResult``; the index is the
+            response the call followed (``-1`` before any).
         captures: values a step kept beside its response (guardrail outcomes), by key.
         steps: the number of steps journaled.
     """
@@ -90,11 +90,11 @@ class Recorded:
     framework: str
     prompt: Any = None
     responses: list[Any] = field(default_factory=list)
-    results: dict[tuple[int, str], Outcome] = field(default_factory=dict)
+    results: dict[tuple[int, str], RecordedResult] = field(default_factory=dict)
     captures: dict[str, Any] = field(default_factory=dict)
     steps: int = 0
 
-    def outcome(self, response: int, call_id: str) -> Outcome | None:
+    def outcome(self, response: int, call_id: str) -> RecordedResult | None:
         """The recorded result of call ``call_id`` made after response ``response``."""
         return self.results.get((response, call_id))
 
@@ -154,7 +154,7 @@ def read_steps(framework: str, messages: Sequence[dict[str, Any]]) -> Recorded:
                     continue
                 key = framework_ids.get(block.get("tool_use_id", ""))
                 if key is not None:
-                    recorded.results[key] = Outcome(
+                    recorded.results[key] = RecordedResult(
                         _text(block.get("content")), bool(block.get("is_error"))
                     )
     return recorded

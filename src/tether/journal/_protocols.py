@@ -106,7 +106,7 @@ class RunStore(Protocol):
 
     async def __aexit__(self, *exc_info: object) -> None: ...
 
-    def where(self, run_id: str) -> str:
+    def location(self, run_id: str) -> str:
         """Where run ``run_id`` lives, for messages."""
         ...
 

@@ -213,12 +213,18 @@ class Escalated(Event, frozen=True, kw_only=True, tag="escalated"):
     reason: str
 
 
+Resolution = Literal["succeeded", "retry", "failed"]
+"""What a person says of an escalated call: it ``succeeded``, should run again, or ``failed``."""
+
+RESOLUTIONS: tuple[Resolution, ...] = ("succeeded", "retry", "failed")
+
+
 class Resolved(Event, frozen=True, kw_only=True, tag="resolved"):
     """A person's answer to an escalated call: it ``succeeded`` (with ``result``), should be
     run again (``retry``) or ``failed``."""
 
     call_id: str
-    outcome: Literal["succeeded", "retry", "failed"]
+    outcome: Resolution
     result: JSONValue = None
     by: str = ""
     note: str = ""

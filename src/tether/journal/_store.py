@@ -256,8 +256,8 @@ class FileStore:
                 _remove_stale_tmp(os.path.join(self.runs_dir, name), self._ops)
         self._dir_fd = open_runs_dir(self.runs_dir, self._ops)
 
-    def path(self, run_id: str) -> str:
-        """The journal file of ``run_id``."""
+    def location(self, run_id: str) -> str:
+        """The journal file of ``run_id`` (where the run lives, for messages too)."""
         return journal_path(self.runs_dir, check_run_id(run_id))
 
     async def create(self, run_id: str, events: Iterable[Event] = ()) -> FileJournal:
@@ -343,7 +343,7 @@ class FileStore:
             JournalIOError: the OS refused (no permission; not a regular file, a FIFO say,
                 which is never waited on).
         """
-        path = self.path(run_id)
+        path = self.location(run_id)
 
         def _read() -> bytes:
             try:
@@ -415,10 +415,6 @@ class FileStore:
     async def changed(self) -> None:
         """Never returns: a file store learns of other processes' writes by sweeping."""
         await anyio.sleep_forever()
-
-    def where(self, run_id: str) -> str:
-        """The run's journal file."""
-        return self.path(run_id)
 
     async def post(self, run_id: str, event: Event) -> None:
         """Queue ``event`` (a decision, resolution or cancellation) in the run's inbox, durably.
@@ -501,7 +497,7 @@ class FileStore:
 
     async def exists(self, run_id: str) -> bool:
         """Whether run ``run_id`` exists."""
-        path = self.path(run_id)
+        path = self.location(run_id)
         return await anyio.to_thread.run_sync(os.path.exists, path)
 
     async def load_blob(self, ref: BlobRef) -> Any:

@@ -21,9 +21,9 @@ from ._deploy import RunCheck as RunCheck
 from ._deploy import check_deploy as check_deploy
 from ._deploy import check_runs as check_runs
 from ._describe import describe as describe
+from ._summary import Question as Question
 from ._summary import Rest as Rest
 from ._summary import RunSummary as RunSummary
-from ._summary import Waiting as Waiting
 from ._summary import as_tree as as_tree
 from ._summary import load_summaries as load_summaries
 from ._summary import load_summary as load_summary
@@ -31,11 +31,11 @@ from ._summary import summarize as summarize
 
 __all__ = [
     "DeployCheck",
+    "Question",
     "Recorded",
     "Rest",
     "RunCheck",
     "RunSummary",
-    "Waiting",
     "acknowledgement",
     "as_tree",
     "cancel",

@@ -72,7 +72,7 @@ async def holder_of(store: RunStore, run_id: str) -> int | str | None:
     of the run's live lease (by the database's clock).
     """
     if isinstance(store, FileStore):
-        return held_by(store.path(run_id))
+        return held_by(store.location(run_id))
     from ..postgres import PostgresStore  # not before a store is one: see ``tether.postgres``
 
     if isinstance(store, PostgresStore):

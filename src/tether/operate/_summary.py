@@ -26,7 +26,7 @@ WaitKind = Literal["approval", "resolution"]
 
 
 @dataclass(frozen=True)
-class Waiting:
+class Question:
     """One call a person has to answer."""
 
     call_id: str
@@ -108,7 +108,7 @@ class RunSummary:
     cache_creation_tokens: int = 0
     cache_read_tokens: int = 0
     events: int = 0
-    waiting: tuple[Waiting, ...] = ()
+    questions: tuple[Question, ...] = ()
     final_text: str | None = None
     held_by: int | str | None = None
     readable: bool = True
@@ -136,14 +136,14 @@ class RunSummary:
         """What the run waits for, or why it stopped, in one line."""
         parts: list[str] = []
         for kind in ("approval", "resolution"):
-            calls = [w for w in self.waiting if w.kind == kind]
+            calls = [w for w in self.questions if w.kind == kind]
             if calls:
                 parts.append(f"awaiting {kind}: " + ", ".join(w.describe() for w in calls))
         if self.held_by is not None and not self.finished:
             parts.append(_holder_text(self.held_by))
         elif self.status == RunStatus.RUNNING and self.readable:
             parts.append("no process holds it: continues when a supervisor picks it up")
-        if self.reason and not self.waiting and self.status != RunStatus.DONE:
+        if self.reason and not self.questions and self.status != RunStatus.DONE:
             parts.append(self.reason)
         if self.action:
             parts.append(self.action)
@@ -156,7 +156,7 @@ class RunSummary:
             "run_id": self.run_id,
             "status": self.status,
             "reason": self.reason,
-            "waiting": [w.as_dict() for w in self.waiting] + [r.as_dict() for r in self.rests],
+            "waiting": [w.as_dict() for w in self.questions] + [r.as_dict() for r in self.rests],
             "action": self.action,
             "model": self.model,
             "tools": dict(self.tools),
@@ -226,12 +226,12 @@ def summarize(
     status, reason = outcome.status, outcome.reason
     # Every call a person can answer now, also while other calls of the turn still run or a
     # process holds the run (an answer then waits in the run's inbox for that process).
-    waiting = waiting_calls(state, answerable(state, at))
+    questions = questions_of(state, answerable(state, at))
     parked = state.parked if state.finished is None else None
     if held_by is not None and state.finished is None and parked is None:
         status, reason = RunStatus.RUNNING, ""  # a process is advancing it right now
     changes_at = outcome.wake_at
-    for w in waiting:
+    for w in questions:
         if w.deadline is not None and (changes_at is None or w.deadline < changes_at):
             changes_at = w.deadline  # the approval's wait ends then: it leaves the inbox
     return RunSummary(
@@ -249,7 +249,7 @@ def summarize(
         cache_creation_tokens=state.cache_creation_tokens,
         cache_read_tokens=state.cache_read_tokens,
         events=len(events),
-        waiting=waiting,
+        questions=questions,
         final_text=state.final_text,
         held_by=held_by,
         parent=state.started.parent,
@@ -302,20 +302,20 @@ def answerable(state: RunState, now: float) -> tuple[str, ...]:
     return (*escalated, *approvals)
 
 
-def waiting_calls(state: RunState, pending: tuple[str, ...]) -> tuple[Waiting, ...]:
+def questions_of(state: RunState, pending: tuple[str, ...]) -> tuple[Question, ...]:
     """The calls ``pending`` (as ``run_status`` names them) as what a person has to answer."""
-    waiting: list[Waiting] = []
+    waiting: list[Question] = []
     for call_id in pending:
         call = state.calls[call_id]
         if call.escalated and call.escalation is not None:
             waiting.append(
-                Waiting(
+                Question(
                     call.id, call.name, "resolution", call.escalation.at, call.escalation.reason
                 )
             )
         else:
             deadline = approval_deadline(state, call)
-            waiting.append(Waiting(call.id, call.name, "approval", call.started_at, "", deadline))
+            waiting.append(Question(call.id, call.name, "approval", call.started_at, "", deadline))
     return tuple(waiting)
 
 

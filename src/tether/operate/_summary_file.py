@@ -45,7 +45,7 @@ from typing import Any
 import msgspec
 
 from .._version import __version__
-from ._summary import Rest, RunSummary, Waiting
+from ._summary import Question, Rest, RunSummary
 
 NAME = "summaries.cache"
 MAGIC = b"TETHERS\x00"
@@ -226,13 +226,13 @@ def _fields(summary: RunSummary) -> list[Any]:
     values = []
     for name in _SUMMARY_FIELDS:
         value = getattr(summary, name)
-        if name in ("waiting", "rests"):
+        if name in ("questions", "rests"):
             value = [_plain(v) for v in value]
         values.append(value)
     return values
 
 
-def _plain(item: Waiting | Rest) -> dict[str, Any]:
+def _plain(item: Question | Rest) -> dict[str, Any]:
     return {f.name: getattr(item, f.name) for f in fields(item)}
 
 

@@ -159,7 +159,7 @@ class PgJournal:
 
     @property
     def path(self) -> str:
-        return self._store.where(self._run_id)
+        return self._store.location(self._run_id)
 
     @property
     def events(self) -> EventsView:

@@ -75,11 +75,11 @@ async def claim(store: PostgresStore, run_id: str) -> PgJournal:
                     if claimed is None:
                         if await conn.fetchval(sql.exists, run_id) is None:
                             raise RunNotFoundError(run_id)
-                        raise JournalLockedError(store.where(run_id))
+                        raise JournalLockedError(store.location(run_id))
                     epoch, before, ended = claimed
                     rows = await conn.fetch(sql.read, run_id)
                     try:
-                        events = decode_rows(store.where(run_id), rows)
+                        events = decode_rows(store.location(run_id), rows)
                     except JournalCorruptError:
                         await conn.execute(sql.release, run_id, epoch, store.owner, False)
                         raise

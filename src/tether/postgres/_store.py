@@ -232,7 +232,7 @@ class PostgresStore:
 
     # ------------------------------------------------------------------ the Store protocol
 
-    def where(self, run_id: str) -> str:
+    def location(self, run_id: str) -> str:
         return f"{self._display}/{self.sql.schema}/{run_id}"
 
     async def create(self, run_id: str, events: Iterable[Event] = ()) -> PgJournal:
@@ -248,7 +248,7 @@ class PostgresStore:
         self._held[run_id] = None
         try:
             prepared = [await self.prepare(ev) for ev in events]
-            stamped, payloads, finished = stamp(self.where(run_id), prepared, 0)
+            stamped, payloads, finished = stamp(self.location(run_id), prepared, 0)
             if payloads:
                 if not await _append.create_with_events(self, run_id, payloads, finished):
                     raise RunExistsError(run_id)
@@ -289,7 +289,7 @@ class PostgresStore:
         if not self._entry.open:
             raise RuntimeError(self._not_open())
         if run_id in self._held:  # held by another task of this process
-            raise JournalLockedError(self.where(run_id))
+            raise JournalLockedError(self.location(run_id))
 
     async def read(self, run_id: str) -> list[AnyEvent]:
         """Every committed event of ``run_id``, without claiming it.
@@ -304,7 +304,7 @@ class PostgresStore:
         return self._decode(run_id, rows)
 
     def _decode(self, run_id: str, rows: list[Any]) -> list[AnyEvent]:
-        return decode_rows(self.where(run_id), rows)
+        return decode_rows(self.location(run_id), rows)
 
     async def list_runs(self) -> list[str]:
         return [r[0] for r in await self._retry("fetch", self.sql.list_runs)]
@@ -378,7 +378,7 @@ class PostgresStore:
         check_run_id(run_id)
         if self._redact is not None:  # secrets never reach a table, the inbox included
             event = self._redact(event)
-        payload = queueable(event, self.where(run_id))
+        payload = queueable(event, self.location(run_id))
         async with self.pool.acquire() as conn, conn.transaction():
             if await conn.fetchval(self.sql.exists, run_id) is None:
                 raise RunNotFoundError(run_id)

@@ -14,7 +14,7 @@ from .._public import publish as _publish
 from ._state import RunState as RunState
 from ._state import RunStatus as RunStatus
 from ._state import fold as fold
-from ._status import Outcome as Outcome
+from ._status import Standing as Standing
 from ._status import run_status as run_status
 
 ON_DEMAND = {
@@ -46,11 +46,11 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
-    "Outcome",
     "RunState",
     "RunStatus",
     "RunTelemetry",
     "RunView",
+    "Standing",
     "StatusChange",
     "Supervisor",
     "WorkerApp",

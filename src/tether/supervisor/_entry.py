@@ -19,7 +19,7 @@ import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 
 from ._state import RunState, RunStatus
-from ._status import Outcome
+from ._status import Standing
 
 log = logging.getLogger("tether.supervisor")
 
@@ -45,7 +45,7 @@ class RunView:
     events: int
 
     @classmethod
-    def of(cls, run_id: str, state: RunState, outcome: Outcome, events: int) -> RunView:
+    def of(cls, run_id: str, state: RunState, outcome: Standing, events: int) -> RunView:
         """The view of a run whose journal (``events`` records) folded to ``state``."""
         return cls(
             run_id=run_id,
@@ -107,7 +107,7 @@ class Entry:
             self._changed = anyio.Event()
         return self._changed
 
-    def set(self, outcome: Outcome) -> None:
+    def set(self, outcome: Standing) -> None:
         self.status, self.reason, self.pending = outcome.status, outcome.reason, outcome.pending
         self.remote = False
         self.known = True
@@ -153,7 +153,7 @@ class Board:
             entry = self.runs[run_id] = Entry()
         return entry
 
-    def set(self, run_id: str, outcome: Outcome, *, quiet: bool = False) -> None:
+    def set(self, run_id: str, outcome: Standing, *, quiet: bool = False) -> None:
         """Record a run's new status, wake its waiters and tell every watcher.
 
         ``quiet``: not logged (a run found already finished is not news). A finished run's

@@ -62,7 +62,7 @@ from ._runtime import Interruption as Interruption
 from ._runtime import LeftForAnother, Suspend, definitions, load_blobs, spec_for
 from ._runtime import Runtime as Runtime
 from ._state import Call, RunState, RunStatus, fold
-from ._status import Outcome, run_deadline, run_status
+from ._status import Standing, run_deadline, run_status
 from ._telemetry import ChatTelemetry, DriveTelemetry
 from ._traced import chat_scope, open_drive, tool_scope
 
@@ -81,7 +81,7 @@ async def drive(
     fresh: bool,
     prior: Interruption | None = None,
     alone: bool = False,
-) -> Outcome | None:
+) -> Standing | None:
     """Advance the run in ``journal`` until it finishes or must wait for a person.
 
     Returns the resting outcome, or ``None`` when the supervisor is stopping (``rt.stopping``):
@@ -115,7 +115,7 @@ async def drive(
     raise LeaseLostError(journal.path, "it may no longer act for the run; its calls were stopped")
 
 
-async def _drive(stepper: _Drive, *, fresh: bool, prior: Interruption | None) -> Outcome | None:
+async def _drive(stepper: _Drive, *, fresh: bool, prior: Interruption | None) -> Standing | None:
     journal, rt = stepper.journal, stepper.rt
     try:
         await stepper.load()
@@ -172,7 +172,7 @@ class _Drive:
         if self.state.started is None:
             raise ValueError(f"run {self.journal.run_id!r} has no run_started record")
 
-    async def run(self, *, fresh: bool, prior: Interruption | None) -> Outcome:
+    async def run(self, *, fresh: bool, prior: Interruption | None) -> Standing:
         state, rt = self.state, self.rt
         if state.finished is not None:
             return run_status(state, rt.clock())
@@ -203,7 +203,7 @@ class _Drive:
             outcome = run_status(state, rt.clock())
             if outcome.status is not RunStatus.RUNNING and await self._fold_inbox():
                 continue  # answers queued while this process held the journal: act on them
-            if outcome.status is RunStatus.WAITING and await look_at_children(
+            if outcome.status is RunStatus.SLEEPING and await look_at_children(
                 state, rt, self._append
             ):
                 continue  # a child run it waits for has ended
@@ -226,7 +226,7 @@ class _Drive:
 
     # ------------------------------------------------------------------ resuming
 
-    async def _park_for_contract(self, problem: str) -> Outcome:
+    async def _park_for_contract(self, problem: str) -> Standing:
         """Park the run because this process cannot honour what it pinned, and say so in its
         journal (once), so that every view shows why and what to do."""
         state = self.state
@@ -240,7 +240,7 @@ class _Drive:
             await self._append([Parked(reason=problem, cause=CONTRACT)])
         return run_status(state, self.rt.clock())
 
-    async def _resumed(self, prior: Interruption | None) -> Outcome | None:
+    async def _resumed(self, prior: Interruption | None) -> Standing | None:
         """Count the interruption; park the run at once if it is the latest of a crash loop.
 
         Otherwise its ``resumed`` record waits for the run's first step (``_enter_step``): a
@@ -561,6 +561,6 @@ class _Drive:
         await load_blobs(self.rt, self.journal.events, self.blobs, self.state.applied)
         self.state.catch_up(self.journal.events, self.blobs)
 
-    async def _finish(self, status: RunStatus, reason: str) -> Outcome:
+    async def _finish(self, status: RunStatus, reason: str) -> Standing:
         await self._append([RunFinished(status=status.value, reason=reason)])
-        return Outcome(status, reason)
+        return Standing(status, reason)

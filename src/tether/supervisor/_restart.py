@@ -30,13 +30,13 @@ from ._failures import explain, is_store_failure, unusable
 from ._loop import drive
 from ._runtime import Interruption, LeftForAnother, Runtime
 from ._state import RunStatus
-from ._status import Outcome
+from ._status import Standing
 
 log = logging.getLogger("tether.supervisor")
 
-OWNED_ELSEWHERE = Outcome(RunStatus.RUNNING, "owned by another process")
+OWNED_ELSEWHERE = Standing(RunStatus.RUNNING, "owned by another process")
 """What ``drive_until_rest`` returns when another worker holds the run."""
-GONE = Outcome(RunStatus.RUNNING, "gone from the store")
+GONE = Standing(RunStatus.RUNNING, "gone from the store")
 """What ``drive_until_rest`` returns when the run is no longer in the store."""
 
 
@@ -70,7 +70,7 @@ async def drive_until_rest(
     store_backoff: Backoff,
     sleep: Callable[[float], Awaitable[None]],
     jitter: Callable[[], float],
-) -> Outcome | None:
+) -> Standing | None:
     """Drive run ``run_id`` (opening ``journal`` if it is ``None``) until it rests.
 
     Returns its resting outcome, ``OWNED_ELSEWHERE`` when another worker holds it, ``GONE``
@@ -109,7 +109,7 @@ async def drive_until_rest(
                 return GONE
             if unusable(exc) or (isinstance(exc, JournalError) and not _recoverable(exc)):
                 log.error("run %s cannot be opened: %s", run_id, explain(exc))
-                return Outcome(RunStatus.NEEDS_ATTENTION, explain(exc))
+                return Standing(RunStatus.NEEDS_ATTENTION, explain(exc))
             journal, fresh, alone = None, False, False
             why = explain(exc)
             if is_store_failure(exc):
@@ -131,7 +131,7 @@ async def drive_until_rest(
                     # The journal's crash-loop count normally parks the run; this catches
                     # failures that happen before an interruption can even be recorded.
                     log.error("run %s keeps failing: %s", run_id, why)
-                    return Outcome(RunStatus.NEEDS_ATTENTION, f"keeps failing: {why}")
+                    return Standing(RunStatus.NEEDS_ATTENTION, f"keeps failing: {why}")
                 delay = crash_backoff.delay(crashes, jitter)
                 log.warning("run %s crashed (%s); restarting", run_id, why)
             await sleep_unless(rt.stopping, sleep, delay)

@@ -58,13 +58,14 @@ class RunStatus(StrEnum):
 
     ``running`` is the only status that needs a task; every other one is a resting status
     (``sup.wait`` returns on it). ``waiting_for_approval`` and ``needs_attention`` wait for a
-    person; ``waiting`` for a time or an event (a call that sleeps or waits for a signal);
+    person; ``sleeping`` for the world: a time, an event or a child run's end (a call that
+    sleeps, waits for a signal or for its child);
     ``done``, ``failed`` and ``cancelled`` are final.
     """
 
     RUNNING = "running"
     WAITING_FOR_APPROVAL = "waiting_for_approval"
-    WAITING = "waiting"
+    SLEEPING = "sleeping"
     NEEDS_ATTENTION = "needs_attention"
     DONE = "done"
     FAILED = "failed"

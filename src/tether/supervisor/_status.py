@@ -17,7 +17,7 @@ from ._state import Call, RunState, RunStatus
 
 
 @dataclass(frozen=True)
-class Outcome:
+class Standing:
     """Where a run stands: its status, why, what it waits for, and when a timer should look.
 
     ``pending`` holds the ids of the calls a person has to answer; ``wake_at`` is the earliest
@@ -31,7 +31,7 @@ class Outcome:
     wake_at: float | None = None
 
 
-def run_status(state: RunState, now: float) -> Outcome:
+def run_status(state: RunState, now: float) -> Standing:
     """The status the journal implies at wall-clock time ``now``.
 
     ``running`` means there is work the runtime can do without a person: a model call, a tool
@@ -39,12 +39,12 @@ def run_status(state: RunState, now: float) -> Outcome:
     budgets are checked by the loop when it acts, not here.
     """
     if state.finished is not None:
-        return Outcome(RunStatus(state.finished.status), state.finished.reason)
+        return Standing(RunStatus(state.finished.status), state.finished.reason)
     deadline = run_deadline(state)
     if state.parked is not None:
-        return Outcome(RunStatus.NEEDS_ATTENTION, state.parked.reason, (), deadline)
+        return Standing(RunStatus.NEEDS_ATTENTION, state.parked.reason, (), deadline)
     if not state.turn_open:
-        return Outcome(RunStatus.RUNNING)
+        return Standing(RunStatus.RUNNING)
     escalated: list[Call] = []
     waiting: list[Call] = []
     resting: list[tuple[Call, str]] = []  # waiting for a time or an event
@@ -64,7 +64,7 @@ def run_status(state: RunState, now: float) -> Outcome:
             continue
         until = approval_wait(state, call, now)
         if until is None:
-            return Outcome(RunStatus.RUNNING)
+            return Standing(RunStatus.RUNNING)
         waiting.append(call)
         if until != float("inf"):
             wake_at = until if wake_at is None else min(wake_at, until)
@@ -72,19 +72,19 @@ def run_status(state: RunState, now: float) -> Outcome:
         reasons = "; ".join(
             f"{c.name} ({c.id}): {c.escalation.reason}" for c in escalated if c.escalation
         )
-        return Outcome(
+        return Standing(
             RunStatus.NEEDS_ATTENTION, reasons, tuple(c.id for c in escalated + waiting), wake_at
         )
     if waiting:
         names = ", ".join(f"{c.name} ({c.id})" for c in waiting)
-        return Outcome(
+        return Standing(
             RunStatus.WAITING_FOR_APPROVAL,
             f"approval needed for {names}",
             tuple(c.id for c in waiting),
             wake_at,
         )
     reasons = "; ".join(f"{c.name} ({c.id}) {what}" for c, what in resting)
-    return Outcome(RunStatus.WAITING, reasons, (), wake_at)
+    return Standing(RunStatus.SLEEPING, reasons, (), wake_at)
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import AsyncExitStack
-from typing import Any, Literal, final
+from typing import Any, final
 
 import anyio
 
@@ -27,6 +27,7 @@ from .._errors import RunExistsError, RunNotFoundError, RunStateError
 from ..journal._protocols import JournalHandle, Store
 from ..journal._records import (
     Budgets,
+    Resolution,
     RunStarted,
     Waiting,
 )
@@ -44,7 +45,7 @@ from ._halts import Halts
 from ._manifest import build_manifest
 from ._runtime import Runtime
 from ._state import RunState, RunStatus, fold
-from ._status import Outcome, run_status
+from ._status import Standing, run_status
 from ._sweep import Sweeper, start_line
 from ._tasks import RunTasks
 from ._telemetry import RunTelemetry
@@ -301,7 +302,7 @@ class Supervisor:
             # No slot for it now: it waits without holding its journal (a descriptor).
             await journal.aclose()
             journal = None
-        self._board.set(run_id, Outcome(RunStatus.RUNNING))
+        self._board.set(run_id, Standing(RunStatus.RUNNING))
         self._tasks.spawn(run_id, journal, fresh=True)
 
     async def wait(
@@ -389,7 +390,7 @@ class Supervisor:
         run_id: str,
         call_id: str,
         *,
-        outcome: Literal["succeeded", "retry", "failed"],
+        outcome: Resolution,
         result: Any = None,
         by: str = "",
         note: str = "",
@@ -545,7 +546,7 @@ class Supervisor:
             and entry.known
             and (entry.status.resting or not outcome.status.resting)
         ):
-            outcome = Outcome(entry.status, entry.reason, entry.pending)
+            outcome = Standing(entry.status, entry.reason, entry.pending)
         return RunView.of(run_id, state, outcome, len(events))
 
     async def events(self) -> AsyncIterator[StatusChange]:
@@ -573,7 +574,7 @@ class Supervisor:
             except RunExistsError:
                 return  # created before: it runs here or elsewhere, or ended already
         self._board.entry(child_id).parent = (parent.run_id, waiting.call_id)
-        self._board.set(child_id, Outcome(RunStatus.RUNNING))
+        self._board.set(child_id, Standing(RunStatus.RUNNING))
         self._tasks.spawn(child_id, journal, fresh=True)
 
     async def _tell_parent(self, child_id: str, parent: tuple[str, str]) -> None:
@@ -623,6 +624,6 @@ class Supervisor:
         finally:
             self._board.release(run_id)  # an entry made only for the lock (a refused answer)
         if not (done.queued or done.repeated):
-            self._board.set(run_id, Outcome(RunStatus.RUNNING))
+            self._board.set(run_id, Standing(RunStatus.RUNNING))
             self._tasks.spawn(run_id, None, fresh=False)
         return done

@@ -27,7 +27,7 @@ from ._manifest import CONTRACT, manifest_problem
 from ._restart import report_gone
 from ._runtime import Runtime
 from ._state import RunState, RunStatus, fold
-from ._status import Outcome, run_status
+from ._status import Standing, run_status
 from ._tasks import RunTasks
 
 log = logging.getLogger("tether.supervisor")
@@ -49,7 +49,7 @@ class Found:
             it, unless another live worker has the contract).
     """
 
-    outcome: Outcome
+    outcome: Standing
     spawn: bool = False
     alone: bool = False
     resumes: bool = False
@@ -66,30 +66,30 @@ def what_to_do(
     if state.started is None:
         return None
     outcome = run_status(state, rt.clock())
-    if outcome.status is RunStatus.WAITING and any(
+    if outcome.status is RunStatus.SLEEPING and any(
         c.wait is not None
         and c.wait.child is not None
         and str(c.wait.child["run_id"]) not in listed
         and str(c.wait.child["run_id"]) not in state.children
         for c in state.calls.values()
     ):
-        return Found(Outcome(RunStatus.RUNNING), spawn=True)
+        return Found(Standing(RunStatus.RUNNING), spawn=True)
     if state.parked is not None and state.parked.cause == CONTRACT and state.finished is None:
         # Parked by a process that lacked its contract: continued by one that has it.
         if manifest_problem(rt, state.manifest) is None:
-            return Found(Outcome(RunStatus.RUNNING), spawn=True, resumes=True)
+            return Found(Standing(RunStatus.RUNNING), spawn=True, resumes=True)
         return Found(outcome)
     if outcome.status is RunStatus.RUNNING:
         if manifest_problem(rt, state.manifest) is not None:
             # Started, to journal why it cannot go on here (every view then shows it), unless
             # a worker that can continue it is live (a rolling deploy: see ``_fleet``).
-            return Found(Outcome(RunStatus.RUNNING), spawn=True, lacks_contract=True)
+            return Found(Standing(RunStatus.RUNNING), spawn=True, lacks_contract=True)
         if state.interruptions:
             return Found(outcome, spawn=True, alone=True, resumes=True)
         return Found(outcome, spawn=True, resumes=True)
     if not outcome.status.final and inbox:
         # answers wait: the run takes them (until it rests again, it is running)
-        return Found(Outcome(RunStatus.RUNNING), spawn=True)
+        return Found(Standing(RunStatus.RUNNING), spawn=True)
     return Found(outcome)
 
 
@@ -149,7 +149,7 @@ class Sweeper:
                 except Exception as exc:  # the store is unreachable for now: keep the worker up
                     log.warning("sweep failed (%s); trying again in %ss", explain(exc), interval)
 
-    def _let_go(self, run_id: str, outcome: Outcome, entry: Entry | None) -> None:
+    def _let_go(self, run_id: str, outcome: Standing, entry: Entry | None) -> None:
         """A run read finished: say so if the board thought otherwise, and keep no entry."""
         if entry is not None and entry.known and entry.status is not outcome.status:
             self._board.set(run_id, outcome)  # it finished elsewhere: news to its watchers
@@ -188,7 +188,7 @@ class Sweeper:
                 if entry.remote or (run_stat.inbox and not entry.status.final):
                     # owned elsewhere: try its lock (free once the owner died); or answers wait
                     if not entry.remote:
-                        board.set(run_id, Outcome(RunStatus.RUNNING))
+                        board.set(run_id, Standing(RunStatus.RUNNING))
                     tasks.spawn(run_id, None, fresh=False)
                     continue
                 if entry.seen == stat:
@@ -208,7 +208,7 @@ class Sweeper:
                     continue
                 log.error("run %s cannot be read: %s", run_id, explain(exc))
                 counts["unreadable"] += 1
-                board.set(run_id, Outcome(RunStatus.NEEDS_ATTENTION, str(exc)), quiet=True)
+                board.set(run_id, Standing(RunStatus.NEEDS_ATTENTION, str(exc)), quiet=True)
                 board.entry(run_id).seen = stat
                 continue
             started = state.started
@@ -262,7 +262,7 @@ class Sweeper:
                 "run %s stopped mid-work without progress before; it takes its next step alone",
                 run_id,
             )
-            board.set(run_id, Outcome(RunStatus.RUNNING))
+            board.set(run_id, Standing(RunStatus.RUNNING))
             tasks.spawn(run_id, None, fresh=False, alone=True)
         return counts
 

@@ -25,7 +25,7 @@ from ._entry import Board
 from ._restart import GONE, OWNED_ELSEWHERE, drive_until_rest, report_gone
 from ._runtime import Runtime
 from ._state import RunStatus
-from ._status import Outcome
+from ._status import Standing
 from ._timers import Timers
 
 log = logging.getLogger("tether.supervisor")
@@ -105,7 +105,7 @@ class RunTasks:
         if self.draining or entry is None:
             return
         if entry.status.resting and not entry.status.final and entry.scope is None:
-            self._board.set(run_id, Outcome(RunStatus.RUNNING))
+            self._board.set(run_id, Standing(RunStatus.RUNNING))
             self.spawn(run_id, None, fresh=False)
 
     async def drain(self, patience: float) -> None:
@@ -180,7 +180,7 @@ class RunTasks:
 
     async def _drive(
         self, run_id: str, journal: JournalHandle | None, fresh: bool, alone: bool
-    ) -> Outcome | None:
+    ) -> Standing | None:
         """Drive the run until it rests (see ``_restart.drive_until_rest``)."""
         outcome = await drive_until_rest(
             self._store,

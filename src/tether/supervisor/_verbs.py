@@ -19,17 +19,19 @@ import re
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import Any, Literal
+from typing import Any
 
 import msgspec
 
 from .._errors import RunNotFoundError, RunStateError
 from ..journal._protocols import Store
 from ..journal._records import (
+    RESOLUTIONS,
     Budgets,
     Decision,
     Event,
     Repinned,
+    Resolution,
     Resolved,
     Retried,
     RunFinished,
@@ -43,8 +45,6 @@ from ._state import RunState, RunStatus, fold
 
 log = logging.getLogger("tether.supervisor")
 
-Outcome = Literal["succeeded", "retry", "failed"]
-OUTCOMES: tuple[Outcome, ...] = ("succeeded", "retry", "failed")
 EXTENDABLE = ("max_model_calls", "max_tool_calls", "max_tokens", "deadline_s")
 _SIGNAL_ID = re.compile(r"[\x21-\x7e]{1,200}")
 
@@ -80,7 +80,7 @@ async def resolve(
     run_id: str,
     call_id: str,
     *,
-    outcome: Outcome,
+    outcome: Resolution,
     result: Any = None,
     by: str,
     note: str = "",
@@ -95,7 +95,7 @@ async def resolve(
         RunStateError: the call is not escalated (or was resolved already).
         RunNotFoundError, InvalidRunIdError, RecordTooLargeError, ...: as ``record_answer``.
     """
-    if outcome not in OUTCOMES:
+    if outcome not in RESOLUTIONS:
         raise ValueError(f"outcome must be succeeded, retry or failed, not {outcome!r}")
     if outcome == "retry" and result is not None:
         raise ValueError("a result does not apply to the outcome retry")

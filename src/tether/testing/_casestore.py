@@ -59,7 +59,7 @@ class FileCase:
 
     def read(self, run_id: str) -> list[AnyEvent]:
         # Without a lock: no process runs the run meanwhile.
-        path = FileStore(self.root).path(run_id)
+        path = FileStore(self.root).location(run_id)
         if not os.path.exists(path):
             return []
         return list(verify_file(path).events)

@@ -128,7 +128,7 @@ def child_main(argv: Sequence[str]) -> int:
     if args.store is None:
         store = file_store = FileStore(files)
         if args.timeline:
-            narrator = Narrator(file_store.path(scenario.run_id), _say)
+            narrator = Narrator(file_store.location(scenario.run_id), _say)
             set_hook(_narrating(killer_from_environment(), narrator))
     else:
         store = store_for(args.store, schema=args.schema, lease_ttl=PG_LEASE_TTL)
@@ -217,7 +217,7 @@ async def _rest(
     """
     while True:
         status = await sup.wait(run_id)
-        if status is not RunStatus.WAITING:
+        if status is not RunStatus.SLEEPING:
             return status, [], {}
         world = await _world(store)
         awaited, others = world
@@ -226,7 +226,7 @@ async def _rest(
             # not at rest yet): the answer holds once every run it names rests here.
             for run in {run_id, *others, *(a["run_id"] for a in awaited)}:
                 await sup.wait(run)
-            if await sup.wait(run_id) is RunStatus.WAITING and await _world(store) == world:
+            if await sup.wait(run_id) is RunStatus.SLEEPING and await _world(store) == world:
                 return status, awaited, others
         await anyio.sleep(0.05)
 

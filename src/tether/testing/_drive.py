@@ -78,7 +78,7 @@ UNREACHED = "unreached"
 _ANSWERABLE = (
     RunStatus.WAITING_FOR_APPROVAL.value,
     RunStatus.NEEDS_ATTENTION.value,
-    RunStatus.WAITING.value,
+    RunStatus.SLEEPING.value,
 )
 """The statuses in which the harness answers the run, as people and the world would."""
 
@@ -426,7 +426,7 @@ def _drive_in(
                 watch.answered([e for e in recorded if e.seq > last], recorded)
             continue
         timeouts = [c.until for c in awaited if c.until is not None]
-        if status == RunStatus.WAITING.value and timeouts:
+        if status == RunStatus.SLEEPING.value and timeouts:
             time.sleep(max(0.0, min(timeouts) - time.time()) + 0.05)  # let the first time out
             continue
         break

@@ -402,7 +402,7 @@ class ToolRegistry:
         """
         return tuple(self._versions_of(name))
 
-    def resolve(self, pin: ToolPin) -> ToolSpec:
+    def pinned(self, pin: ToolPin) -> ToolSpec:
         """The spec a run pinned, checked against the contract it pinned.
 
         Raises:
@@ -438,7 +438,7 @@ class ToolRegistry:
             return [spec.definition(spec.cache_control) for spec in self]
         pins = list(pins)
         specs = [
-            self.resolve(pin) if isinstance(pin, ToolPin) else self.get(pin[0], pin[1])
+            self.pinned(pin) if isinstance(pin, ToolPin) else self.get(pin[0], pin[1])
             for pin in pins
         ]
         return [

@@ -24,11 +24,11 @@ from .._errors import (
     RunStateError,
 )
 from ..journal._protocols import Store
+from ..journal._records import RESOLUTIONS
 from ..operate import acknowledgement
 from ..operate._deploy import fleet_of, repin_plan
 from ..supervisor._answers import Recorded
 from ..supervisor._state import fold
-from ..supervisor._verbs import OUTCOMES
 
 VERBS = ("approve", "reject", "resolve", "retry", "cancel", "signal", "repin")
 CALL_VERBS = ("approve", "reject", "resolve")
@@ -144,7 +144,7 @@ async def _act(
     elif verb == "resolve":
         assert call_id is not None
         outcome = _text(params, "outcome")
-        if outcome not in OUTCOMES:
+        if outcome not in RESOLUTIONS:
             raise ActionError(400, "bad_request", "outcome must be succeeded, retry or failed")
         done = await operate.resolve(
             store,

@@ -52,7 +52,7 @@ def run_row(s: RunSummary, now: float) -> dict[str, Any]:
         "tokens": s.input_tokens + s.output_tokens + s.cache_creation_tokens + s.cache_read_tokens,
         "detail": s.detail(),
         "reason": s.reason,
-        "waiting": [{**w.as_dict(), "deadline": w.deadline} for w in s.waiting]
+        "waiting": [{**w.as_dict(), "deadline": w.deadline} for w in s.questions]
         + [r.as_dict() for r in s.rests],
         "action": s.action,
         "model": s.model,
@@ -152,7 +152,7 @@ def inbox(
             continue
         context = _context(state)
         base = {"run_id": s.run_id, "status": s.status, "run_deadline": run_deadline(state)}
-        for w in s.waiting:
+        for w in s.questions:
             call = state.calls[w.call_id]
             calls.append(
                 {
