@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from .journal._records import Usage
+    from .journal import Usage
 
 
 class TetherError(Exception):

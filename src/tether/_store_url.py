@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .journal._protocols import Store
-from .journal._store import FileStore
+from .journal import FileStore, Store
 
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 

@@ -15,13 +15,14 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from .. import operate
-from ..operate._deploy import check_deploy, repin_plan
+from ..operate import check_deploy
+from ..operate._deploy import repin_plan
+from ..supervisor import fold
 from ..supervisor._fleet import contracts_for
-from ..supervisor._state import fold
 from ._view import add_store_options, execute, open_store, using
 
 if TYPE_CHECKING:
-    from ..supervisor._worker import WorkerApp
+    from ..supervisor import WorkerApp
 
 APP_HELP = (
     "the application, as for `tether worker`: MODULE:FACTORY, a function returning a "
@@ -79,7 +80,7 @@ def add_deploy_commands(commands: Any) -> None:
 
 
 def _load(target: str) -> WorkerApp | None:
-    from ..supervisor._worker import load_app  # the runtime: only to load an application
+    from ..supervisor import load_app  # the runtime: only to load an application
 
     try:
         return load_app(target)

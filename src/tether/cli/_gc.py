@@ -36,16 +36,15 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import InvalidRunIdError, JournalError, JournalLockedError, RunNotFoundError
 from .._failpoints import failpoint
+from ..journal import AnyEvent, FileStore, Store, ToolResult
 from ..journal._blobs import ASIDE
 from ..journal._file import DEFAULT_FILE_OPS
 from ..journal._leftovers import belongs_to
-from ..journal._protocols import Store
-from ..journal._records import AnyEvent, ToolResult
-from ..journal._store import FileStore
+from ..operate import RunSummary, summarize
 from ..operate._describe import format_age
 from ..operate._holders import held_by, holder_of
-from ..operate._summary import RunSummary, summarize, unreadable
-from ..supervisor._state import RunStatus, fold
+from ..operate._summary import unreadable
+from ..supervisor import RunStatus, fold
 from ._view import execute, open_store, using
 
 if TYPE_CHECKING:

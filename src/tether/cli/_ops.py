@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from .. import operate
-from ..journal._records import Retried
+from ..journal import Retried
 from ..operate import acknowledgement
 from ..operate._describe import as_json, shorten
-from ..tools._waits import wait_for
+from ..tools import wait_for
 from ._view import execute, open_store, using
 
 if TYPE_CHECKING:

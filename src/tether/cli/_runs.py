@@ -14,10 +14,10 @@ from typing import Any
 
 import msgspec
 
-from ..operate._describe import describe, format_age, shorten
+from ..operate import as_tree, describe, load_summary
+from ..operate._describe import format_age, shorten
 from ..operate._listing import Listing
-from ..operate._summary import as_tree, load_summary
-from ..supervisor._state import RunStatus
+from ..supervisor import RunStatus
 from ._gc import add_gc_command
 from ._ops import add_op_commands
 from ._view import (

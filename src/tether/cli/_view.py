@@ -33,8 +33,7 @@ from .._errors import (
     StoreSchemaError,
 )
 from .._store_url import is_postgres, store_for
-from ..journal._protocols import Store
-from ..journal._store import FileStore
+from ..journal import FileStore, Store
 from ..postgres._schema import check_schema_name
 
 

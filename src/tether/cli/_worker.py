@@ -125,7 +125,8 @@ def _worker(args: argparse.Namespace) -> int:
 
 def _serve(args: argparse.Namespace) -> int:
     from .._errors import StoreUnavailableError
-    from ..supervisor._worker import load_app, run_worker, tune_collector
+    from ..supervisor import load_app, run_worker
+    from ..supervisor._worker import tune_collector
 
     check_store_usage(args, {"--lease-ttl": args.lease_ttl, "--store-wait": args.store_wait})
     logging.basicConfig(

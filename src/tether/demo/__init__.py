@@ -18,7 +18,7 @@ from __future__ import annotations
 from .._failpoints import POINTS as POINTS
 from .._public import publish as _publish
 from ..journal import Decision as Decide
-from ..testing._drive import Kill as Crash
+from ..testing import Kill as Crash
 from ._demo import Demo as Demo
 from ._demo import DemoError as DemoError
 from ._demo import DemoResult as DemoResult

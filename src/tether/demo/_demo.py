@@ -28,9 +28,10 @@ from typing import Any, TextIO
 
 from ..journal import Decision, FileStore
 from ..supervisor import RunStatus
-from ..testing._drive import Kill, ProcessResult, Target
+from ..testing import Kill, Pending
+from ..testing._drive import ProcessResult, Target
 from ..testing._drive import drive as drive_case
-from ..testing._scenario import Decide, Pending, ScenarioFactory, resolve_target
+from ..testing._scenario import Decide, ScenarioFactory, resolve_target
 from ._printer import TimelinePrinter
 
 

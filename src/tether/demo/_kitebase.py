@@ -32,8 +32,7 @@ import anyio
 
 from ..journal import Budgets, Decision
 from ..models import Model, ScriptedModel
-from ..testing._drive import Kill
-from ..testing._scenario import Pending, Scenario
+from ..testing import Kill, Pending, Scenario
 from ..tools import ToolContext, ToolRegistry
 from ._demo import Demo, DemoSummary, run_demo, say
 from ._services import HelpDesk, told

@@ -21,8 +21,7 @@ import anyio
 
 from ..journal import Budgets
 from ..models import Model, ScriptedModel
-from ..testing._drive import Kill
-from ..testing._scenario import Scenario
+from ..testing import Kill, Scenario
 from ..tools import ToolContext, ToolRegistry
 from ._demo import Demo, DemoSummary, run_demo, say
 from ._services import Outbox, told

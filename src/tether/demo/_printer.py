@@ -15,8 +15,9 @@ from collections.abc import Callable
 from typing import final
 
 from ..journal import AnyEvent, Decision, Resolved, ToolResult, ToolStarted
+from ..testing import Kill
 from ..testing._child import STATUS_MARK
-from ..testing._drive import Kill, ProcessResult
+from ..testing._drive import ProcessResult
 from ..testing._timeline import Timeline
 
 CRASH_MEANING: dict[str, str] = {

@@ -33,10 +33,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._errors import ModelError, ToolDefinitionError
-from ..journal._records import Usage
-from ..models._base import ModelReply
+from ..journal import Usage
+from ..models import ModelReply
+from ..tools import ToolRegistry
 from ..tools._options import ToolOptions
-from ..tools._registry import ToolRegistry
 
 ToolSettings = ToolOptions | Mapping[str, Any]
 """What an application says of one of a framework's tools: a ``tether.mcp.ToolOptions``, or a

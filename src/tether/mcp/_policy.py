@@ -27,8 +27,8 @@ from __future__ import annotations
 
 from mcp import types
 
+from ..tools import ReplayPolicy
 from ..tools._options import ToolOptions
-from ..tools._policy import ReplayPolicy
 
 
 def derive_policy(

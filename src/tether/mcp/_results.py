@@ -25,7 +25,7 @@ from typing import Any
 
 from mcp import types
 
-from ..tools._content import ContentBlocks
+from ..tools import ContentBlocks
 
 IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 """Image types the Messages API reads."""

@@ -44,12 +44,9 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
 
 from .._errors import OutcomeUnknownError, ToolError, ToolUnavailableError
-from ..tools._context import ToolContext
+from ..tools import ReplayPolicy, ToolContext, ToolRegistry, ToolSpec
 from ..tools._options import ToolOptions
-from ..tools._policy import ReplayPolicy
-from ..tools._registry import ToolRegistry
 from ..tools._schema_tool import ArgsValidator
-from ..tools._spec import ToolSpec
 from ._link import (
     IDEMPOTENCY_KEY_META,
     Link,

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, final
 import anyio
 
 from .._errors import ModelError, ModelResponseError
-from ..journal._records import Usage
+from ..journal import Usage
 from ._base import ModelReply, StreamEnd, SystemPrompt, check_reply_blocks, text_sink
 from ._client import SDKClient, connection_failed, stream_errors
 from ._retry_after import retry_after

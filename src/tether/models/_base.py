@@ -17,7 +17,7 @@ from typing import Any, Protocol, TypeVar, final
 import msgspec
 
 from .._errors import ModelError, ModelResponseError
-from ..journal._records import Usage
+from ..journal import Usage
 
 BLOCK_TYPES: frozenset[str] = frozenset({"text", "tool_use", "thinking", "redacted_thinking"})
 """Assistant content block types whose fields are checked. Any other type (server tool calls

@@ -23,7 +23,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from ..journal._records import Usage
+from ..journal import Usage
 from ._base import SystemPrompt
 
 ARGUMENT_ECHO = 300

@@ -19,7 +19,7 @@ from typing import Any, TypeAlias, final
 import anyio.lowlevel
 
 from .._errors import ModelResponseError
-from ..journal._records import Usage
+from ..journal import Usage
 from ._base import ModelReply, SystemPrompt, check_reply_blocks, deep_copy
 from ._transcript import Transcripts, request_size
 from ._transcript import json_size as _json_size

@@ -12,16 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..journal._records import (
-    AnyEvent,
-    Decision,
-    Event,
-    Repinned,
-    Resolved,
-    Retried,
-    RunFinished,
-    Signal,
-)
+from ..journal import AnyEvent, Decision, Event, Repinned, Resolved, Retried, RunFinished, Signal
 from ._describe import as_json, call_text, shorten
 
 if TYPE_CHECKING:

@@ -21,14 +21,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..journal._protocols import RunStore
-from ..journal._records import ToolPin
+from ..journal import RunStore, ToolPin
+from ..supervisor import RunState, fold
 from ..supervisor._fleet import Advertising, Contracts, decode_contracts
 from ..supervisor._manifest import Change, contract_changes
-from ..supervisor._state import RunState, fold
 
 if TYPE_CHECKING:
-    from ..supervisor._worker import WorkerApp
+    from ..supervisor import WorkerApp
 
 
 @dataclass(frozen=True)

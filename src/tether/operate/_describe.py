@@ -10,8 +10,7 @@ from typing import Any, assert_never
 
 import msgspec
 
-from ..journal._records import (
-    FIRST_DRIVE,
+from ..journal import (
     AnyEvent,
     ChildEnded,
     Decision,
@@ -31,7 +30,8 @@ from ..journal._records import (
     ToolResult,
     ToolStarted,
 )
-from ..journal._records import Waiting as WaitRecord
+from ..journal import Waiting as WaitRecord
+from ..journal._records import FIRST_DRIVE
 from ..supervisor._state import result_text
 
 

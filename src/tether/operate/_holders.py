@@ -15,8 +15,7 @@ from typing import NamedTuple
 
 import anyio
 
-from ..journal._protocols import RunStore
-from ..journal._store import FileStore
+from ..journal import FileStore, RunStore
 from ..journal._writer import journal_path
 
 

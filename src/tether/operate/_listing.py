@@ -34,9 +34,7 @@ from dataclasses import dataclass
 import anyio
 
 from .._errors import InvalidRunIdError, JournalError, RunNotFoundError
-from ..journal._protocols import Store
-from ..journal._records import AnyEvent
-from ..journal._store import FileStore
+from ..journal import AnyEvent, FileStore, Store
 from ..journal._writer import journal_path
 from . import _summary_file as summary_file
 from ._holders import Version, look

@@ -15,11 +15,9 @@ from operator import attrgetter
 from typing import Any, Literal
 
 from .._errors import InvalidRunIdError, JournalError, RunNotFoundError
-from ..journal._protocols import RunStore
-from ..journal._records import AnyEvent
-from ..journal._store import FileStore
-from ..supervisor._state import RunState, RunStatus, fold
-from ..supervisor._status import approval_deadline, approval_wait, run_status, world_wait
+from ..journal import AnyEvent, FileStore, RunStore
+from ..supervisor import RunState, RunStatus, fold, run_status
+from ..supervisor._status import approval_deadline, approval_wait, world_wait
 from ._holders import holder_of
 
 WaitKind = Literal["approval", "resolution"]

@@ -14,7 +14,7 @@ from typing import Any
 from opentelemetry import metrics
 
 from .._version import __version__
-from ..journal._records import Usage
+from ..journal import Usage
 
 TOKEN_BUCKETS = [4.0**n for n in range(14)]  # 1, 4, 16, ... 67,108,864
 DURATION_BUCKETS = [0.01 * 2.0**n for n in range(14)]  # 0.01 s, 0.02 s, ... 81.92 s

@@ -40,8 +40,8 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 
 from .._errors import ModelError
 from .._version import __version__
-from ..journal._records import Event, ToolFailed, ToolResult, Waiting
-from ..models._base import ModelReply
+from ..journal import Event, ToolFailed, ToolResult, Waiting
+from ..models import ModelReply
 from ._content import messages_json, output_json, system_json, value_json
 from ._metrics import Instruments, input_tokens
 

@@ -23,8 +23,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from .._errors import JournalError, RunNotFoundError
-from ..journal._records import AnyEvent, ToolResult
-from ..journal._runid import check_run_id
+from ..journal import AnyEvent, ToolResult, check_run_id
 from ._store import PostgresStore
 
 RunRemoval = Literal["removed", "held", "unfinished", "missing"]

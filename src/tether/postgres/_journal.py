@@ -29,17 +29,9 @@ from .._errors import (
     JournalCorruptError,
     LeaseLostError,
 )
+from ..journal import AnyEvent, Decision, Event, Resolved, Retried, RunFinished, Signal
 from ..journal._events import EventsView
-from ..journal._records import (
-    AnyEvent,
-    Decision,
-    Event,
-    Resolved,
-    Retried,
-    RunFinished,
-    Signal,
-    decode_event,
-)
+from ..journal._records import decode_event
 from ..journal._stamp import stamp_events
 
 if TYPE_CHECKING:

@@ -38,11 +38,9 @@ from .._errors import (
     RunExistsError,
     RunNotFoundError,
 )
+from ..journal import AnyEvent, BlobRef, Event, Redactor, RunStat, SecretRedactor, check_run_id
 from ..journal._blobs import SUMMARY_CHARS
-from ..journal._protocols import RunStat
-from ..journal._records import AnyEvent, BlobRef, Event, decode_event
-from ..journal._redact import Redactor, SecretRedactor
-from ..journal._runid import check_run_id
+from ..journal._records import decode_event
 from ..journal._shared import SharedEntry
 from ..journal._stamp import queueable
 from ..journal._store import DEFAULT_BLOB_THRESHOLD, prepare_event

@@ -21,8 +21,7 @@ import msgspec
 
 from .._errors import JournalLockedError, RecordTooLargeError, RunStateError
 from .._failpoints import failpoint
-from ..journal._protocols import Store
-from ..journal._records import (
+from ..journal import (
     AnyEvent,
     Budgets,
     ChildEnded,
@@ -33,6 +32,7 @@ from ..journal._records import (
     Retried,
     RunFinished,
     Signal,
+    Store,
 )
 from ._budgets import budget_problem
 from ._runtime import Mailbox

@@ -23,12 +23,9 @@ from typing import Any
 import anyio
 
 from .._errors import OutcomeUnknownError
+from ..journal import Event, ToolFailed, ToolResult, Waiting
 from ..journal._format import MAX_RUN_ID_LEN as MAX_RUN_ID
-from ..journal._records import Event, ToolFailed, ToolResult, Waiting
-from ..tools._content import ContentBlocks
-from ..tools._context import ToolContext
-from ..tools._spec import ToolSpec
-from ..tools._waits import Wait
+from ..tools import ContentBlocks, ToolContext, ToolSpec, Wait
 from ._backoff import TOOL_RETRY
 from ._state import Call, RunState
 

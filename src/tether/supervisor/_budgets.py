@@ -6,7 +6,7 @@ cache's, wall-clock time from the run's start), so a crash loop cannot reset the
 
 from __future__ import annotations
 
-from ..journal._records import Budgets
+from ..journal import Budgets
 from ._state import RunState
 
 

@@ -19,15 +19,7 @@ from typing import Any
 import msgspec
 
 from .._errors import RunNotFoundError
-from ..journal._records import (
-    Budgets,
-    ChildEnded,
-    Event,
-    RunStarted,
-    ToolResult,
-    Usage,
-    Waiting,
-)
+from ..journal import Budgets, ChildEnded, Event, RunStarted, ToolResult, Usage, Waiting
 from ._manifest import build_manifest
 from ._runtime import Runtime
 from ._state import RunState, fold

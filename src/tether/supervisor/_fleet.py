@@ -25,12 +25,13 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import msgspec
 
-from ..journal._records import JSONValue, Manifest, ToolPin
+from ..journal import Manifest, ToolPin
+from ..journal._records import JSONValue
 from ..tools._compat import incompatibility
 
 if TYPE_CHECKING:
-    from ..models._base import Model
-    from ..tools._registry import ToolRegistry
+    from ..models import Model
+    from ..tools import ToolRegistry
     from ._runtime import Runtime
 
 log = logging.getLogger("tether.supervisor")

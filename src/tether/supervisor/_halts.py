@@ -23,8 +23,7 @@ from typing import final
 import anyio
 import anyio.abc
 
-from ..journal._protocols import Store
-from ..journal._records import RunFinished
+from ..journal import RunFinished, Store
 from ._entry import Board
 from ._failures import explain
 from ._runtime import Runtime

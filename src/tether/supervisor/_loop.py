@@ -30,10 +30,10 @@ import anyio
 
 from .._errors import LeaseLostError, ModelError
 from .._failpoints import failpoint
-from ..journal._protocols import JournalHandle
-from ..journal._records import (
+from ..journal import (
     AnyEvent,
     Event,
+    JournalHandle,
     ModelResponse,
     Parked,
     Resumed,
@@ -42,9 +42,8 @@ from ..journal._records import (
     ToolStarted,
     Waiting,
 )
-from ..models._base import text_sink
-from ..tools._context import ToolContext
-from ..tools._spec import ToolSpec
+from ..models import text_sink
+from ..tools import ToolContext, ToolSpec
 from ._answers import fold_inbox
 from ._attempt import attempt as run_attempt
 from ._attempt import interrupted

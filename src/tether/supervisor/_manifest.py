@@ -9,11 +9,10 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from ..journal._records import Manifest, Repinned, Retried, ToolPin
-from ..models._base import Model, SystemPrompt
+from ..journal import Manifest, Repinned, Retried, ToolPin
+from ..models import Model, SystemPrompt
+from ..tools import ToolRegistry, ToolSpec
 from ..tools._compat import incompatibility
-from ..tools._registry import ToolRegistry
-from ..tools._spec import ToolSpec
 from ._state import RunState
 
 if TYPE_CHECKING:

@@ -38,9 +38,8 @@ from collections.abc import Callable, Container
 from dataclasses import dataclass, field
 
 from .._errors import ToolArgumentsError
-from ..journal._records import Decision, Escalated, Event, ToolResult
-from ..tools._policy import ApprovalTimeout, ReplayPolicy
-from ..tools._spec import ToolSpec
+from ..journal import Decision, Escalated, Event, ToolResult
+from ..tools import ApprovalTimeout, ReplayPolicy, ToolSpec
 from ._state import Call, RunState
 from ._status import Ended, approval_deadline, approval_wait, pinned_tool, wait_at
 

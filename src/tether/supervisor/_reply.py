@@ -13,15 +13,7 @@ import re
 from typing import Any
 
 from .._errors import ModelError, ModelResponseError, ToolArgumentsError
-from ..journal._records import (
-    Event,
-    ModelFailed,
-    Parked,
-    RunFinished,
-    ToolResult,
-    ToolStarted,
-    Usage,
-)
+from ..journal import Event, ModelFailed, Parked, RunFinished, ToolResult, ToolStarted, Usage
 from ._backoff import MODEL_RETRY
 from ._budgets import budget_problem
 from ._replay import SAFE_TO_REPEAT

@@ -23,7 +23,7 @@ from .._errors import (
     RunNotFoundError,
 )
 from .._failpoints import failpoint
-from ..journal._protocols import JournalHandle, Store
+from ..journal import JournalHandle, Store
 from ._backoff import Backoff, sleep_unless
 from ._entry import Entry
 from ._failures import explain, is_store_failure, unusable

@@ -12,8 +12,7 @@ from __future__ import annotations
 import logging
 import os
 
-from ..journal._records import (
-    FIRST_DRIVE,
+from ..journal import (
     Decision,
     Escalated,
     Event,
@@ -24,6 +23,7 @@ from ..journal._records import (
     RunStarted,
     Suspended,
 )
+from ..journal._records import FIRST_DRIVE
 from ._runtime import Interruption, Runtime
 from ._state import Call, RunState, RunStatus
 from ._status import run_status

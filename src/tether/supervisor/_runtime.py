@@ -18,10 +18,9 @@ from typing import Any, Protocol
 import anyio
 
 from .._errors import UnknownToolError
-from ..journal._records import AnyEvent, Manifest, ToolResult, Waiting
-from ..models._base import Model
-from ..tools._registry import ToolRegistry
-from ..tools._spec import ToolSpec
+from ..journal import AnyEvent, Manifest, ToolResult, Waiting
+from ..models import Model
+from ..tools import ToolRegistry, ToolSpec
 from ._alone import StepGate
 from ._state import RunState
 from ._telemetry import RunTelemetry

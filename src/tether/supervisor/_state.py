@@ -14,8 +14,7 @@ from typing import Any, assert_never
 
 import msgspec
 
-from ..journal._records import (
-    FIRST_DRIVE,
+from ..journal import (
     AnyEvent,
     Budgets,
     ChildEnded,
@@ -39,6 +38,7 @@ from ..journal._records import (
     Usage,
     Waiting,
 )
+from ..journal._records import FIRST_DRIVE
 
 _PROGRESS = (
     ModelResponse,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
-from ..journal._records import ToolPin, ToolResult
+from ..journal import ToolPin, ToolResult
 from ._state import Call, RunState, RunStatus
 
 

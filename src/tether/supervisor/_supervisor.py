@@ -24,15 +24,10 @@ from typing import Any, final
 import anyio
 
 from .._errors import RunExistsError, RunNotFoundError, RunStateError
-from ..journal._protocols import JournalHandle, Store
-from ..journal._records import (
-    Budgets,
-    Resolution,
-    RunStarted,
-    Waiting,
-)
-from ..models._base import Model, SystemPrompt
-from ..tools._registry import ToolRegistry
+from ..journal import Budgets, JournalHandle, RunStarted, Store, Waiting
+from ..journal._records import Resolution
+from ..models import Model, SystemPrompt
+from ..tools import ToolRegistry
 from . import _verbs as verbs
 from ._answers import Recorded, record_answer
 from ._children import child_ended, child_started

@@ -20,7 +20,7 @@ from typing import final
 import anyio
 
 from .._errors import RunNotFoundError, TetherError
-from ..journal._protocols import Store
+from ..journal import Store
 from ._entry import Board, Entry
 from ._failures import explain, is_store_failure
 from ._manifest import CONTRACT, manifest_problem

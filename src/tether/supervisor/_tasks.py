@@ -18,8 +18,8 @@ from typing import final
 import anyio
 import anyio.abc
 
+from ..journal import JournalHandle, Store
 from ..journal._descriptors import Descriptors
-from ..journal._protocols import JournalHandle, Store
 from ._backoff import STORE_RETRY_CAP, Backoff
 from ._entry import Board
 from ._restart import GONE, OWNED_ELSEWHERE, drive_until_rest, report_gone

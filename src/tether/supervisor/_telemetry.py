@@ -26,8 +26,8 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
-from ..journal._records import Event
-from ..models._base import ModelReply
+from ..journal import Event
+from ..models import ModelReply
 
 
 class ChatTelemetry(Protocol):

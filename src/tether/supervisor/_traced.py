@@ -6,7 +6,7 @@ from __future__ import annotations
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
-from ..tools._spec import ToolSpec
+from ..tools import ToolSpec
 from ._resume import cause_of, was_interrupted
 from ._runtime import Interruption, Runtime
 from ._state import Call, RunState

@@ -24,21 +24,20 @@ from typing import Any
 import msgspec
 
 from .._errors import RunNotFoundError, RunStateError
-from ..journal._protocols import Store
-from ..journal._records import (
-    RESOLUTIONS,
+from ..journal import (
     Budgets,
     Decision,
     Event,
     Repinned,
-    Resolution,
     Resolved,
     Retried,
     RunFinished,
     Signal,
+    Store,
     ToolPin,
 )
-from ..tools._waits import wait_for
+from ..journal._records import RESOLUTIONS, Resolution
+from ..tools import wait_for
 from ._answers import Recorded, record_answer
 from ._children import not_adopted
 from ._state import RunState, RunStatus, fold

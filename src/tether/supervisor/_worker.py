@@ -16,9 +16,9 @@ from typing import Any
 import anyio
 
 from .._store_url import store_for
-from ..journal._protocols import Store
-from ..models._base import Model
-from ..tools._registry import ToolRegistry
+from ..journal import Store
+from ..models import Model
+from ..tools import ToolRegistry
 from ._supervisor import Supervisor
 
 log = logging.getLogger("tether.supervisor")

@@ -10,12 +10,11 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
+from ..journal import RunStore
 from ..journal._offline import read_file
-from ..journal._protocols import RunStore
 from ..journal._reader import scan
-from ..operate._deploy import DeployCheck, check_deploy, check_runs
-from ..supervisor._state import fold
-from ..supervisor._worker import WorkerApp
+from ..operate import DeployCheck, check_deploy, check_runs
+from ..supervisor import WorkerApp, fold
 
 
 async def assert_strands_nothing(store: RunStore, app: WorkerApp) -> DeployCheck:

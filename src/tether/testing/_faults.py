@@ -25,7 +25,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ..journal._file import DIR_MODE, FILE_MODE, FileOps
+from ..journal._file import DIR_MODE, FILE_MODE
+from ..journal.lowlevel import FileOps
 
 
 @dataclass

@@ -8,7 +8,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any, TypeVar, final, overload
 
 from .._errors import ToolDefinitionError, UnknownToolError
-from ..journal._records import ToolPin
+from ..journal import ToolPin
 from ._policy import ApprovalTimeout, ApprovalTimeoutName, PolicyName, ReplayPolicy
 from ._schema_tool import ArgsValidator, build_schema_spec
 from ._sources import ToolSource

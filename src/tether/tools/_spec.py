@@ -14,7 +14,7 @@ from typing import Any, TypeVar, final
 import msgspec
 
 from .._errors import ToolArgumentsError, ToolDefinitionError, ToolError
-from ..journal._records import ToolPin
+from ..journal import ToolPin
 from ._content import ContentBlocks
 from ._context import ToolContext
 from ._policy import ApprovalTimeout, ApprovalTimeoutName, PolicyName, ReplayPolicy

@@ -23,12 +23,12 @@ from .._errors import (
     RunNotFoundError,
     RunStateError,
 )
-from ..journal._protocols import Store
+from ..journal import Store
 from ..journal._records import RESOLUTIONS
 from ..operate import acknowledgement
 from ..operate._deploy import fleet_of, repin_plan
+from ..supervisor import fold
 from ..supervisor._answers import Recorded
-from ..supervisor._state import fold
 
 VERBS = ("approve", "reject", "resolve", "retry", "cancel", "signal", "repin")
 CALL_VERBS = ("approve", "reject", "resolve")

@@ -24,11 +24,11 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from .._errors import InvalidRunIdError, JournalError, RunNotFoundError
-from ..journal._records import ToolResult
+from ..journal import ToolResult
+from ..operate import RunSummary, summarize
 from ..operate._deploy import fleet_of
 from ..operate._holders import holder_of
-from ..operate._summary import RunSummary, summarize
-from ..supervisor._state import RunStatus
+from ..supervisor import RunStatus
 from ._actions import ActionError, act
 from ._console import BodyTooLarge, Console, media_type, read_json, set_cookie
 from ._guard import Who

@@ -11,7 +11,7 @@ from starlette.middleware import Middleware
 from starlette.routing import Mount
 from starlette.staticfiles import StaticFiles
 
-from ..journal._protocols import Store
+from ..journal import Store
 from ._api import api_routes
 from ._console import Console, LoopbackOnly, SecurityHeaders, templates
 from ._guard import Guard

@@ -20,7 +20,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..journal._protocols import Store
+from ..journal import Store
 from ._guard import COOKIE, Guard, Session
 from ._listing import Listing
 from ._views import when

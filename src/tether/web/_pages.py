@@ -19,11 +19,11 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from .._errors import InvalidRunIdError, JournalError, RunNotFoundError
-from ..journal._records import ToolResult
+from ..journal import ToolResult
+from ..operate import summarize
 from ..operate._deploy import fleet_of
 from ..operate._holders import holder_of
-from ..operate._summary import summarize
-from ..supervisor._state import RunStatus
+from ..supervisor import RunStatus
 from ._actions import ActionError, act
 from ._console import (
     BodyTooLarge,

@@ -14,12 +14,13 @@ from typing import Any
 
 import msgspec
 
-from ..journal._records import AnyEvent, ModelResponse, RunStarted, ToolResult
+from ..journal import AnyEvent, ModelResponse, RunStarted, ToolResult
+from ..operate import RunSummary, as_tree, describe
 from ..operate._deploy import offers
-from ..operate._describe import as_json, describe, event_type, format_age, format_time, shorten
-from ..operate._summary import RunSummary, as_tree, has_children
+from ..operate._describe import as_json, event_type, format_age, format_time, shorten
+from ..operate._summary import has_children
+from ..supervisor import RunState, RunStatus
 from ..supervisor._fleet import Contracts
-from ..supervisor._state import RunState, RunStatus
 from ..supervisor._status import run_deadline, world_wait
 
 STATUSES = [s.value for s in RunStatus]

@@ -14,14 +14,11 @@ from agents.tool_context import ToolContext as AgentsToolContext
 from pydantic_core import to_jsonable_python
 
 from ..._errors import RunStateError, ToolDefinitionError
-from ...journal._records import Budgets
-from ...models._base import ModelReply, SystemPrompt
-from ...supervisor import RunStatus, Supervisor
-from ...supervisor._worker import WorkerApp
-from ...tools._context import ToolContext
+from ...journal import Budgets
+from ...models import ModelReply, SystemPrompt
+from ...supervisor import RunStatus, Supervisor, WorkerApp
+from ...tools import ReplayPolicy, ToolContext, ToolRegistry
 from ...tools._options import ToolOptions
-from ...tools._policy import ReplayPolicy
-from ...tools._registry import ToolRegistry
 from .._steps import CONTINUE_TOOL, ToolSettings, add_continue_tool, read_steps, tool_options
 from ._step import FRAMEWORK, StepModel, replayed_guardrail, replayed_tool, run_step
 

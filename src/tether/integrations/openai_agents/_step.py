@@ -56,8 +56,9 @@ from pydantic import TypeAdapter
 from pydantic_core import to_jsonable_python
 
 from ..._errors import ModelError
-from ...journal._records import Usage
-from ...models._base import ModelReply, StreamEnd, text_sink
+from ...journal import Usage
+from ...models import ModelReply, text_sink
+from ...models._base import StreamEnd
 from .._steps import Again, Intent, Recorded, step_reply
 
 FRAMEWORK = "openai-agents"

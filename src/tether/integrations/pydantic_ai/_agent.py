@@ -10,11 +10,10 @@ from pydantic_ai.agent import EventStreamHandler
 from pydantic_ai.run import AgentRunResult
 
 from ..._errors import RunStateError
-from ...journal._records import Budgets
-from ...models._base import ModelReply, SystemPrompt
-from ...supervisor import RunStatus, Supervisor
-from ...supervisor._worker import WorkerApp
-from ...tools._registry import ToolRegistry
+from ...journal import Budgets
+from ...models import ModelReply, SystemPrompt
+from ...supervisor import RunStatus, Supervisor, WorkerApp
+from ...tools import ToolRegistry
 from .._steps import ToolSettings, add_continue_tool, read_steps, tool_options
 from ._step import FRAMEWORK, run_step
 from ._tools import AgentTools, agent_model

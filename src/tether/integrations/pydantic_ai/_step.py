@@ -51,8 +51,8 @@ from pydantic_ai.toolsets import AbstractToolset, WrapperToolset
 from pydantic_core import to_jsonable_python
 
 from ..._errors import ModelError
-from ...journal._records import Usage
-from ...models._base import ModelReply, text_sink
+from ...journal import Usage
+from ...models import ModelReply, text_sink
 from .._steps import Again, Intent, Recorded, step_reply
 
 FRAMEWORK = "pydantic-ai"

@@ -30,10 +30,8 @@ from pydantic_ai.usage import RunUsage
 from pydantic_core import to_jsonable_python
 
 from ..._errors import ToolDefinitionError
-from ...tools._context import ToolContext
+from ...tools import ReplayPolicy, ToolContext, ToolRegistry
 from ...tools._options import ToolOptions
-from ...tools._policy import ReplayPolicy
-from ...tools._registry import ToolRegistry
 from .._steps import CONTINUE_TOOL
 
 
