@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from tether import _failpoints
-from tether.testing._crashpoints import CrashPointError, parse
+from tether._failpoints import CrashPointError, parse
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 

@@ -1,13 +1,19 @@
 """Failpoints: the named places in the runtime where a test may stop the process on purpose.
 
 The runtime calls ``failpoint(NAME)`` at each point below and owns nothing more than a hook,
-``None`` by default: disarmed, a failpoint costs two global reads. What to do at a point is
-the test kit's business (``tether.testing``): its killer ends the process with ``SIGKILL``,
-armed for one process through the environment (``TETHER_CRASH_AT=NAME[:N]``, and
-``TETHER_CRASH_TRACE=FILE`` to list the points passed). When either variable is set, the first
-failpoint a process passes loads and validates it (``tether.testing._crashpoints``), so
-``import tether`` never imports the test kit, and a process that sets neither never does at
-all. The points (etcd's gofail failpoints work the same way):
+``None`` by default: disarmed, a failpoint costs two global reads. A test registers what to do
+at a point with ``set_hook``. The one hook kept here is the killer, armed for one process
+through its environment, so that any program can be crash-tested as it is:
+
+- ``TETHER_CRASH_AT=NAME`` or ``NAME:N`` kills the process with a real ``SIGKILL`` the N-th
+  time (from 1, default 1) it passes the failpoint NAME;
+- ``TETHER_CRASH_TRACE=PATH`` appends the name of every point passed to PATH, one per line, so
+  a harness can list the points a scenario goes through.
+
+The first failpoint a process passes reads the environment (``arm()`` does it at once, so a
+process can refuse a bad setting before it starts any work). This module is the ground floor:
+it imports nothing of tether, and the test kit (``tether.testing``) builds on it. The points
+(etcd's gofail failpoints work the same way):
 
 ``model_answered``   the model returned; its answer is not yet saved
 ``model_saved``      the model's answer (and its tool calls) is durable
@@ -26,7 +32,9 @@ all. The points (etcd's gofail failpoints work the same way):
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Callable
+from typing import final
 
 POINTS: tuple[str, ...] = (
     "model_answered",
@@ -72,6 +80,69 @@ def _arm_from_environment() -> None:
     global _looked
     _looked = True
     if any(os.environ.get(var) for var in ENVIRONMENT):
-        from .testing._crashpoints import killer_from_environment
-
         set_hook(killer_from_environment())
+
+
+class CrashPointError(ValueError):
+    """``TETHER_CRASH_AT`` names no failpoint, or its count is not a whole number >= 1."""
+
+
+@final
+class _Killer:
+    def __init__(self, name: str, nth: int, trace: str | None) -> None:
+        self.name = name
+        self.nth = nth
+        self.trace = trace
+        self.seen = 0
+
+    def __call__(self, point: str) -> None:
+        if self.trace is not None:
+            with open(self.trace, "a", encoding="utf-8") as f:
+                f.write(point + "\n")
+        if point == self.name:
+            self.seen += 1
+            if self.seen == self.nth:
+                os.kill(os.getpid(), signal.SIGKILL)
+
+
+def parse(spec: str) -> tuple[str, int]:
+    """``NAME`` or ``NAME:N`` as ``(name, n)``.
+
+    Raises:
+        CrashPointError: naming the setting and what is wrong with it.
+    """
+    name, sep, nth = spec.partition(":")
+    if name not in POINTS:
+        raise CrashPointError(
+            f"TETHER_CRASH_AT={spec!r}: unknown crash point {name!r}; known: {', '.join(POINTS)}"
+        )
+    if not sep:
+        return name, 1
+    if not nth.isdigit() or int(nth) < 1:
+        raise CrashPointError(
+            f"TETHER_CRASH_AT={spec!r}: N must be a whole number of 1 or more, got {nth!r}"
+        )
+    return name, int(nth)
+
+
+def killer_from_environment() -> Hook | None:
+    """The killer the environment asks for, or ``None`` when it asks for none.
+
+    Raises:
+        CrashPointError: ``TETHER_CRASH_AT`` is malformed or names no failpoint.
+    """
+    spec = os.environ.get("TETHER_CRASH_AT", "")
+    trace = os.environ.get("TETHER_CRASH_TRACE") or None
+    if not spec and trace is None:
+        return None
+    name, nth = parse(spec) if spec else ("", 1)
+    return _Killer(name, nth, trace)
+
+
+def arm() -> None:
+    """Arm the killer the environment asks for now (or disarm, when it asks for none).
+
+    Raises:
+        CrashPointError: ``TETHER_CRASH_AT`` is malformed or names no failpoint.
+    """
+    set_hook(killer_from_environment())

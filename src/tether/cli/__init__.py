@@ -14,7 +14,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from .._failpoints import ENVIRONMENT
+from .. import _failpoints
 from .._version import __version__
 from ._bench import add_bench_command as _add_bench_command
 from ._crashtest import add_crashtest_command as _add_crashtest_command
@@ -54,12 +54,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with ``argv`` (default: ``sys.argv[1:]``); return the exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    if any(os.environ.get(var) for var in ENVIRONMENT):
-        from ..testing._crashpoints import CrashPointError, arm
-
+    if any(os.environ.get(var) for var in _failpoints.ENVIRONMENT):
         try:
-            arm()  # now, so that a bad setting stops the command before it does anything
-        except CrashPointError as exc:
+            _failpoints.arm()  # now: a bad setting stops the command before it does anything
+        except _failpoints.CrashPointError as exc:
             print(f"tether: {exc}", file=sys.stderr)
             return EXIT_USAGE
     try:

@@ -72,7 +72,7 @@ def add_crashtest_command(commands: Any) -> None:
 
 def _crashtest(args: argparse.Namespace) -> int:
     from ..testing import CrashtestError, run_crashtest
-    from ..testing._casestore import redact_url
+    from ..testing._harness import redact_url
 
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())  # as `python -m` does, so examples.x:scenario imports

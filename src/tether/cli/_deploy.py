@@ -18,7 +18,7 @@ from .. import operate
 from ..operate import check_deploy
 from ..operate._deploy import repin_plan
 from ..supervisor import fold
-from ..supervisor._fleet import contracts_for
+from ..supervisor._contracts import contracts_for
 from ._view import add_store_options, execute, open_store, using
 
 if TYPE_CHECKING:

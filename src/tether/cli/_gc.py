@@ -37,13 +37,9 @@ from typing import TYPE_CHECKING, Any
 from .._errors import InvalidRunIdError, JournalError, JournalLockedError, RunNotFoundError
 from .._failpoints import failpoint
 from ..journal import AnyEvent, FileStore, Store, ToolResult
-from ..journal._blobs import ASIDE
-from ..journal._file import DEFAULT_FILE_OPS
-from ..journal._leftovers import belongs_to
+from ..journal._layout import ASIDE, DEFAULT_FILE_OPS, belongs_to
 from ..operate import RunSummary, summarize
-from ..operate._describe import format_age
-from ..operate._holders import held_by, holder_of
-from ..operate._summary import unreadable
+from ..operate._display import format_age, held_by, holder_of, unreadable
 from ..supervisor import RunStatus, fold
 from ._view import execute, open_store, using
 

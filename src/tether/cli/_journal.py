@@ -10,8 +10,7 @@ import msgspec
 
 from .._errors import JournalCorruptError, JournalLockedError, JournalVersionError
 from ..journal import repair_file, verify_file
-from ..journal._offline import read_file
-from ..journal._reader import scan
+from ..journal._layout import read_file, scan
 
 
 def add_journal_commands(commands: Any) -> None:

@@ -24,12 +24,12 @@ import msgspec
 from .. import operate
 from ..journal import Retried
 from ..operate import acknowledgement
-from ..operate._describe import as_json, shorten
+from ..operate._display import as_json, shorten
 from ..tools import wait_for
 from ._view import execute, open_store, using
 
 if TYPE_CHECKING:
-    from ..supervisor._answers import Recorded
+    from ..supervisor._verbs import Recorded
 
 CONTINUES = (
     "The run continues when a supervisor next picks it up (a running `tether worker`, or the "

@@ -15,8 +15,7 @@ from typing import Any
 import msgspec
 
 from ..operate import as_tree, describe, load_summary
-from ..operate._describe import format_age, shorten
-from ..operate._listing import Listing
+from ..operate._display import Listing, format_age, shorten
 from ..supervisor import RunStatus
 from ._gc import add_gc_command
 from ._ops import add_op_commands

@@ -34,7 +34,7 @@ from .._errors import (
 )
 from .._store_url import is_postgres, store_for
 from ..journal import FileStore, Store
-from ..postgres._schema import check_schema_name
+from ..postgres._admin import check_schema_name
 
 
 def table(rows: list[list[str]]) -> list[str]:

@@ -10,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..testing._child import child_main
+from ..testing._harness import child_main
 from . import SCENARIOS
 
 

@@ -29,9 +29,8 @@ from typing import Any, TextIO
 from ..journal import Decision, FileStore
 from ..supervisor import RunStatus
 from ..testing import Kill, Pending
-from ..testing._drive import ProcessResult, Target
-from ..testing._drive import drive as drive_case
-from ..testing._scenario import Decide, ScenarioFactory, resolve_target
+from ..testing._harness import Decide, ProcessResult, ScenarioFactory, Target, resolve_target
+from ..testing._harness import drive as drive_case
 from ._printer import TimelinePrinter
 
 

@@ -16,9 +16,7 @@ from typing import final
 
 from ..journal import AnyEvent, Decision, Resolved, ToolResult, ToolStarted
 from ..testing import Kill
-from ..testing._child import STATUS_MARK
-from ..testing._drive import ProcessResult
-from ..testing._timeline import Timeline
+from ..testing._harness import STATUS_MARK, ProcessResult, Timeline
 
 CRASH_MEANING: dict[str, str] = {
     "model_answered": "after the model answered, before its answer was saved",

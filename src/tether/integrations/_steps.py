@@ -36,7 +36,7 @@ from .._errors import ModelError, ToolDefinitionError
 from ..journal import Usage
 from ..models import ModelReply
 from ..tools import ToolRegistry
-from ..tools._options import ToolOptions
+from ..tools._adapters import ToolOptions
 
 ToolSettings = ToolOptions | Mapping[str, Any]
 """What an application says of one of a framework's tools: a ``tether.mcp.ToolOptions``, or a

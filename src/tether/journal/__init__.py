@@ -14,6 +14,7 @@ from __future__ import annotations
 from .._public import publish as _publish
 from . import lowlevel as lowlevel
 from ._format import FORMAT_VERSION as FORMAT_VERSION
+from ._format import MAX_RUN_ID_LEN as MAX_RUN_ID_LEN
 from ._offline import RepairReport as RepairReport
 from ._offline import repair_file as repair_file
 from ._offline import verify_file as verify_file
@@ -59,6 +60,7 @@ from ._writer import FileJournal as FileJournal
 __all__ = [
     "DEFAULT_MAX_MODEL_CALLS",
     "FORMAT_VERSION",
+    "MAX_RUN_ID_LEN",
     "SCHEMA_VERSION",
     "AnyEvent",
     "BlobRef",

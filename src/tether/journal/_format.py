@@ -53,6 +53,7 @@ MAGIC = b"TETHERJ\x00"
 FORMAT_VERSION = 1
 HEADER_SIZE = 256
 MAX_RUN_ID_LEN = 128
+"""The longest run id, in characters (``check_run_id`` refuses a longer one)."""
 
 FRAME_HEADER_SIZE = 16
 ALIGN = 8

@@ -230,6 +230,13 @@ class Resolved(Event, frozen=True, kw_only=True, tag="resolved"):
     note: str = ""
 
 
+def result_text(content: Any) -> str:
+    """A tool result as the text the model reads: strings as they are, anything else as JSON."""
+    if isinstance(content, str):
+        return content
+    return msgspec.json.encode(content).decode()
+
+
 FIRST_DRIVE = "first drive"
 """``Resumed.cause`` of a run first driven by a process other than the one that created it."""
 

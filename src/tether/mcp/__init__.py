@@ -14,8 +14,8 @@ mapped, in ``_results``.
 from __future__ import annotations
 
 from .._public import publish as _publish
-from ..tools._options import ToolOptions as ToolOptions
-from ..tools._options import VerifyFunction as VerifyFunction
+from ..tools._adapters import ToolOptions as ToolOptions
+from ..tools._adapters import VerifyFunction as VerifyFunction
 from ._link import IDEMPOTENCY_KEY_META as IDEMPOTENCY_KEY_META
 from ._link import MCPServerUnavailableError as MCPServerUnavailableError
 from ._policy import derive_policy as derive_policy

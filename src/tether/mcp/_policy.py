@@ -28,7 +28,7 @@ from __future__ import annotations
 from mcp import types
 
 from ..tools import ReplayPolicy
-from ..tools._options import ToolOptions
+from ..tools._adapters import ToolOptions
 
 
 def derive_policy(

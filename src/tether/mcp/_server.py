@@ -45,8 +45,7 @@ from mcp.shared.message import SessionMessage
 
 from .._errors import OutcomeUnknownError, ToolError, ToolUnavailableError
 from ..tools import ReplayPolicy, ToolContext, ToolRegistry, ToolSpec
-from ..tools._options import ToolOptions
-from ..tools._schema_tool import ArgsValidator
+from ..tools._adapters import ArgsValidator, ToolOptions
 from ._link import (
     IDEMPOTENCY_KEY_META,
     Link,

@@ -54,8 +54,8 @@ __all__ = [
 ]
 
 ON_DEMAND = {
-    "Recorded": "tether.supervisor._answers",
-    "record_answer": "tether.supervisor._answers",
+    "Recorded": "tether.supervisor._verbs",
+    "record_answer": "tether.supervisor._verbs",
     "cancel": "tether.supervisor._verbs",
     "decide": "tether.supervisor._verbs",
     "repin": "tether.supervisor._verbs",
@@ -66,10 +66,10 @@ ON_DEMAND = {
 """The verbs, imported when first used: reading a store (``tether runs``) never needs them."""
 
 if TYPE_CHECKING:
-    from ..supervisor._answers import Recorded as Recorded
-    from ..supervisor._answers import record_answer as record_answer
+    from ..supervisor._verbs import Recorded as Recorded
     from ..supervisor._verbs import cancel as cancel
     from ..supervisor._verbs import decide as decide
+    from ..supervisor._verbs import record_answer as record_answer
     from ..supervisor._verbs import repin as repin
     from ..supervisor._verbs import resolve as resolve
     from ..supervisor._verbs import retry as retry

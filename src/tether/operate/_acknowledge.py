@@ -16,7 +16,7 @@ from ..journal import AnyEvent, Decision, Event, Repinned, Resolved, Retried, Ru
 from ._describe import as_json, call_text, shorten
 
 if TYPE_CHECKING:
-    from ..supervisor._answers import Recorded
+    from ..supervisor._verbs import Recorded
 
 QUEUED = "queued: another process is advancing the run; it will"
 NEXT_PAUSE = f"{QUEUED} check this answer again and record it at the run's next pause"

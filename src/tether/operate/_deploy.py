@@ -23,8 +23,13 @@ from typing import TYPE_CHECKING, Any
 
 from ..journal import RunStore, ToolPin
 from ..supervisor import RunState, fold
-from ..supervisor._fleet import Advertising, Contracts, decode_contracts
-from ..supervisor._manifest import Change, contract_changes
+from ..supervisor._contracts import (
+    Advertising,
+    Change,
+    Contracts,
+    contract_changes,
+    decode_contracts,
+)
 
 if TYPE_CHECKING:
     from ..supervisor import WorkerApp

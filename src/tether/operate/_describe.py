@@ -31,8 +31,7 @@ from ..journal import (
     ToolStarted,
 )
 from ..journal import Waiting as WaitRecord
-from ..journal._records import FIRST_DRIVE
-from ..supervisor._state import result_text
+from ..journal._records import FIRST_DRIVE, result_text
 
 
 def event_type(event: AnyEvent) -> str:

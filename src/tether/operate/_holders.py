@@ -16,7 +16,7 @@ from typing import NamedTuple
 import anyio
 
 from ..journal import FileStore, RunStore
-from ..journal._writer import journal_path
+from ..journal._layout import journal_path
 
 
 def held_by(path: str) -> int | None:

@@ -35,7 +35,7 @@ import anyio
 
 from .._errors import InvalidRunIdError, JournalError, RunNotFoundError
 from ..journal import AnyEvent, FileStore, Store
-from ..journal._writer import journal_path
+from ..journal._layout import journal_path
 from . import _summary_file as summary_file
 from ._holders import Version, look
 from ._summary import RunSummary, summarize, unreadable

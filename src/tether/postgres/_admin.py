@@ -24,6 +24,7 @@ from typing import Literal
 
 from .._errors import JournalError, RunNotFoundError
 from ..journal import AnyEvent, ToolResult, check_run_id
+from ._schema import check_schema_name as check_schema_name
 from ._store import PostgresStore
 
 RunRemoval = Literal["removed", "held", "unfinished", "missing"]

@@ -17,13 +17,13 @@ from ._connection import connection_errors, unique_violation
 
 if TYPE_CHECKING:
     from ._journal import PgJournal
-    from ._store import PostgresStore
+    from ._parts import StoreParts
 
 log = logging.getLogger("tether.postgres")
 
 
 async def append_rows(
-    store: PostgresStore,
+    store: StoreParts,
     journal: PgJournal,
     first: int,
     payloads: list[bytes],
@@ -60,7 +60,7 @@ async def append_rows(
 
 
 async def create_with_events(
-    store: PostgresStore, run_id: str, payloads: list[bytes], finished: str | None
+    store: StoreParts, run_id: str, payloads: list[bytes], finished: str | None
 ) -> bool:
     """Insert the run and its first events; ``False`` if the run exists (someone else's).
 
@@ -85,7 +85,7 @@ async def create_with_events(
         return status != "INSERT 0 0"
 
 
-async def _end_backend(store: PostgresStore, backend: list[int], deadline: float) -> None:
+async def _end_backend(store: StoreParts, backend: list[int], deadline: float) -> None:
     """Terminate the server process that ran a statement whose outcome is unknown."""
     if not backend:
         return
@@ -96,9 +96,7 @@ async def _end_backend(store: PostgresStore, backend: list[int], deadline: float
             raise
 
 
-async def _learn(
-    store: PostgresStore, run_id: str, first: int, payloads: list[bytes]
-) -> bool | None:
+async def _learn(store: StoreParts, run_id: str, first: int, payloads: list[bytes]) -> bool | None:
     """Whether a group is in the database: True (all, equal), False (other data), None."""
     end = first + len(payloads)
     rows = await store._retry("fetch", store.sql.read_range, run_id, first, end)

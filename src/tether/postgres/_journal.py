@@ -30,14 +30,13 @@ from .._errors import (
     LeaseLostError,
 )
 from ..journal import AnyEvent, Decision, Event, Resolved, Retried, RunFinished, Signal
-from ..journal._events import EventsView
+from ..journal._backend import EventsView, stamp_events
 from ..journal._records import decode_event
-from ..journal._stamp import stamp_events
 
 if TYPE_CHECKING:
     import asyncio
 
-    from ._store import PostgresStore
+    from ._parts import StoreParts
 
 log = logging.getLogger("tether.postgres")
 
@@ -87,9 +86,7 @@ class PgJournal:
     order: those read when it was claimed and those appended since.
     """
 
-    def __init__(
-        self, store: PostgresStore, run_id: str, epoch: int, events: list[AnyEvent]
-    ) -> None:
+    def __init__(self, store: StoreParts, run_id: str, epoch: int, events: list[AnyEvent]) -> None:
         self._store = store
         self._run_id = run_id
         self.epoch = epoch

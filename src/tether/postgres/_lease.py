@@ -25,7 +25,7 @@ from ._connection import connection_errors
 from ._journal import PgJournal, decode_rows
 
 if TYPE_CHECKING:
-    from ._store import PostgresStore
+    from ._parts import StoreParts
 
 log = logging.getLogger("tether.postgres")
 
@@ -47,7 +47,7 @@ async def hand_over(journal: PgJournal) -> None:
         raise
 
 
-async def claim(store: PostgresStore, run_id: str) -> PgJournal:
+async def claim(store: StoreParts, run_id: str) -> PgJournal:
     """Claim and read; through a dropped connection or a restart, try again (a claim that
     did land is this owner's, and claiming it again only moves the epoch on).
 
@@ -104,7 +104,7 @@ def taken_from(owner: str, ended: float) -> str:
     return f"worker {owner}, whose lease ended at {when}"
 
 
-async def renew(store: PostgresStore, journals: list[PgJournal]) -> None:
+async def renew(store: StoreParts, journals: list[PgJournal]) -> None:
     """Extend the leases of ``journals`` in one statement; mark the refused ones lost."""
     if not journals:
         return
@@ -125,7 +125,7 @@ async def renew(store: PostgresStore, journals: list[PgJournal]) -> None:
             journal.mark_lost(f"renewal at epoch {journal.epoch} refused")
 
 
-async def renew_held(store: PostgresStore, held: Callable[[], Iterable[PgJournal | None]]) -> None:
+async def renew_held(store: StoreParts, held: Callable[[], Iterable[PgJournal | None]]) -> None:
     """Every third of the lease's life, renew the lease of every active journal in ``held()``
     (for as long as the task runs); a failed renewal is tried again at the next."""
     while True:
@@ -139,7 +139,7 @@ async def renew_held(store: PostgresStore, held: Callable[[], Iterable[PgJournal
             # (a lease that runs out meanwhile is lost: each handle's own timer says so)
 
 
-async def release(store: PostgresStore, journal: PgJournal) -> None:
+async def release(store: StoreParts, journal: PgJournal) -> None:
     """Give the run's lease up, saying whether an answer was recorded (the release notifies
     the other workers then); a release that cannot reach the database is left to expire."""
     try:
@@ -156,7 +156,7 @@ async def release(store: PostgresStore, journal: PgJournal) -> None:
         log.warning("run %s: could not release its lease (%s)", journal.run_id, exc)
 
 
-async def why_rejected(store: PostgresStore, journal: PgJournal) -> str:
+async def why_rejected(store: StoreParts, journal: PgJournal) -> str:
     """Who holds the run now, for the error of an append its epoch could not make."""
     try:
         row = await store.pool.fetchrow(store.sql.lease_of, journal.run_id)

@@ -19,8 +19,8 @@ from typing import TypeVar
 
 import anyio
 
+from .._backoff import Backoff
 from .._errors import StoreUnavailableError
-from ..supervisor._backoff import Backoff
 
 log = logging.getLogger("tether.postgres")
 

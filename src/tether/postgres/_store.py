@@ -39,11 +39,14 @@ from .._errors import (
     RunNotFoundError,
 )
 from ..journal import AnyEvent, BlobRef, Event, Redactor, RunStat, SecretRedactor, check_run_id
-from ..journal._blobs import SUMMARY_CHARS
+from ..journal._backend import (
+    DEFAULT_BLOB_THRESHOLD,
+    SUMMARY_CHARS,
+    SharedEntry,
+    prepare_event,
+    queueable,
+)
 from ..journal._records import decode_event
-from ..journal._shared import SharedEntry
-from ..journal._stamp import queueable
-from ..journal._store import DEFAULT_BLOB_THRESHOLD, prepare_event
 from . import _append, _lease
 from ._connection import SESSION_SETTINGS, connection_errors, display, keep_session
 from ._journal import PgJournal, decode_rows, stamp

@@ -22,11 +22,11 @@ from typing import Any
 
 import anyio
 
+from .._backoff import TOOL_RETRY
 from .._errors import OutcomeUnknownError
+from ..journal import MAX_RUN_ID_LEN as MAX_RUN_ID
 from ..journal import Event, ToolFailed, ToolResult, Waiting
-from ..journal._format import MAX_RUN_ID_LEN as MAX_RUN_ID
 from ..tools import ContentBlocks, ToolContext, ToolSpec, Wait
-from ._backoff import TOOL_RETRY
 from ._state import Call, RunState
 
 _CHILD_PART = re.compile(r"[A-Za-z0-9._-]+")

@@ -28,6 +28,7 @@ from typing import Any
 
 import anyio
 
+from .._backoff import sleep_unless
 from .._errors import LeaseLostError, ModelError
 from .._failpoints import failpoint
 from ..journal import (
@@ -48,7 +49,6 @@ from ._answers import fold_inbox
 from ._attempt import attempt as run_attempt
 from ._attempt import interrupted
 from ._attempt import verify as verify_landed
-from ._backoff import sleep_unless
 from ._budgets import budget_problem
 from ._children import look_at_children
 from ._manifest import CONTRACT, contract_decision, contract_found

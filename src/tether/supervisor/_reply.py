@@ -12,9 +12,9 @@ import logging
 import re
 from typing import Any
 
+from .._backoff import MODEL_RETRY
 from .._errors import ModelError, ModelResponseError, ToolArgumentsError
 from ..journal import Event, ModelFailed, Parked, RunFinished, ToolResult, ToolStarted, Usage
-from ._backoff import MODEL_RETRY
 from ._budgets import budget_problem
 from ._replay import SAFE_TO_REPEAT
 from ._resume import pinned_approval

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 
+from .._backoff import Backoff, sleep_unless
 from .._errors import (
     JournalBrokenError,
     JournalClosedError,
@@ -24,7 +25,6 @@ from .._errors import (
 )
 from .._failpoints import failpoint
 from ..journal import JournalHandle, Store
-from ._backoff import Backoff, sleep_unless
 from ._entry import Entry
 from ._failures import explain, is_store_failure, unusable
 from ._loop import drive

@@ -38,7 +38,7 @@ from ..journal import (
     Usage,
     Waiting,
 )
-from ..journal._records import FIRST_DRIVE
+from ..journal._records import FIRST_DRIVE, result_text
 
 _PROGRESS = (
     ModelResponse,
@@ -380,13 +380,6 @@ class RunState:
                 }
             )
         return {"role": "user", "content": blocks}
-
-
-def result_text(content: Any) -> str:
-    """A tool result as the text the model reads: strings as they are, anything else as JSON."""
-    if isinstance(content, str):
-        return content
-    return msgspec.json.encode(content).decode()
 
 
 def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:

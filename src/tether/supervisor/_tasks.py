@@ -18,9 +18,9 @@ from typing import final
 import anyio
 import anyio.abc
 
+from .._backoff import STORE_RETRY_CAP, Backoff
 from ..journal import JournalHandle, Store
 from ..journal._descriptors import Descriptors
-from ._backoff import STORE_RETRY_CAP, Backoff
 from ._entry import Board
 from ._restart import GONE, OWNED_ELSEWHERE, drive_until_rest, report_gone
 from ._runtime import Runtime

@@ -14,7 +14,7 @@ from typing import final
 
 import anyio
 
-from ._backoff import sleep_unless
+from .._backoff import sleep_unless
 
 COMPACT_SLACK = 64
 """Stale times the heap may hold beyond as many as live ones before it is rebuilt."""

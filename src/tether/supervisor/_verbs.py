@@ -38,7 +38,9 @@ from ..journal import (
 )
 from ..journal._records import RESOLUTIONS, Resolution
 from ..tools import wait_for
-from ._answers import Recorded, record_answer
+from ._answers import Recorded as Recorded
+from ._answers import answer_problem as answer_problem
+from ._answers import record_answer as record_answer
 from ._children import not_adopted
 from ._state import RunState, RunStatus, fold
 

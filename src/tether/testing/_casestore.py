@@ -24,7 +24,7 @@ from anyio.from_thread import start_blocking_portal
 from .._errors import RunNotFoundError
 from .._store_url import store_for
 from ..journal import AnyEvent, Decision, FileStore, Repinned, Resolved, Signal, Store, verify_file
-from ..journal._listing import list_runs_dir
+from ..journal._layout import list_runs_dir
 from ._scenario import CrashtestError
 
 Answer: TypeAlias = Decision | Resolved | Signal | Repinned

@@ -32,12 +32,11 @@ from typing import Any
 import anyio
 
 from .._errors import JournalLockedError, RunNotFoundError
-from .._failpoints import Hook, set_hook
+from .._failpoints import Hook, killer_from_environment, set_hook
 from .._store_url import is_postgres, store_for
 from ..journal import FileStore, Store
 from ..models import Model, ModelReply, SystemPrompt
 from ..supervisor import RunStatus, Supervisor, fold, run_status
-from ._crashpoints import killer_from_environment
 from ._scenario import Scenario, load_target
 from ._timeline import Narrator
 

@@ -11,8 +11,7 @@ import os
 from collections.abc import Iterable
 
 from ..journal import RunStore
-from ..journal._offline import read_file
-from ..journal._reader import scan
+from ..journal._layout import read_file, scan
 from ..operate import DeployCheck, check_deploy, check_runs
 from ..supervisor import WorkerApp, fold
 

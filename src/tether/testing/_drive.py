@@ -53,9 +53,8 @@ from ..journal import (
 )
 from ..operate._deploy import repin_plan
 from ..supervisor import RunStatus, fold
-from ..supervisor._answers import answer_problem
-from ..supervisor._fleet import contracts_for
-from ..supervisor._manifest import CONTRACT
+from ..supervisor._contracts import CONTRACT, contracts_for
+from ..supervisor._verbs import answer_problem
 from ._casestore import CaseStore, FileCase, postgres_case
 from ._child import CHILD_TIMEOUT_S, MODEL_CALLS_LOG, STATUS_MARK, STORE_ENV, case_dirs
 from ._scenario import Awaited, Decide, Pending, Scenario, ScenarioFactory, Stranded, ledger_of

@@ -25,7 +25,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ..journal._file import DIR_MODE, FILE_MODE
+from ..journal._layout import DIR_MODE, FILE_MODE
 from ..journal.lowlevel import FileOps
 
 

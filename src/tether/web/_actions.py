@@ -28,7 +28,7 @@ from ..journal._records import RESOLUTIONS
 from ..operate import acknowledgement
 from ..operate._deploy import fleet_of, repin_plan
 from ..supervisor import fold
-from ..supervisor._answers import Recorded
+from ..supervisor._verbs import Recorded
 
 VERBS = ("approve", "reject", "resolve", "retry", "cancel", "signal", "repin")
 CALL_VERBS = ("approve", "reject", "resolve")

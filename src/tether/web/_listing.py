@@ -2,5 +2,5 @@
 
 from __future__ import annotations
 
-from ..operate._listing import RACY_NS as RACY_NS
-from ..operate._listing import Listing as Listing
+from ..operate._display import RACY_NS as RACY_NS
+from ..operate._display import Listing as Listing

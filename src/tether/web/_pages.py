@@ -22,7 +22,7 @@ from .._errors import InvalidRunIdError, JournalError, RunNotFoundError
 from ..journal import ToolResult
 from ..operate import summarize
 from ..operate._deploy import fleet_of
-from ..operate._holders import holder_of
+from ..operate._display import holder_of
 from ..supervisor import RunStatus
 from ._actions import ActionError, act
 from ._console import (

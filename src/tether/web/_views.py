@@ -17,10 +17,9 @@ import msgspec
 from ..journal import AnyEvent, ModelResponse, RunStarted, ToolResult
 from ..operate import RunSummary, as_tree, describe
 from ..operate._deploy import offers
-from ..operate._describe import as_json, event_type, format_age, format_time, shorten
-from ..operate._summary import has_children
+from ..operate._display import as_json, event_type, format_age, format_time, has_children, shorten
 from ..supervisor import RunState, RunStatus
-from ..supervisor._fleet import Contracts
+from ..supervisor._contracts import Contracts
 from ..supervisor._status import run_deadline, world_wait
 
 STATUSES = [s.value for s in RunStatus]

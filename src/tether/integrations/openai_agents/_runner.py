@@ -18,7 +18,7 @@ from ...journal import Budgets
 from ...models import ModelReply, SystemPrompt
 from ...supervisor import RunStatus, Supervisor, WorkerApp
 from ...tools import ReplayPolicy, ToolContext, ToolRegistry
-from ...tools._options import ToolOptions
+from ...tools._adapters import ToolOptions
 from .._steps import CONTINUE_TOOL, ToolSettings, add_continue_tool, read_steps, tool_options
 from ._step import FRAMEWORK, StepModel, replayed_guardrail, replayed_tool, run_step
 

@@ -31,7 +31,7 @@ from pydantic_core import to_jsonable_python
 
 from ..._errors import ToolDefinitionError
 from ...tools import ReplayPolicy, ToolContext, ToolRegistry
-from ...tools._options import ToolOptions
+from ...tools._adapters import ToolOptions
 from .._steps import CONTINUE_TOOL
 
 
