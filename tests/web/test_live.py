@@ -42,20 +42,21 @@ async def test_a_listing_reads_only_the_runs_that_changed(env: Env) -> None:
 
 async def test_a_journal_written_in_the_same_clock_tick_is_read_again(file_env: Env) -> None:
     """Two appends within one tick of the kernel's clock leave the same (size, mtime): the
-    summary read between them must not be kept as final."""
+    summary read between them must not be kept as final. Time is the subject: the listing's
+    clock is moved by hand, and the journal's mtime set to match it."""
     store = file_env.store()
-    listing = Listing(store, fresh_for=0)
+    now = [time.time() + 10.0]
+    listing = Listing(store, clock=lambda: now[0], fresh_for=0)
     path = store.location(DONE)
     await listing.summaries()
-    await anyio.sleep(2 * RACY_NS / 1e9)
     await listing.summaries()
     reads = listing.reads
     st = os.stat(path)
-    os.utime(path, ns=(st.st_atime_ns, time.time_ns()))  # a write, as the kernel dates it
+    os.utime(path, ns=(st.st_atime_ns, int(now[0] * 1e9)))  # a write, as the kernel dates it
     await listing.summaries()  # the version changed: read; its mtime is now: not trusted yet
     await listing.summaries()  # so read again, though the version is the same
     assert listing.reads == reads + 2
-    await anyio.sleep(2 * RACY_NS / 1e9)
+    now[0] += 2 * RACY_NS / 1e9
     await listing.summaries()
     await listing.summaries()
     assert listing.reads == reads + 3  # once past the window, it is trusted

@@ -58,7 +58,8 @@ class Listing:
 
     Args:
         store: the store (a ``FileStore`` need not be entered: reading takes no lock).
-        clock: wall-clock seconds, for statuses that change with time.
+        clock: wall-clock seconds, for statuses that change with time and for how old a
+            journal's last write is (a write within ``RACY_NS`` of a read is read again).
         fresh_for: a look younger than this many seconds is reused as it is, so that many
             requests at once cost one look.
     """
@@ -112,7 +113,7 @@ class Listing:
         ]
         if stale and self.keeps_on_disk:
             stale = await self._from_disk(stale, found)
-        read_at_ns = time.time_ns()
+        read_at_ns = int(self.clock() * 1e9)  # mtimes are wall-clock times too
         identities = await self._identities(stale)  # before the read: never newer than it
         read = await self._read(stale)
         for run_id in stale:
