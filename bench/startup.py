@@ -11,6 +11,12 @@ again (the finished runs' summaries kept in ``DIR/summaries.cache``). With ``--b
 ``PYTHONPATH`` (against a copy of the store, so that neither sees the other's file), taking
 turns, and the report gives each case's ratio to its ``@before``. Medians of ``--repeat``
 tries, the min-max beside them.
+
+Every process runs with its bytecode cached, as an installed package's is: each side has its
+own ``PYTHONPYCACHEPREFIX`` in the workspace (so nothing is written beside either checkout's
+sources), filled by one untimed run of every case first, and ``PYTHONDONTWRITEBYTECODE`` is
+cleared for it. (Without a cache, in an environment that sets ``PYTHONDONTWRITEBYTECODE``,
+every process compiles tether's sources again: no installed tether does that.)
 """
 
 from __future__ import annotations
@@ -86,6 +92,13 @@ def cpu_of(argv: list[str], env: dict[str, str]) -> float:
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
+def _environment(pycache: Path) -> dict[str, str]:
+    """This process's environment, with bytecode cached in ``pycache`` (and written there)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = str(pycache)
+    return env
+
+
 def main(argv: list[str] | None = None) -> int:
     p = parser(__doc__, out="startup.json", dir_help="directory for the store")
     p.add_argument("--runs", type=int, default=2000)
@@ -101,20 +114,26 @@ def main(argv: list[str] | None = None) -> int:
         if args.before is not None:
             shutil.copytree(root / "now", root / "before")
             stores["before"] = root / "before"
-        envs = {"now": dict(os.environ)}
+        envs = {side: _environment(root / f"pycache-{side}") for side in sides}
         if args.before is not None:
-            envs["before"] = {**os.environ, "PYTHONPATH": str(args.before)}
+            envs["before"]["PYTHONPATH"] = str(args.before)
         cli = [sys.executable, "-m", "tether.cli", "runs", "--root"]
+
+        def cases(store: Path) -> dict[str, list[str]]:
+            return {
+                "import tether": [sys.executable, "-c", "import tether"],
+                "tether runs, first": [*cli, str(store)],
+                "tether runs, again": [*cli, str(store)],
+            }
+
+        for side in sides:  # every module each side imports compiled once, untimed
+            for command in cases(stores[side]).values():
+                cpu_of(command, envs[side])
         for r in range(args.repeat):
             for side in alternate(sides, r):
                 env, store = envs[side], stores[side]
-                cases = {
-                    "import tether": [sys.executable, "-c", "import tether"],
-                    "tether runs, first": [*cli, str(store)],
-                    "tether runs, again": [*cli, str(store)],
-                }
                 (store / CACHE).unlink(missing_ok=True)
-                for name, command in cases.items():
+                for name, command in cases(store).items():
                     tries.setdefault(f"{name}@{side}", []).append(cpu_of(command, env))
             say(f"round {r + 1}/{args.repeat}")
     report: dict[str, Any] = {"machine": info, "runs": args.runs, "cases": {}, "ratios": {}}

@@ -16,7 +16,9 @@ import importlib
 import inspect
 import pickle
 import pkgutil
+import subprocess
 import sys
+import textwrap
 import traceback
 import types
 import typing
@@ -197,6 +199,30 @@ def test_every_class_and_function_reports_its_most_specific_public_module() -> N
             wrong[value.__qualname__] = (value.__module__, deepest)
         assert getattr(sys.modules[value.__module__], value.__qualname__) is value
     assert wrong == {}
+
+
+def test_import_tether_leaves_the_tools_the_models_and_the_supervisor_until_used() -> None:
+    # What every command reads with comes with ``import tether``; the rest on first use, as
+    # names of ``tether`` and as its subpackages, the same objects either way.
+    script = textwrap.dedent(
+        """
+        import sys, tether
+        later = ("tether.tools", "tether.models", "tether.supervisor")
+        print(sorted(m for m in sys.modules if m.startswith(later)))
+        assert tether.ToolSpec is tether.tools.ToolSpec
+        assert tether.RunStatus is tether.supervisor.RunStatus
+        assert tether.models.ScriptedModel is tether.ScriptedModel
+        print(tether.ToolSpec.__module__, tether.RunStatus.__module__)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    out = done.stdout.splitlines()
+    assert out == ["[]", "tether.tools tether.supervisor"]
+    with pytest.raises(AttributeError, match="has no attribute 'toolz'"):
+        getattr(tether, "toolz")  # noqa: B009 - a name tether does not have
 
 
 def test_reprs_and_tracebacks_name_the_public_path() -> None:

@@ -8,6 +8,7 @@ effect.
 
 from __future__ import annotations
 
+from importlib import import_module as _import_module
 from typing import TYPE_CHECKING
 
 from ._errors import BlobError as BlobError
@@ -46,21 +47,6 @@ from .journal import JournalHandle as JournalHandle
 from .journal import RunStat as RunStat
 from .journal import SecretRedactor as SecretRedactor
 from .journal import Store as Store
-from .models import Model as Model
-from .models import ModelReply as ModelReply
-from .models import ScriptedModel as ScriptedModel
-from .supervisor import RunStatus as RunStatus
-from .tools import ApprovalTimeout as ApprovalTimeout
-from .tools import ContentBlocks as ContentBlocks
-from .tools import ReplayPolicy as ReplayPolicy
-from .tools import ToolContext as ToolContext
-from .tools import ToolRegistry as ToolRegistry
-from .tools import ToolSpec as ToolSpec
-from .tools import Wait as Wait
-from .tools import sleep_for as sleep_for
-from .tools import sleep_until as sleep_until
-from .tools import start_child as start_child
-from .tools import wait_for as wait_for
 
 __all__ = [
     "AnthropicModel",
@@ -121,23 +107,65 @@ __all__ = [
 
 ON_DEMAND = {
     "AnthropicModel": "tether.models",
+    "Model": "tether.models",
+    "ModelReply": "tether.models",
     "OpenAIModel": "tether.models",
+    "ScriptedModel": "tether.models",
     "PostgresStore": "tether.postgres",
+    "RunStatus": "tether.supervisor",
     "RunView": "tether.supervisor",
     "Supervisor": "tether.supervisor",
+    "ApprovalTimeout": "tether.tools",
+    "ContentBlocks": "tether.tools",
+    "ReplayPolicy": "tether.tools",
+    "ToolContext": "tether.tools",
+    "ToolRegistry": "tether.tools",
+    "ToolSpec": "tether.tools",
+    "Wait": "tether.tools",
+    "sleep_for": "tether.tools",
+    "sleep_until": "tether.tools",
+    "start_child": "tether.tools",
+    "wait_for": "tether.tools",
 }
 """Imported when first used: most programs use one model adapter, or none, and no database;
-the supervisor's runtime comes with the first use of ``Supervisor`` (the command line's
-reading commands never need it)."""
+the supervisor comes with the first use of one of its names, the tools with the first tool.
+What every command reads with (the errors, the journal and its stores) is imported with
+``tether``; the command line's reading commands (``tether runs``, ``tether show``) never need
+the tools or the models."""
+
+SUBPACKAGES = frozenset({"models", "supervisor", "tools"})
+"""Subpackages ``import tether`` no longer imports that were reachable as ``tether.<name>``
+after it: imported on first use, as before."""
 
 if TYPE_CHECKING:  # the names imported when first used, for type checkers
     from .models import AnthropicModel as AnthropicModel
+    from .models import Model as Model
+    from .models import ModelReply as ModelReply
     from .models import OpenAIModel as OpenAIModel
+    from .models import ScriptedModel as ScriptedModel
     from .postgres import PostgresStore as PostgresStore
+    from .supervisor import RunStatus as RunStatus
     from .supervisor import RunView as RunView
     from .supervisor import Supervisor as Supervisor
+    from .tools import ApprovalTimeout as ApprovalTimeout
+    from .tools import ContentBlocks as ContentBlocks
+    from .tools import ReplayPolicy as ReplayPolicy
+    from .tools import ToolContext as ToolContext
+    from .tools import ToolRegistry as ToolRegistry
+    from .tools import ToolSpec as ToolSpec
+    from .tools import Wait as Wait
+    from .tools import sleep_for as sleep_for
+    from .tools import sleep_until as sleep_until
+    from .tools import start_child as start_child
+    from .tools import wait_for as wait_for
 else:
-    __getattr__ = _on_demand(__name__, globals(), ON_DEMAND)
+
+    def _subpackage(name: str) -> object:
+        if name in SUBPACKAGES:
+            return _import_module(f"{__name__}.{name}")
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+    __getattr__ = _on_demand(__name__, globals(), ON_DEMAND, _subpackage)
 
 
 def __dir__() -> list[str]:

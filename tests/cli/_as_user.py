@@ -15,10 +15,6 @@ import sys
 import anyio
 
 import tether.cli
-import tether.cli._gc
-import tether.cli._ops
-import tether.cli._runs
-import tether.cli._view
 
 
 async def _warm_up() -> None:
@@ -27,6 +23,7 @@ async def _warm_up() -> None:
 
 def main() -> int:
     user, argv = sys.argv[1], sys.argv[2:]
+    tether.cli.build_parser()  # every command's module, and what argparse imports as it goes
     anyio.run(_warm_up)
     entry = pwd.getpwnam(user)
     os.setgroups([])

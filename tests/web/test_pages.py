@@ -13,11 +13,15 @@ from markupsafe import escape
 from tether.journal import (
     Decision,
     Manifest,
+    ModelResponse,
+    Parked,
     Resolved,
     Retried,
     RunFinished,
     RunStarted,
     Signal,
+    ToolStarted,
+    Waiting,
 )
 
 from ..cli._stores import APPROVE, CHARGE_CALL, DONE, ESCALATED, FAILED, REFUND_CALL, Env
@@ -96,6 +100,57 @@ async def test_pages_are_paginated(env: Env) -> None:
     assert 'rel="prev"' in pages[3]
     assert 'rel="next"' not in pages[3]
     assert len({run for page in pages for run in rows(page)}) == 4
+
+
+def sections(page: str) -> list[str]:
+    """What each section of an inbox page is about: ``run_id call_id`` (or the run id alone,
+    for a parked run), in order."""
+    found = re.findall(
+        r'<section class="waiting" data-run="([^"]+)"(?: data-call="([^"]+)")?', page
+    )
+    return [f"{run} {call}".strip() for run, call in found]
+
+
+async def test_the_inbox_is_paginated_and_its_pages_hold_every_item_once(env: Env) -> None:
+    use = {"type": "tool_use", "id": "c1", "name": "wait_paid", "input": {}}
+    for n in (1, 2):  # two calls waiting for an event
+        run_id = f"run-event-{n}"
+        await env.craft(
+            run_id,
+            [
+                RunStarted(run_id=run_id, manifest=Manifest(model="scripted"), messages=[]),
+                ModelResponse(message={"role": "assistant", "content": [use]}),
+                ToolStarted(call_id="c1", name="wait_paid"),
+                Waiting(call_id="c1", attempt=1, event=f"payment.o-{n}", until=4e9),
+            ],
+        )
+    await env.craft(  # a run the runtime parked
+        "run-parked",
+        [
+            RunStarted(run_id="run-parked", manifest=Manifest(model="scripted"), messages=[]),
+            Parked(reason="the model refused the request: no key", cause="model"),
+        ],
+    )
+    async with console(env, per_page=2) as client:
+        await sign_in(client)
+        everything = (await client.get("/api/inbox", headers=auth())).json()
+        pages = [(await client.get(f"/inbox?page={n}")).text for n in (1, 2, 3)]
+        past_the_end = (await client.get("/inbox?page=9")).text
+        not_a_number = (await client.get("/inbox?page=x")).text
+    want = [
+        *(f"{c['run_id']} {c['call_id']}" for c in everything["calls"]),
+        *(p["run_id"] for p in everything["parked"]),
+        *(f"{e['run_id']} {e['call_id']}" for e in everything["events"]),
+    ]
+    assert len(want) == 5  # two calls for a person, one parked run, two calls for an event
+    assert [sections(page) for page in pages] == [want[0:2], want[2:4], want[4:5]]
+    for number, page in enumerate(pages, 1):  # each page counts every item, and says where
+        assert "2 call(s) waiting for a person · 1 run(s) parked · 2 call(s) waiting" in page
+        assert f"page {number} of 3" in page
+        assert ('href="/inbox?page=2" rel="next"' in page) == (number == 1)
+        assert ('href="/inbox?page=2" rel="prev"' in page) == (number == 3)
+    assert sections(past_the_end) == want[4:5]
+    assert sections(not_a_number) == want[0:2]
 
 
 async def test_every_form_records_its_answer_or_says_why_not(env: Env) -> None:

@@ -10,49 +10,65 @@ reader (``tether show ... | head -1``) is not an error: the command stops quietl
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 from collections.abc import Sequence
 
 from .. import _failpoints
 from .._version import __version__
-from ._bench import add_bench_command as _add_bench_command
-from ._crashtest import add_crashtest_command as _add_crashtest_command
-from ._demo import add_demo_commands as _add_demo_commands
-from ._deploy import add_deploy_commands as _add_deploy_commands
-from ._journal import add_journal_commands as _add_journal_commands
-from ._runs import add_run_commands as _add_run_commands
-from ._serve import add_serve_command as _add_serve_command
-from ._worker import add_worker_commands as _add_worker_commands
 
 EXIT_OK = 0
 EXIT_PROBLEM = 1
 EXIT_USAGE = 2
 EXIT_IO = 3
 
+COMMANDS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("_journal:add_journal_commands", ("journal",)),
+    ("_demo:add_demo_commands", ("demo",)),
+    ("_crashtest:add_crashtest_command", ("crashtest",)),
+    ("_runs:add_run_commands", ("runs", "show")),
+    ("_ops:add_op_commands", ("approve", "reject", "resolve", "retry", "signal", "cancel")),
+    ("_gc:add_gc_command", ("gc",)),
+    ("_worker:add_worker_commands", ("worker",)),
+    ("_deploy:add_deploy_commands", ("check", "repin")),
+    ("_serve:add_serve_command", ("serve",)),
+    ("_bench:add_bench_command", ("bench",)),
+)
+"""Where each command is defined (``module:function`` adding its parsers), in the order
+``tether --help`` lists them, with the commands each function adds. A command line names its
+command first, so only that command's module is imported: ``tether runs`` does not import the
+worker, the console or the deploy check."""
 
-def build_parser() -> argparse.ArgumentParser:
-    """The full argument parser (exposed for tests and documentation)."""
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The full argument parser (exposed for tests and documentation); with ``command`` (a
+    name in ``COMMANDS``), one with only the commands defined beside it, which parses a
+    command line that starts with it exactly as the full parser does."""
     parser = argparse.ArgumentParser(
         prog="tether",
         description="Durable runs for long-running LLM agents: journals, replay, supervision.",
     )
     parser.add_argument("--version", action="version", version=f"tether {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    _add_journal_commands(commands)
-    _add_demo_commands(commands)
-    _add_crashtest_command(commands)
-    _add_run_commands(commands)
-    _add_worker_commands(commands)
-    _add_deploy_commands(commands)
-    _add_serve_command(commands)
-    _add_bench_command(commands)
+    for where, names in COMMANDS:
+        if command is None or command in names:
+            module, _, function = where.partition(":")
+            getattr(importlib.import_module(f"{__name__}.{module}"), function)(commands)
     return parser
+
+
+def _command_of(argv: Sequence[str]) -> str | None:
+    """The command ``argv`` names first, if it is one; otherwise (an option such as ``--help``
+    first, an unknown command, nothing) ``None``: the full parser then answers."""
+    first = argv[0] if argv else None
+    return first if any(first in names for _, names in COMMANDS) else None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with ``argv`` (default: ``sys.argv[1:]``); return the exit code."""
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(_command_of(argv))
     args = parser.parse_args(argv)
     if any(os.environ.get(var) for var in _failpoints.ENVIRONMENT):
         try:

@@ -30,7 +30,6 @@ import argparse
 import contextlib
 import os
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -41,7 +40,7 @@ from ..journal._layout import ASIDE, DEFAULT_FILE_OPS, belongs_to
 from ..operate import RunSummary, summarize
 from ..operate._display import format_age, held_by, holder_of, unreadable
 from ..supervisor import RunStatus, fold
-from ._view import execute, open_store, using
+from ._view import add_store_options, execute, open_store, using
 
 if TYPE_CHECKING:
     from ..postgres import PostgresStore
@@ -52,7 +51,7 @@ TEMP_GRACE = 3600.0
 SHORT_WINDOW = (RunStatus.DONE.value, RunStatus.CANCELLED.value)
 
 
-def add_gc_command(commands: Any, add_store: Callable[[argparse.ArgumentParser], None]) -> None:
+def add_gc_command(commands: Any) -> None:
     gc = commands.add_parser(
         "gc",
         help="remove old finished runs and unreferenced blobs",
@@ -70,7 +69,7 @@ def add_gc_command(commands: Any, add_store: Callable[[argparse.ArgumentParser],
         "journal could not be read (nothing of it, and no blob, is removed); 3 on an I/O "
         "error or if the store cannot be reached.",
     )
-    add_store(gc)
+    add_store_options(gc)
     gc.add_argument(
         "--keep-days",
         metavar="N",

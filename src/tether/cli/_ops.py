@@ -26,7 +26,7 @@ from ..journal import Retried
 from ..operate import acknowledgement
 from ..operate._display import as_json, shorten
 from ..tools import wait_for
-from ._view import execute, open_store, using
+from ._view import add_store_options, execute, open_store, using
 
 if TYPE_CHECKING:
     from ..supervisor._verbs import Recorded
@@ -44,7 +44,7 @@ BUSY = (
 )
 
 
-def add_op_commands(commands: Any, add_store: Callable[[argparse.ArgumentParser], None]) -> None:
+def add_op_commands(commands: Any) -> None:
     for verb, approved in (("approve", True), ("reject", False)):
         effect = (
             "the call runs"
@@ -60,7 +60,7 @@ def add_op_commands(commands: Any, add_store: Callable[[argparse.ArgumentParser]
             "no decision yet, and its tool's approval deadline (pinned in the run's manifest) has "
             "not passed: after it, the deadline's outcome stands." + BUSY + " " + CONTINUES,
         )
-        add_store(p)
+        add_store_options(p)
         p.add_argument("run", metavar="RUN", help="the run id")
         p.add_argument("call", metavar="CALL", help="the tool call id (see `tether show`)")
         p.add_argument("--by", metavar="NAME", required=True, help="who decides (recorded)")
@@ -84,7 +84,7 @@ def add_op_commands(commands: Any, add_store: Callable[[argparse.ArgumentParser]
         + " "
         + CONTINUES,
     )
-    add_store(resolve)
+    add_store_options(resolve)
     resolve.add_argument("run", metavar="RUN", help="the run id")
     resolve.add_argument("call", metavar="CALL", help="the escalated tool call id")
     resolve.add_argument(
@@ -112,7 +112,7 @@ def add_op_commands(commands: Any, add_store: Callable[[argparse.ArgumentParser]
         "is refused). Calls waiting for a resolution are answered with `tether resolve`, not "
         "this. Refused (exit 1) otherwise." + BUSY + " " + CONTINUES,
     )
-    add_store(retry)
+    add_store_options(retry)
     retry.add_argument("run", metavar="RUN", help="the run id")
     retry.add_argument("--by", metavar="NAME", required=True, help="who sends it on (recorded)")
     retry.add_argument("--note", metavar="TEXT", default="", help="why (recorded)")
@@ -136,7 +136,7 @@ def add_op_commands(commands: Any, add_store: Callable[[argparse.ArgumentParser]
         "it count once however often it is delivered (give the sender's own delivery id); by "
         "default each delivery is a new signal. Refused (exit 1) if the run finished." + BUSY,
     )
-    add_store(signal)
+    add_store_options(signal)
     signal.add_argument("run", metavar="RUN", help="the run id")
     signal.add_argument("name", metavar="NAME", help="the event's name")
     signal.add_argument("--data", metavar="JSON", help="the payload, as JSON (default: null)")
@@ -156,7 +156,7 @@ def add_op_commands(commands: Any, add_store: Callable[[argparse.ArgumentParser]
         "it records the cancellation. The store is a directory (--root) or a PostgreSQL "
         "database (--store URL). Exit 3 if the store cannot be read or reached.",
     )
-    add_store(cancel)
+    add_store_options(cancel)
     cancel.add_argument("run", metavar="RUN", help="the run id")
     cancel.add_argument(
         "--reason", metavar="TEXT", default="cancelled", help="recorded reason (default: cancelled)"

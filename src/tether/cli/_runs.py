@@ -1,7 +1,7 @@
 """``tether runs`` and ``tether show``: what the runs of a store are doing, from their journals.
 
-Also registers the commands that change runs (``_ops``: approve, reject, resolve, cancel) and
-``gc`` (``_gc``), so that the parser gains every operator command in one call.
+The commands that change runs (approve, reject, resolve, retry, signal, cancel) are ``_ops``'s,
+``gc`` is ``_gc``'s.
 """
 
 from __future__ import annotations
@@ -17,8 +17,6 @@ import msgspec
 from ..operate import as_tree, describe, load_summary
 from ..operate._display import Listing, format_age, shorten
 from ..supervisor import RunStatus
-from ._gc import add_gc_command
-from ._ops import add_op_commands
 from ._view import (
     add_store_options,
     execute,
@@ -95,9 +93,6 @@ def add_run_commands(commands: Any) -> None:
         help="print one JSON object: the summary and every event (raw fields plus 'text')",
     )
     show.set_defaults(handler=_show)
-
-    add_op_commands(commands, add_store_options)
-    add_gc_command(commands, add_store_options)
 
 
 def _runs(args: argparse.Namespace) -> int:

@@ -16,10 +16,6 @@ from typing import TYPE_CHECKING
 from .._public import on_demand as _on_demand
 from .._public import publish as _publish
 from ._acknowledge import acknowledgement as acknowledgement
-from ._deploy import DeployCheck as DeployCheck
-from ._deploy import RunCheck as RunCheck
-from ._deploy import check_deploy as check_deploy
-from ._deploy import check_runs as check_runs
 from ._describe import describe as describe
 from ._summary import Question as Question
 from ._summary import Rest as Rest
@@ -54,6 +50,10 @@ __all__ = [
 ]
 
 ON_DEMAND = {
+    "DeployCheck": "tether.operate._deploy",
+    "RunCheck": "tether.operate._deploy",
+    "check_deploy": "tether.operate._deploy",
+    "check_runs": "tether.operate._deploy",
     "Recorded": "tether.supervisor._verbs",
     "record_answer": "tether.supervisor._verbs",
     "cancel": "tether.supervisor._verbs",
@@ -63,7 +63,8 @@ ON_DEMAND = {
     "retry": "tether.supervisor._verbs",
     "signal": "tether.supervisor._verbs",
 }
-"""The verbs, imported when first used: reading a store (``tether runs``) never needs them."""
+"""The verbs and the deploy check, imported when first used: reading a store (``tether runs``)
+never needs them."""
 
 if TYPE_CHECKING:
     from ..supervisor._verbs import Recorded as Recorded
@@ -74,6 +75,10 @@ if TYPE_CHECKING:
     from ..supervisor._verbs import resolve as resolve
     from ..supervisor._verbs import retry as retry
     from ..supervisor._verbs import signal as signal
+    from ._deploy import DeployCheck as DeployCheck
+    from ._deploy import RunCheck as RunCheck
+    from ._deploy import check_deploy as check_deploy
+    from ._deploy import check_runs as check_runs
 else:
     __getattr__ = _on_demand(__name__, globals(), ON_DEMAND)
 

@@ -14,5 +14,6 @@ from ._holders import held_by as held_by
 from ._holders import holder_of as holder_of
 from ._listing import RACY_NS as RACY_NS
 from ._listing import Listing as Listing
+from ._summary import by_status as by_status
 from ._summary import has_children as has_children
 from ._summary import unreadable as unreadable

@@ -354,6 +354,14 @@ async def load_summaries(store: RunStore) -> list[RunSummary]:
     return out
 
 
+def by_status(summaries: list[RunSummary]) -> dict[str, list[RunSummary]]:
+    """``summaries`` by status, each list in the order given."""
+    groups: dict[str, list[RunSummary]] = {}
+    for s in summaries:
+        groups.setdefault(s.status, []).append(s)
+    return groups
+
+
 def has_children(summaries: list[RunSummary]) -> bool:
     """Whether any of ``summaries`` is a child run (a look at C speed: 10,000 in a page view)."""
     return any(map(_PARENT, summaries))

@@ -74,13 +74,15 @@ def api_routes(console: Console) -> list[Route]:
             per_page = min(500, max(1, int(request.query_params.get("per_page", console.per_page))))
         except ValueError:
             return error(400, "bad_request", "page and per_page are whole numbers")
+        summaries = await console.listing.summaries()
         page = runs_page(
-            await console.listing.summaries(),
+            summaries,
             console.clock(),
             status=status,
             query=request.query_params.get("q", "").strip(),
             page=number,
             per_page=per_page,
+            groups=console.listing.by_status(summaries),
         )
         return JSONResponse(
             {

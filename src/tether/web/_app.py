@@ -45,7 +45,7 @@ def app(
 
     Args:
         poll_interval: seconds between looks at the store for the live updates.
-        per_page: runs per page of the runs list.
+        per_page: runs per page of the runs list, and items per page of the inbox.
         session_lifetime: seconds a browser stays signed in after its last request.
         clock: wall-clock time (statuses that change with time, such as deadlines).
 

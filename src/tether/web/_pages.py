@@ -35,7 +35,7 @@ from ._console import (
     set_cookie,
 )
 from ._guard import COOKIE, Session, Who
-from ._views import inbox, pretty, run_row, runs_page, timeline
+from ._views import inbox, inbox_page, pretty, run_row, runs_page, timeline
 
 Handler = Callable[[Request], Awaitable[Response]]
 
@@ -123,10 +123,7 @@ def page_routes(console: Console) -> list[Route]:
         status = request.query_params.get("status") or None
         if status not in (None, *(s.value for s in RunStatus)):
             status = None
-        try:
-            number = int(request.query_params.get("page", "1"))
-        except ValueError:
-            number = 1
+        number = _page_number(request)
         query = request.query_params.get("q", "").strip()
         summaries = await console.listing.summaries()
         page = runs_page(
@@ -136,6 +133,7 @@ def page_routes(console: Console) -> list[Route]:
             query=query,
             page=number,
             per_page=console.per_page,
+            groups=console.listing.by_status(summaries),
         )
         return render(
             request,
@@ -175,9 +173,15 @@ def page_routes(console: Console) -> list[Route]:
             retryable=retryable,
         )
 
-    async def inbox_page(request: Request, who: Who, opened: Session | None) -> Response:
+    async def inbox_list(request: Request, who: Who, opened: Session | None) -> Response:
         summaries = await console.listing.summaries()
-        items = inbox(summaries, console.clock(), await fleet_of(console.store))
+        items = inbox_page(
+            summaries,
+            console.clock(),
+            await fleet_of(console.store),
+            page=_page_number(request),
+            per_page=console.per_page,
+        )
         return render(
             request, who, opened, "inbox.html", title="Inbox", nav="inbox", live=True, items=items
         )
@@ -287,7 +291,7 @@ def page_routes(console: Console) -> list[Route]:
 
     routes = [
         Route("/", signed_in(runs), methods=["GET"]),
-        Route("/inbox", signed_in(inbox_page), methods=["GET"]),
+        Route("/inbox", signed_in(inbox_list), methods=["GET"]),
         Route("/runs/{run_id}", signed_in(run), methods=["GET"]),
         Route("/runs/{run_id}/blobs/{digest}", signed_in(blob), methods=["GET"]),
         Route("/login", login_form, methods=["GET"]),
@@ -301,6 +305,14 @@ def page_routes(console: Console) -> list[Route]:
     for verb in ("retry", "cancel", "signal", "repin"):
         routes.append(Route(f"/runs/{{run_id}}/{verb}", answer(verb), methods=["POST"]))
     return routes
+
+
+def _page_number(request: Request) -> int:
+    """The ``page`` the query asks for (1 if none, or not a number)."""
+    try:
+        return int(request.query_params.get("page", "1"))
+    except ValueError:
+        return 1
 
 
 def _quote(path: str) -> str:

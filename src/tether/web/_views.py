@@ -7,23 +7,32 @@ pages render these dicts through autoescaping templates, the API returns them as
 from __future__ import annotations
 
 import math
-from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
-from operator import attrgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from ..journal import AnyEvent, ModelResponse, RunStarted, ToolResult
-from ..operate import RunSummary, as_tree, describe
+from ..operate import Question, RunSummary, as_tree, describe
 from ..operate._deploy import offers
-from ..operate._display import as_json, event_type, format_age, format_time, has_children, shorten
+from ..operate._display import (
+    as_json,
+    by_status,
+    event_type,
+    format_age,
+    format_time,
+    has_children,
+    shorten,
+)
 from ..supervisor import RunState, RunStatus
 from ..supervisor._contracts import Contracts
 from ..supervisor._status import run_deadline, world_wait
 
+if TYPE_CHECKING:
+    from ..supervisor._state import Call
+
 STATUSES = [s.value for s in RunStatus]
-_STATUS = attrgetter("status")
 FOLD_AT = 160  # a record longer than this (as JSON) is shown folded
 LINE = 300  # the length of an event's one-line description on a run's page
 
@@ -88,17 +97,18 @@ def runs_page(
     query: str = "",
     page: int = 1,
     per_page: int = 50,
+    groups: Mapping[str, list[RunSummary]] | None = None,
 ) -> Page:
-    """The runs with ``status`` whose id contains ``query``, page ``page`` of them."""
-    counts = Counter(map(_STATUS, summaries))
-    if status is None and not query:
-        chosen = summaries  # every run: nothing to choose
-    else:
-        chosen = [
-            s
-            for s in summaries
-            if (status is None or s.status == status) and (not query or query in s.run_id)
-        ]
+    """The runs with ``status`` whose id contains ``query``, page ``page`` of them.
+
+    ``groups``: ``summaries`` by status (``Listing.by_status``), if kept beside them: the
+    counts and a status's runs then cost no pass over every run.
+    """
+    if groups is None:
+        groups = by_status(summaries)
+    counts = {st: len(groups.get(st, ())) for st in STATUSES}
+    pool = summaries if status is None else groups.get(status, [])
+    chosen = [s for s in pool if query in s.run_id] if query else pool
     pages = max(1, math.ceil(len(chosen) / per_page))
     page = min(max(1, page), pages)
     # Each child run right under its parent (when both are chosen), as `tether runs` lists them.
@@ -109,7 +119,7 @@ def runs_page(
     return Page(
         rows=[run_row(s, now) for _, s in shown],
         depths=[depth for depth, _ in shown],
-        counts={st: counts.get(st, 0) for st in STATUSES},
+        counts=counts,
         total=len(summaries),
         matching=len(chosen),
         page=page,
@@ -134,70 +144,161 @@ def _context(state: RunState) -> dict[str, str]:
     return {"prompt": shorten(prompt, 600), "model_said": shorten(said, 600)}
 
 
-def inbox(
-    summaries: list[RunSummary], now: float, fleet: dict[str, Contracts] | None = None
-) -> dict[str, list[dict[str, Any]]]:
-    """Everything that waits for a person, across all runs.
+@dataclass(frozen=True)
+class InboxPage:
+    """One page of the inbox: its share of each list (calls, then parked runs, then calls
+    waiting for an event, ``per_page`` items in all), and how many each list holds in all."""
 
-    ``calls``: approvals and escalated calls (``awaiting`` says which); ``parked``: runs the
-    runtime parked (a retry sends them on); ``events``: calls waiting for a named event (a
-    signal answers them).
-    """
-    calls: list[dict[str, Any]] = []
-    parked: list[dict[str, Any]] = []
-    events: list[dict[str, Any]] = []
+    calls: list[dict[str, Any]]
+    parked: list[dict[str, Any]]
+    events: list[dict[str, Any]]
+    counts: dict[str, int]
+    page: int
+    pages: int
+    per_page: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Waits:
+    """What waits for a person in one run, before any of it is made into an item."""
+
+    summary: RunSummary
+    state: RunState
+    questions: tuple[Question, ...]  # approvals and escalated calls
+    events: tuple[tuple[Call, str], ...]  # calls waiting for an event, and what they wait
+
+
+def _waits(summaries: list[RunSummary], now: float) -> list[_Waits]:
+    out = []
     for s in summaries:
         state = s.state
         if state is None or s.finished or state.started is None:
             continue
-        context = _context(state)
-        base = {"run_id": s.run_id, "status": s.status, "run_deadline": run_deadline(state)}
-        for w in s.questions:
-            call = state.calls[w.call_id]
-            calls.append(
-                {
-                    **base,
-                    **context,
-                    "call_id": w.call_id,
-                    "tool": w.tool,
-                    "awaiting": w.kind,
-                    "arguments": call.input,
-                    "arguments_json": pretty(call.input),
-                    "since": w.since,
-                    "deadline": w.deadline,
-                    "reason": w.reason,
-                }
-            )
-        if state.parked is not None:
-            parked.append(
-                {
-                    **base,
-                    **context,
-                    "reason": state.parked.reason,
-                    "action": s.action,
-                    "since": state.parked.at,
-                    "offers": offers(state, fleet or {}),
-                }
-            )
+        events = []
         for call in state.calls.values():
             wait = call.wait
             if call.done or wait is None or wait.event is None:
                 continue
             rest = world_wait(state, call, now)
-            if rest is None:
-                continue
-            events.append(
-                {
-                    **base,
-                    "call_id": call.id,
-                    "tool": call.name,
-                    "event": wait.event,
-                    "until": wait.until,
-                    "what": rest[0],
-                }
-            )
-    calls.sort(key=lambda c: (c["deadline"] is None, c["deadline"] or 0.0, c["since"]))
-    return {"calls": calls, "parked": parked, "events": events}
+            if rest is not None:
+                events.append((call, rest[0]))
+        if s.questions or state.parked is not None or events:
+            out.append(_Waits(s, state, s.questions, tuple(events)))
+    return out
+
+
+def _base(w: _Waits) -> dict[str, Any]:
+    return {
+        "run_id": w.summary.run_id,
+        "status": w.summary.status,
+        "run_deadline": run_deadline(w.state),
+    }
+
+
+def _call_item(w: _Waits, question: Question) -> dict[str, Any]:
+    call = w.state.calls[question.call_id]
+    return {
+        **_base(w),
+        **_context(w.state),
+        "call_id": question.call_id,
+        "tool": question.tool,
+        "awaiting": question.kind,
+        "arguments": call.input,
+        "arguments_json": pretty(call.input),
+        "since": question.since,
+        "deadline": question.deadline,
+        "reason": question.reason,
+    }
+
+
+def _parked_item(w: _Waits, fleet: dict[str, Contracts]) -> dict[str, Any]:
+    parked = w.state.parked
+    assert parked is not None
+    return {
+        **_base(w),
+        **_context(w.state),
+        "reason": parked.reason,
+        "action": w.summary.action,
+        "since": parked.at,
+        "offers": offers(w.state, fleet),
+    }
+
+
+def _event_item(w: _Waits, call: Call, what: str) -> dict[str, Any]:
+    wait = call.wait
+    assert wait is not None
+    return {
+        **_base(w),
+        "call_id": call.id,
+        "tool": call.name,
+        "event": wait.event,
+        "until": wait.until,
+        "what": what,
+    }
+
+
+def _lists(
+    summaries: list[RunSummary], now: float
+) -> tuple[list[tuple[_Waits, Question]], list[_Waits], list[tuple[_Waits, Call, str]]]:
+    """The inbox's three lists in their order, each item not made yet."""
+    waits = _waits(summaries, now)
+    calls = [(w, question) for w in waits for question in w.questions]
+    calls.sort(key=lambda c: (c[1].deadline is None, c[1].deadline or 0.0, c[1].since))
+    parked = [w for w in waits if w.state.parked is not None]
+    events = [(w, call, what) for w in waits for call, what in w.events]
+    return calls, parked, events
+
+
+def inbox(
+    summaries: list[RunSummary], now: float, fleet: dict[str, Contracts] | None = None
+) -> dict[str, list[dict[str, Any]]]:
+    """Everything that waits for a person, across all runs.
+
+    ``calls``: approvals and escalated calls (``awaiting`` says which), the nearest deadline
+    first; ``parked``: runs the runtime parked (a retry sends them on); ``events``: calls
+    waiting for a named event (a signal answers them).
+    """
+    calls, parked, events = _lists(summaries, now)
+    return {
+        "calls": [_call_item(w, question) for w, question in calls],
+        "parked": [_parked_item(w, fleet or {}) for w in parked],
+        "events": [_event_item(w, call, what) for w, call, what in events],
+    }
+
+
+def inbox_page(
+    summaries: list[RunSummary],
+    now: float,
+    fleet: dict[str, Contracts] | None = None,
+    *,
+    page: int = 1,
+    per_page: int = 50,
+) -> InboxPage:
+    """Page ``page`` of ``inbox``: its lists one after the other, ``per_page`` items a page.
+    Only the page's items are made (an inbox of thousands costs what a page of it shows)."""
+    calls, parked, events = _lists(summaries, now)
+    total = len(calls) + len(parked) + len(events)
+    pages = max(1, math.ceil(total / per_page))
+    page = min(max(1, page), pages)
+    start = (page - 1) * per_page
+    end = start + per_page
+    # Each list's share of the window [start, end) over the three lists one after the other.
+    first, second = len(calls), len(calls) + len(parked)
+    return InboxPage(
+        calls=[_call_item(w, question) for w, question in calls[start:end]],
+        parked=[
+            _parked_item(w, fleet or {})
+            for w in parked[max(0, start - first) : max(0, end - first)]
+        ],
+        events=[
+            _event_item(w, call, what)
+            for w, call, what in events[max(0, start - second) : max(0, end - second)]
+        ],
+        counts={"calls": len(calls), "parked": len(parked), "events": len(events)},
+        page=page,
+        pages=pages,
+        per_page=per_page,
+    )
 
 
 def pretty(value: Any) -> str:
