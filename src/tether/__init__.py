@@ -46,9 +46,12 @@ from .journal import JournalHandle as JournalHandle
 from .journal import RunStat as RunStat
 from .journal import SecretRedactor as SecretRedactor
 from .journal import Store as Store
+from .models import ContentBlock as ContentBlock
+from .models import Message as Message
 from .models import Model as Model
 from .models import ModelReply as ModelReply
 from .models import ScriptedModel as ScriptedModel
+from .models import ToolDefinition as ToolDefinition
 from .supervisor import RunStatus as RunStatus
 from .tools import ApprovalTimeout as ApprovalTimeout
 from .tools import ContentBlocks as ContentBlocks
@@ -67,6 +70,7 @@ __all__ = [
     "ApprovalTimeout",
     "BlobError",
     "Budgets",
+    "ContentBlock",
     "ContentBlocks",
     "FileJournal",
     "FileStore",
@@ -81,6 +85,7 @@ __all__ = [
     "JournalRemovedError",
     "JournalVersionError",
     "LeaseLostError",
+    "Message",
     "Model",
     "ModelError",
     "ModelReply",
@@ -105,6 +110,7 @@ __all__ = [
     "TetherError",
     "ToolArgumentsError",
     "ToolContext",
+    "ToolDefinition",
     "ToolDefinitionError",
     "ToolError",
     "ToolRegistry",
