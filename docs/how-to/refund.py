@@ -14,6 +14,7 @@ from typing import Any
 import anyio
 
 import tether
+from tether.models import Message
 from tether.supervisor import WorkerApp
 
 tools = tether.ToolRegistry()
@@ -61,7 +62,7 @@ async def email_customer(order: str, text: str, ctx: tether.ToolContext) -> dict
     return {"sent": order}
 
 
-def answer(messages: list[dict[str, Any]]) -> Any:
+def answer(messages: list[Message]) -> Any:
     """The model of both agents, scripted: the lead's turns, or the researcher's two."""
     use = tether.ScriptedModel.tool_use
     turn = sum(1 for m in messages if m["role"] == "assistant")
