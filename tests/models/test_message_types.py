@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import typing
 
+import msgspec
 import pytest
 from mypy import api
 
@@ -12,10 +13,13 @@ import tether
 from tether.models import (
     KNOWN_TYPES,
     ContentBlock,
+    Conversation,
     KnownBlock,
     Message,
+    ModelReply,
     OpaqueBlock,
     ScriptedModel,
+    blocks_from,
     blocks_of,
     check_reply_blocks,
     is_known,
@@ -23,6 +27,7 @@ from tether.models import (
     text_of,
     tool_uses,
 )
+from tether.operate import RunSummary
 
 # A model of a user's: what it builds and what it reads are checked against the protocol.
 SNIPPET = """
@@ -116,6 +121,18 @@ def test_journaled_messages_are_typed_as_they_are() -> None:
     message: Message = messages[0]
     assert [b["id"] for b in tool_uses(blocks_of(message))] == ["t"]
     assert blocks_of({"role": "user", "content": "text"}) == []
+
+
+def test_conversations_and_blocks_are_plain_lists_to_msgspec() -> None:
+    """A run's state is converted by msgspec inside a kept summary, and a ModelReply may be
+    decoded: what they hold is taken as it is, blocks tether does not know included."""
+    messages = [{"role": "assistant", "content": [{"type": "block_of_2030", "x": 1}]}]
+    assert msgspec.convert(messages, Conversation) == messages
+    summary = msgspec.convert({"run_id": "r", "status": "done"}, RunSummary)
+    assert summary.state is None
+    unknown = blocks_from([{"type": "block_of_2030", "x": 1}])
+    sent = msgspec.json.encode(ModelReply(content=unknown))
+    assert msgspec.json.decode(sent, type=ModelReply).content == unknown
 
 
 def test_the_types_are_public_where_a_model_is_written() -> None:

@@ -25,8 +25,10 @@ from ._base import text_sink as text_sink
 from ._messages import KNOWN_TYPES as KNOWN_TYPES
 from ._messages import AgentStepBlock as AgentStepBlock
 from ._messages import Base64Source as Base64Source
+from ._messages import Blocks as Blocks
 from ._messages import CacheControl as CacheControl
 from ._messages import ContentBlock as ContentBlock
+from ._messages import Conversation as Conversation
 from ._messages import DocumentBlock as DocumentBlock
 from ._messages import FileSource as FileSource
 from ._messages import ImageBlock as ImageBlock
@@ -78,8 +80,10 @@ __all__ = [
     "AgentStepBlock",
     "AnthropicModel",
     "Base64Source",
+    "Blocks",
     "CacheControl",
     "ContentBlock",
+    "Conversation",
     "DocumentBlock",
     "FileSource",
     "ImageBlock",

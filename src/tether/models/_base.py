@@ -19,7 +19,7 @@ import msgspec
 
 from .._errors import ModelError, ModelResponseError
 from ..journal import Usage
-from ._messages import ContentBlock, Message, TextBlock, ToolDefinition
+from ._messages import Blocks, ContentBlock, Message, TextBlock, ToolDefinition
 
 BLOCK_TYPES: frozenset[str] = frozenset({"text", "tool_use", "thinking", "redacted_thinking"})
 """Assistant content block types whose fields are checked. Any other type (server tool calls
@@ -83,7 +83,7 @@ class ModelReply(msgspec.Struct, frozen=True, kw_only=True):
             journaled with the answer, and reported by tracing as ``gen_ai.response.id``.
     """
 
-    content: list[ContentBlock]
+    content: Blocks
     usage: Usage = msgspec.field(default_factory=Usage)
     stop_reason: str | None = None
     stop_details: dict[str, Any] | None = None

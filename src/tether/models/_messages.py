@@ -16,6 +16,8 @@ older journal recorded. Those are ``OpaqueBlock``: a ``dict[str, object]`` that 
 is not (it is made on purpose, ``OpaqueBlock({...})``, where an adapter takes blocks from an
 API as they came), so a mistyped literal cannot hide in it. ``ContentBlock``, what a message
 holds, is either; ``is_known`` tells them apart, and ``tool_uses`` picks out the calls.
+``Conversation`` and ``Blocks`` are lists of messages and of blocks for fields msgspec may
+convert (a run's state, a ``ModelReply``): typed to a type checker, plain lists to msgspec.
 
 Nothing here checks at run time what a journal or an HTTP response holds: records decode as
 plain dicts (a journal written by an older or newer tether still replays), ``messages_of``
@@ -26,7 +28,17 @@ an answer's blocks.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Literal, NewType, NotRequired, TypeAlias, TypedDict, TypeGuard, cast
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Literal,
+    NewType,
+    NotRequired,
+    TypeAlias,
+    TypedDict,
+    TypeGuard,
+    cast,
+)
 
 Role: TypeAlias = Literal["user", "assistant"]
 """Who said a message."""
@@ -273,6 +285,21 @@ class Message(TypedDict):
 
     role: Role
     content: str | list[ContentBlock]
+
+
+if TYPE_CHECKING:
+    Conversation: TypeAlias = list[Message]
+    Blocks: TypeAlias = list[ContentBlock]
+else:
+    # What msgspec is told, where a class that holds a conversation or blocks is converted or
+    # decoded (a run's state inside a kept summary, a ModelReply): a list, whatever it holds.
+    # A union of TypedDicts is one msgspec cannot decode, and would check what a journal or
+    # an API gave, which must pass as it came.
+    Conversation = list
+    Blocks = list
+"""``Conversation`` is a run's messages (``list[Message]``) and ``Blocks`` an answer's blocks
+(``list[ContentBlock]``) to a type checker; at run time both are ``list``, so msgspec checks
+nothing of what they hold."""
 
 
 class ToolDefinition(TypedDict):

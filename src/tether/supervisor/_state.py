@@ -41,6 +41,7 @@ from ..journal import (
 from ..journal._records import FIRST_DRIVE, result_text
 from ..models import (
     ContentBlock,
+    Conversation,
     Message,
     ToolResultBlock,
     blocks_of,
@@ -156,7 +157,7 @@ class RunState:
 
     run_id: str = ""
     started: RunStarted | None = None
-    messages: list[Message] = field(default_factory=list)
+    messages: Conversation = field(default_factory=list)
     calls: dict[str, Call] = field(default_factory=dict)
     model_calls: int = 0
     tool_calls: int = 0
