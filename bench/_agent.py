@@ -14,7 +14,8 @@ from typing import Any
 import anyio
 
 import tether
-from tether.models import SystemPrompt
+from tether import models
+from tether.models import ContentBlock, Message, SystemPrompt, ToolDefinition, ToolUseBlock
 
 MODEL_CALLS = 5
 TOOL_CALLS = 4
@@ -22,7 +23,7 @@ STEPS = MODEL_CALLS + TOOL_CALLS
 TOOL_NAMES = ("tool_a", "tool_b", "tool_c", "tool_d")
 
 
-def script(messages: list[dict[str, Any]]) -> list[dict[str, Any]] | str:
+def script(messages: list[Message]) -> list[ContentBlock] | str:
     """Answer ``i``: a call of tool ``i`` for the first four answers, then the final text."""
     step = sum(1 for m in messages if m["role"] == "assistant")
     if step < TOOL_CALLS:
@@ -56,7 +57,7 @@ class SlowModel:
         return self._inner.calls
 
     async def __call__(
-        self, *, system: SystemPrompt, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+        self, *, system: SystemPrompt, messages: list[Message], tools: list[ToolDefinition]
     ) -> tether.ModelReply:
         if self._latency > 0:
             await anyio.sleep(self._latency)
@@ -83,17 +84,14 @@ def tether_tools(*, approval_first: bool) -> tether.ToolRegistry:
     return tools
 
 
-def tool_uses(message: dict[str, Any]) -> list[dict[str, Any]]:
+def tool_uses(message: Message) -> list[ToolUseBlock]:
     """The ``tool_use`` blocks of an assistant message (for systems without a tool runner)."""
-    content = message.get("content")
-    if not isinstance(content, list):
-        return []
-    return [b for b in content if isinstance(b, dict) and b.get("type") == "tool_use"]
+    return models.tool_uses(models.blocks_of(message))
 
 
-def tool_result_message(results: list[tuple[str, Any]]) -> dict[str, Any]:
+def tool_result_message(results: list[tuple[str, Any]]) -> Message:
     """The user message answering ``(call_id, content)`` pairs with ``tool_result`` blocks."""
-    blocks = [
+    blocks: list[ContentBlock] = [
         {"type": "tool_result", "tool_use_id": call_id, "content": json.dumps(content)}
         for call_id, content in results
     ]

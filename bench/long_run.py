@@ -25,7 +25,7 @@ from _machine import machine_info
 from _nosync import NoSyncOps
 
 import tether
-from tether.models import ModelReply, SystemPrompt
+from tether.models import Message, ModelReply, ScriptedModel, SystemPrompt, ToolDefinition
 
 WINDOW = 50
 
@@ -44,13 +44,13 @@ class ConstantModel:
         self.stamps: list[float] = []
 
     async def __call__(
-        self, *, system: SystemPrompt, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+        self, *, system: SystemPrompt, messages: list[Message], tools: list[ToolDefinition]
     ) -> ModelReply:
         self.stamps.append(time.perf_counter())
         step = len(messages) // 2
         if step >= self.steps:
             return ModelReply(content=[{"type": "text", "text": "done"}])
-        block = {"type": "tool_use", "id": f"toolu_{step}", "name": "step", "input": {"n": step}}
+        block = ScriptedModel.tool_use(f"toolu_{step}", "step", {"n": step})
         return ModelReply(content=[block])
 
 

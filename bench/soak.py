@@ -34,6 +34,7 @@ import anyio
 from _harness import parser, say, workspace, write_results
 
 import tether
+from tether.models import ContentBlock, Message
 
 
 def rss_bytes() -> int:
@@ -64,7 +65,7 @@ def new_supervisor(store: tether.FileStore, sweep: float | None = 1.0) -> tether
         """Look an item up."""
         return {"item": item, "found": True}
 
-    def script(messages: list[dict[str, Any]]) -> list[dict[str, Any]] | str:
+    def script(messages: list[Message]) -> list[ContentBlock] | str:
         if len(messages) == 1:
             return [tether.ScriptedModel.tool_use("toolu_1", "look", {"item": "x"})]
         return "found it"

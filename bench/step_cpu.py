@@ -56,7 +56,14 @@ import anyio
 from _harness import RESULTS, alternate, say, workspace, write_results
 
 import tether
-from tether.models import ModelReply, SystemPrompt
+from tether.models import (
+    ContentBlock,
+    Message,
+    ModelReply,
+    ScriptedModel,
+    SystemPrompt,
+    ToolDefinition,
+)
 
 try:
     from tether.supervisor._worker import tune_collector
@@ -83,7 +90,7 @@ def tool_calls_for(steps: int) -> int:
 def scripted_model(calls: int) -> tether.ScriptedModel:
     """``ScriptedModel`` over a script function: call ``i`` of tool ``step``, then a text."""
 
-    def script(messages: list[dict[str, Any]]) -> list[dict[str, Any]] | str:
+    def script(messages: list[Message]) -> list[ContentBlock] | str:
         step = sum(1 for m in messages if m["role"] == "assistant")
         if step < calls:
             return [tether.ScriptedModel.tool_use(f"toolu_{step}", "step", {"n": step})]
@@ -103,13 +110,13 @@ class CopyFreeModel:
         self.calls = 0
 
     async def __call__(
-        self, *, system: SystemPrompt, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+        self, *, system: SystemPrompt, messages: list[Message], tools: list[ToolDefinition]
     ) -> ModelReply:
         self.calls += 1
         step = len(messages) // 2
         if step >= self._tool_calls:
             return ModelReply(content=[{"type": "text", "text": "done"}])
-        block = {"type": "tool_use", "id": f"toolu_{step}", "name": "step", "input": {"n": step}}
+        block = ScriptedModel.tool_use(f"toolu_{step}", "step", {"n": step})
         return ModelReply(content=[block], stop_reason="tool_use")
 
 

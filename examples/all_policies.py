@@ -40,7 +40,7 @@ from typing import Any
 import anyio
 
 from tether.journal import Budgets, Decision, Resolved
-from tether.models import Model, ScriptedModel
+from tether.models import Message, Model, ScriptedModel
 from tether.testing import Pending, Scenario
 from tether.tools import ToolContext, ToolRegistry
 
@@ -139,7 +139,7 @@ KINDS = {
 }
 
 
-def _results(messages: list[dict[str, Any]]) -> list[Any]:
+def _results(messages: list[Message]) -> list[Any]:
     found = []
     for message in messages:
         content = message.get("content")
@@ -151,7 +151,7 @@ def _results(messages: list[dict[str, Any]]) -> list[Any]:
     return found
 
 
-def script(messages: list[dict[str, Any]]) -> Any:
+def script(messages: list[Message]) -> Any:
     """The model: one tool call per turn, then an answer built from the tools' results."""
     turn = sum(1 for m in messages if m.get("role") == "assistant")
     oid = ORDER["order_id"]

@@ -14,12 +14,12 @@ from typing import Any
 
 import anyio
 
-from tether.models import Model, ScriptedModel
+from tether.models import Message, Model, ScriptedModel
 from tether.testing import Scenario
 from tether.tools import ToolContext, ToolRegistry
 
 
-def script(messages: list[dict[str, Any]]) -> Any:
+def script(messages: list[Message]) -> Any:
     if not any(m.get("role") == "assistant" for m in messages):
         args = {"to_account": "GB33-0042", "amount_cents": 10_000}
         return [ScriptedModel.tool_use("toolu_01", "transfer_funds", args)]

@@ -28,7 +28,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from tether.models import Model, ScriptedModel
+from tether.models import Message, Model, ScriptedModel, blocks_of
 from tether.testing import Scenario
 from tether.tools import ToolRegistry
 
@@ -37,7 +37,7 @@ TICKET = "KITE-7"
 REPLY = "Sign-in works again: we reset your SSO link."
 
 
-def script(messages: list[dict[str, Any]]) -> Any:
+def script(messages: list[Message]) -> Any:
     """One tool call per turn, then an answer naming the reply the server sent."""
     turn = sum(1 for m in messages if m.get("role") == "assistant")
     steps = [
@@ -48,7 +48,8 @@ def script(messages: list[dict[str, Any]]) -> Any:
     if turn < len(steps):
         name, args = steps[turn]
         return [ScriptedModel.tool_use(f"toolu_{turn + 1:02d}", name, args)]
-    reply = messages[4]["content"][0]["content"]  # the result of send_reply
+    result = blocks_of(messages[4])[0]  # the result of send_reply
+    reply = result.get("content")
     return f"{TICKET}: replied ({reply}) and marked solved."
 
 

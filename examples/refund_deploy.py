@@ -41,7 +41,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from tether.models import Model, ModelReply, ScriptedModel, SystemPrompt
+from tether.models import Message, Model, ModelReply, ScriptedModel, SystemPrompt, ToolDefinition
 from tether.testing import Scenario, accept_contracts
 from tether.tools import ToolContext, ToolRegistry
 
@@ -99,7 +99,7 @@ class Services:
         return _lines(self.attempts_path)
 
 
-def answer(shown: dict[str, dict[str, Any]], messages: list[dict[str, Any]]) -> Any:
+def answer(shown: dict[str, ToolDefinition], messages: list[Message]) -> Any:
     """The model: three turns, then the summary. ``shown``: the tool definitions it is given."""
     use = ScriptedModel.tool_use
     turn = sum(1 for m in messages if m.get("role") == "assistant")
@@ -132,8 +132,8 @@ class Clerk:
         self,
         *,
         system: SystemPrompt,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]],
+        messages: list[Message],
+        tools: list[ToolDefinition],
     ) -> ModelReply:
         shown = {t["name"]: t for t in tools}
         model = ScriptedModel(partial(answer, shown))

@@ -34,7 +34,7 @@ from typing import Any
 
 import tether
 from tether.journal import Signal
-from tether.models import Model, ScriptedModel
+from tether.models import Message, Model, ScriptedModel, blocks_of
 from tether.testing import Awaited, Scenario
 from tether.tools import ToolContext, ToolRegistry
 
@@ -81,12 +81,12 @@ class Services:
         return Counter(f"{line['kind']} {line['subject']}" for line in self._lines())
 
 
-def _last_result(messages: list[dict[str, Any]]) -> Any:
-    block = messages[-1]["content"][0]
+def _last_result(messages: list[Message]) -> Any:
+    block = blocks_of(messages[-1])[0]
     return block.get("content")
 
 
-def answer(messages: list[dict[str, Any]]) -> Any:
+def answer(messages: list[Message]) -> Any:
     """The model of both agents: the lead's six turns, or the researcher's two."""
     use = ScriptedModel.tool_use
     turn = sum(1 for m in messages if m.get("role") == "assistant")

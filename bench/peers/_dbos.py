@@ -17,6 +17,8 @@ from _agent import SlowModel, tool_result_message, tool_uses, trivial_tool
 from _resources import Sampler, settle, timed_fan_out
 from _scale_result import CaseResult
 
+from tether.models import Message, blocks_of, text_of
+
 NEEDS = ("dbos",)
 
 
@@ -27,7 +29,7 @@ async def case_dbos(res: CaseResult, root: Path) -> None:
     model = SlowModel(res.latency_ms / 1000)
     tool_calls = 0
 
-    async def ask_model(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    async def ask_model(messages: list[Message]) -> Message:
         reply = await model(system=None, messages=messages, tools=[])
         return reply.as_message()
 
@@ -40,13 +42,13 @@ async def case_dbos(res: CaseResult, root: Path) -> None:
     tool_step: Any = DBOS.step()(call_tool)
 
     async def run_agent(prompt: str) -> str:
-        messages: list[dict[str, Any]] = [{"role": "user", "content": prompt}]
+        messages: list[Message] = [{"role": "user", "content": prompt}]
         while True:
             message = await model_step(messages)
             messages.append(message)
             uses = tool_uses(message)
             if not uses:
-                return str(message["content"][0]["text"])
+                return "".join(text_of(blocks_of(message)))
             results = [(u["id"], await tool_step(u["input"]["item"])) for u in uses]
             messages.append(tool_result_message(results))
 

@@ -21,6 +21,7 @@ from _resources import Sampler, settle, timed_fan_out
 from _scale_result import CaseResult
 
 from tether.bench import SQLITE_EVENTS_SCHEMA, connect_sqlite_events
+from tether.models import Message
 
 THREADS = 16
 
@@ -69,7 +70,7 @@ async def case_sqlite(res: CaseResult, root: Path) -> None:
     async def one(i: int) -> None:
         nonlocal tool_calls
         run_id = f"run-{i:05d}"
-        messages: list[dict[str, Any]] = [{"role": "user", "content": f"job {i}"}]
+        messages: list[Message] = [{"role": "user", "content": f"job {i}"}]
         seq = 0
 
         async def record(kind: str, body: Any) -> None:

@@ -11,10 +11,10 @@ from typing import Any
 import anyio
 
 import tether
+from tether.models import TextBlock
 
-SYSTEM: list[
-    dict[str, Any]
-] = [  # a list of text blocks, so the long part can carry a cache breakpoint
+# A list of text blocks, so the long part can carry a cache breakpoint.
+SYSTEM: list[TextBlock] = [
     {"type": "text", "text": "You are Kitebase support. Be brief."},
     {
         "type": "text",

@@ -61,11 +61,11 @@ async def email_customer(order: str, text: str, ctx: tether.ToolContext) -> dict
     return {"sent": order}
 
 
-def answer(messages: list[dict[str, Any]]) -> Any:
+def answer(messages: list[tether.Message]) -> Any:
     """The model of both agents, scripted: the lead's turns, or the researcher's two."""
     use = tether.ScriptedModel.tool_use
     turn = sum(1 for m in messages if m["role"] == "assistant")
-    last = messages[-1]["content"][0].get("content") if turn else None
+    last = tether.models.blocks_of(messages[-1])[0].get("content") if turn else None
     if str(messages[0]["content"]).startswith("research:"):
         if turn == 0:
             return [use("toolu_r1", "lookup_policy", {"topic": "refunds"})]

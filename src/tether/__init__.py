@@ -53,6 +53,7 @@ __all__ = [
     "ApprovalTimeout",
     "BlobError",
     "Budgets",
+    "ContentBlock",
     "ContentBlocks",
     "FileJournal",
     "FileStore",
@@ -67,6 +68,7 @@ __all__ = [
     "JournalRemovedError",
     "JournalVersionError",
     "LeaseLostError",
+    "Message",
     "Model",
     "ModelError",
     "ModelReply",
@@ -91,6 +93,7 @@ __all__ = [
     "TetherError",
     "ToolArgumentsError",
     "ToolContext",
+    "ToolDefinition",
     "ToolDefinitionError",
     "ToolError",
     "ToolRegistry",
@@ -107,10 +110,13 @@ __all__ = [
 
 ON_DEMAND = {
     "AnthropicModel": "tether.models",
+    "ContentBlock": "tether.models",
+    "Message": "tether.models",
     "Model": "tether.models",
     "ModelReply": "tether.models",
     "OpenAIModel": "tether.models",
     "ScriptedModel": "tether.models",
+    "ToolDefinition": "tether.models",
     "PostgresStore": "tether.postgres",
     "RunStatus": "tether.supervisor",
     "RunView": "tether.supervisor",
@@ -139,10 +145,13 @@ after it: imported on first use, as before."""
 
 if TYPE_CHECKING:  # the names imported when first used, for type checkers
     from .models import AnthropicModel as AnthropicModel
+    from .models import ContentBlock as ContentBlock
+    from .models import Message as Message
     from .models import Model as Model
     from .models import ModelReply as ModelReply
     from .models import OpenAIModel as OpenAIModel
     from .models import ScriptedModel as ScriptedModel
+    from .models import ToolDefinition as ToolDefinition
     from .postgres import PostgresStore as PostgresStore
     from .supervisor import RunStatus as RunStatus
     from .supervisor import RunView as RunView

@@ -22,6 +22,7 @@ from tether.journal import (
     ToolResult,
     ToolStarted,
 )
+from tether.models import Message
 from tether.supervisor import RunStatus, Supervisor
 from tether.supervisor._loop import Runtime, build_manifest
 
@@ -45,8 +46,8 @@ SCRIPTS: dict[str, list[Any]] = {
 }
 
 
-def _answer(messages: list[dict[str, Any]]) -> Any:
-    prompt = messages[0]["content"]
+def _answer(messages: list[Message]) -> Any:
+    prompt = str(messages[0]["content"])
     turn = sum(1 for m in messages if m.get("role") == "assistant")
     return SCRIPTS[prompt][turn]
 

@@ -11,6 +11,7 @@ import anyio
 import pytest
 
 from tether.journal import Decision, FileStore, Resolved, Retried, RunFinished
+from tether.models import Message, ToolResultBlock, is_known
 from tether.supervisor import RunStatus
 
 from ._stores import (
@@ -26,12 +27,14 @@ from ._stores import (
 )
 
 
-def _results(view_messages: list[dict[str, object]]) -> dict[str, dict[str, object]]:
-    out: dict[str, dict[str, object]] = {}
+def _results(view_messages: list[Message]) -> dict[str, ToolResultBlock]:
+    out: dict[str, ToolResultBlock] = {}
     for message in view_messages:
         content = message.get("content")
         if message.get("role") == "user" and isinstance(content, list):
-            out.update({b["tool_use_id"]: b for b in content if b.get("type") == "tool_result"})
+            out.update(
+                {b["tool_use_id"]: b for b in content if is_known(b) and b["type"] == "tool_result"}
+            )
     return out
 
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import pathlib
-from typing import Any
 
 from tether.demo import _kitebase, _mail
 from tether.demo._services import HelpDesk, Outbox
 from tether.journal import AnyEvent, Decision, ModelResponse, ToolResult, ToolStarted
+from tether.models import Message, ToolResultBlock
 from tether.testing._timeline import Timeline
 
 
@@ -43,14 +43,19 @@ def test_outbox_delivers_once_per_key(tmp_path: pathlib.Path) -> None:
     assert [e["idempotency_key"] for e in outbox.emails()] == ["run:toolu_3", None, None]
 
 
-def _result(content: str, *, is_error: bool = False) -> dict[str, Any]:
-    block = {"type": "tool_result", "tool_use_id": "toolu_03", "content": content}
-    return {"role": "user", "content": [{**block, "is_error": is_error}]}
+def _result(content: str, *, is_error: bool = False) -> Message:
+    block: ToolResultBlock = {
+        "type": "tool_result",
+        "tool_use_id": "toolu_03",
+        "content": content,
+        "is_error": is_error,
+    }
+    return {"role": "user", "content": [block]}
 
 
 def test_kitebase_script_follows_the_conversation() -> None:
-    prompt: dict[str, Any] = {"role": "user", "content": _kitebase.PROMPT}
-    said: dict[str, Any] = {"role": "assistant", "content": [{"type": "text", "text": "..."}]}
+    prompt: Message = {"role": "user", "content": _kitebase.PROMPT}
+    said: Message = {"role": "assistant", "content": [{"type": "text", "text": "..."}]}
     first = _kitebase.script([prompt])
     assert [b.get("name") for b in first] == [None, "get_ticket"]
     third = _kitebase.script([prompt, said, _result("x"), said, _result("y")])
@@ -66,8 +71,8 @@ def test_kitebase_script_follows_the_conversation() -> None:
 
 
 def test_mail_script_passes_each_result_on() -> None:
-    prompt: dict[str, Any] = {"role": "user", "content": _mail.PROMPT}
-    said: dict[str, Any] = {"role": "assistant", "content": [{"type": "text", "text": "..."}]}
+    prompt: Message = {"role": "user", "content": _mail.PROMPT}
+    said: Message = {"role": "assistant", "content": [{"type": "text", "text": "..."}]}
     notes = json.dumps(_mail.NOTES)
     summarise = _mail.script([prompt, said, _result(notes)])
     assert summarise[0]["name"] == "summarise"

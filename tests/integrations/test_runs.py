@@ -25,6 +25,8 @@ from examples.openai_agents_app import durable_runner
 from examples.pydantic_ai_agent import PROMPT, durable_agent
 from tether.cli import main
 
+from .._plain import plain
+
 TOKEN = "priya-token-0123456789abcdef"
 FRAMEWORKS: dict[str, Callable[[pathlib.Path], Any]] = {
     "pydantic_ai": durable_agent,
@@ -126,7 +128,7 @@ async def test_a_rejected_refund_reaches_the_agent_and_nothing_is_paid(
     assert lines(tmp_path / "payments.jsonl") == []
     results = [
         b["content"]
-        for m in view.messages
+        for m in plain(view.messages)
         if m["role"] == "user" and isinstance(m["content"], list)
         for b in m["content"]
         if b.get("type") == "tool_result" and b.get("is_error")

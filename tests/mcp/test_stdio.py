@@ -16,6 +16,7 @@ from tether.journal import Escalated, ToolFailed, ToolResult, ToolStarted
 from tether.mcp import IDEMPOTENCY_KEY_META, MCPServer, MCPServerUnavailableError, ToolOptions
 from tether.supervisor import RunStatus, Supervisor
 
+from .._plain import plain
 from ..supervisor._helpers import of_type, read_events, results_by_id
 from ._helpers import WAIT, kill_server, ledger, stdio_server, until_in_ledger
 
@@ -111,7 +112,7 @@ async def test_a_run_calls_the_servers_tools_with_its_key_and_reads_their_result
         await sup.start(RUN, "help K-1")
         assert await sup.wait(RUN, timeout=WAIT) is RunStatus.DONE
         view = await sup.inspect(RUN)
-    results = results_by_id(view.messages)
+    results = plain(results_by_id(view.messages))
     assert results["toolu_1"]["content"] == "K-1: locked out after SSO"
     assert results["toolu_2"]["content"] == "sent"
     assert results["toolu_3"]["content"][0] == {"type": "text", "text": "the queue this week"}

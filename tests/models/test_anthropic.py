@@ -21,10 +21,10 @@ import pytest
 
 from tether._errors import ModelError, ModelResponseError
 from tether.journal import Usage
-from tether.models import AnthropicModel
+from tether.models import AnthropicModel, Message, ToolDefinition
 
 MODEL = "claude-haiku-4-5"
-TOOLS = [
+TOOLS: list[ToolDefinition] = [
     {
         "name": "get_weather",
         "description": "Current weather for a city.",
@@ -35,7 +35,7 @@ TOOLS = [
         },
     }
 ]
-MESSAGES: list[dict[str, Any]] = [{"role": "user", "content": "Weather in Paris?"}]
+MESSAGES: list[Message] = [{"role": "user", "content": "Weather in Paris?"}]
 
 Handler = (
     Callable[[httpx2.Request], httpx2.Response]

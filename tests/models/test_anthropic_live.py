@@ -6,11 +6,12 @@
 from __future__ import annotations
 
 import os
-from typing import Any
 
 import pytest
 
-from tether.models import AnthropicModel
+from tether.models import AnthropicModel, Message, ToolDefinition, tool_uses
+
+from .._plain import plain
 
 pytestmark = pytest.mark.skipif(
     not os.environ.get("ANTHROPIC_API_KEY"),
@@ -27,7 +28,7 @@ async def test_one_word_answer() -> None:
             messages=[{"role": "user", "content": "What colour is a clear daytime sky?"}],
             tools=[],
         )
-    texts = [block["text"] for block in reply.content if block["type"] == "text"]
+    texts = [block["text"] for block in plain(reply.content) if block["type"] == "text"]
     assert texts
     assert "".join(texts).strip()
     assert reply.usage.input_tokens > 0
@@ -37,7 +38,7 @@ async def test_one_word_answer() -> None:
 
 async def test_tool_round_trip_accepts_our_own_blocks() -> None:
     # The converted blocks must be accepted back by the API as the assistant turn.
-    tools = [
+    tools: list[ToolDefinition] = [
         {
             "name": "get_time",
             "description": "The current time in a city.",
@@ -48,12 +49,12 @@ async def test_tool_round_trip_accepts_our_own_blocks() -> None:
             },
         }
     ]
-    messages: list[dict[str, Any]] = [{"role": "user", "content": "What time is it in Oslo?"}]
+    messages: list[Message] = [{"role": "user", "content": "What time is it in Oslo?"}]
     async with AnthropicModel(
         LIVE_MODEL, max_tokens=200, tool_choice={"type": "tool", "name": "get_time"}
     ) as forced:
         first = await forced(system=None, messages=messages, tools=tools)
-    calls = [block for block in first.content if block["type"] == "tool_use"]
+    calls = tool_uses(first.content)
     assert len(calls) == 1
     assert calls[0]["name"] == "get_time"
     messages.append(first.as_message())

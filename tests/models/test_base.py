@@ -30,19 +30,57 @@ from tether.models import (
 from tether.models._base import StreamEnd
 from tether.models._client import stream_errors
 
+from .._plain import plain
+
 
 def test_public_names() -> None:
     assert sorted(tether.models.__all__) == sorted(
         [
-            "BLOCK_TYPES",
+            "AgentStepBlock",
             "AnthropicModel",
+            "BLOCK_TYPES",
+            "Base64Source",
+            "Blocks",
+            "CacheControl",
+            "ContentBlock",
+            "Conversation",
+            "DocumentBlock",
+            "FileSource",
+            "ImageBlock",
+            "KNOWN_TYPES",
+            "KnownBlock",
+            "Message",
             "Model",
             "ModelReply",
+            "OpaqueBlock",
+            "OpenAIItemBlock",
             "OpenAIModel",
+            "OpenAIReasoningBlock",
+            "OpenAIReasoningTextBlock",
+            "OpenAIRefusalBlock",
+            "PlainTextSource",
+            "RedactedThinkingBlock",
+            "Role",
             "ScriptedModel",
+            "SearchResultBlock",
+            "Source",
+            "StoppedAnswer",
             "SystemPrompt",
+            "TextBlock",
+            "ThinkingBlock",
+            "ToolDefinition",
+            "ToolResultBlock",
+            "ToolUseBlock",
+            "URLSource",
+            "blocks_from",
+            "blocks_of",
             "check_reply_blocks",
+            "is_known",
+            "message_of",
+            "messages_of",
+            "text_of",
             "text_sink",
+            "tool_uses",
         ]
     )
     for name in tether.models.__all__:
@@ -82,8 +120,8 @@ def test_reply_as_message_is_a_copy() -> None:
     reply = ModelReply(content=[{"type": "text", "text": "hi"}], usage=Usage(input_tokens=1))
     message = reply.as_message()
     assert message == {"role": "assistant", "content": [{"type": "text", "text": "hi"}]}
-    message["content"][0]["text"] = "changed"
-    assert reply.content[0]["text"] == "hi"
+    plain(message["content"])[0]["text"] = "changed"
+    assert plain(reply.content)[0]["text"] == "hi"
     assert reply.stop_reason is None
 
 

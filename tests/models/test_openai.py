@@ -22,15 +22,26 @@ from hypothesis import strategies as st
 
 from tether import ModelError, ModelResponseError, OpenAIModel
 from tether.journal import Usage
-from tether.models import text_sink
+from tether.models import (
+    Base64Source,
+    ContentBlock,
+    Message,
+    OpaqueBlock,
+    ToolDefinition,
+    ToolResultBlock,
+    ToolUseBlock,
+    text_sink,
+    tool_uses,
+)
 from tether.models._openai_chat import EventData
 
+from .._plain import plain
 from . import _chat_api as chat
 from . import _responses_api as responses
 from ._openai_fake import FakeAPI, api_error
 
 MODEL = "gpt-5-mini"
-WEATHER = {
+WEATHER: ToolDefinition = {
     "name": "get_weather",
     "description": "Current weather for a city.",
     "input_schema": {
@@ -39,7 +50,7 @@ WEATHER = {
         "required": ["city"],
     },
 }
-ASK: list[dict[str, Any]] = [{"role": "user", "content": "Weather in Paris?"}]
+ASK: list[Message] = [{"role": "user", "content": "Weather in Paris?"}]
 
 
 @asynccontextmanager
@@ -49,8 +60,8 @@ async def model_on(api: FakeAPI[Any], **options: Any) -> AsyncIterator[OpenAIMod
         yield OpenAIModel(MODEL, client=client, api=kind, **options)
 
 
-def results(*pairs: tuple[str, str], error: bool = False) -> dict[str, Any]:
-    blocks = [
+def results(*pairs: tuple[str, str], error: bool = False) -> Message:
+    blocks: list[ContentBlock] = [
         {"type": "tool_result", "tool_use_id": i, "content": c, "is_error": error} for i, c in pairs
     ]
     return {"role": "user", "content": blocks}
@@ -123,7 +134,7 @@ async def test_chat_parallel_calls_and_their_results_in_order() -> None:
         history = [*ASK, first.as_message(), results(("call_1", "18C"), ("call_2", "9C"))]
         await model(system=None, messages=history, tools=[WEATHER])
     api.assert_all_answered()
-    assert [b["id"] for b in first.content] == ["call_1", "call_2"]
+    assert [b["id"] for b in plain(first.content)] == ["call_1", "call_2"]
     assert [(m["role"], m.get("tool_call_id")) for m in api.bodies[1]["messages"][1:]] == [
         ("assistant", None),
         ("tool", "call_1"),
@@ -161,9 +172,9 @@ async def test_calls_of_one_answer_sharing_an_id_are_told_apart(kind: str) -> No
         )
     async with model_on(api) as model:
         first = await model(system=None, messages=ASK, tools=[WEATHER])
-        renamed = [b["id"] for b in first.content if b["type"] == "tool_use"]
+        renamed = [b["id"] for b in plain(first.content) if b["type"] == "tool_use"]
         assert renamed == ["call_0", "call_0-3", "call_0-2"]
-        assert [b["input"]["city"] for b in first.content] == cities
+        assert [b["input"]["city"] for b in plain(first.content)] == cities
         answers = results(*((i, f"{c}: mild") for i, c in zip(renamed, cities, strict=True)))
         await model(system=None, messages=[*ASK, first.as_message(), answers], tools=[WEATHER])
     api.assert_all_answered()
@@ -186,7 +197,7 @@ async def test_chat_arguments_that_are_not_an_object_are_marked_not_guessed(
     )
     async with model_on(api) as model:
         reply = await model(system=None, messages=ASK, tools=[WEATHER])
-        [block] = reply.content
+        [block] = tool_uses(reply.content)
         assert block["input"] == {}
         assert block["input_error"].startswith(error)
         # It goes back as a call with no arguments; the error result says what was wrong.
@@ -261,7 +272,7 @@ async def test_chat_reasoning_of_a_compatible_server_is_kept_not_sent_back() -> 
     )
     async with model_on(api) as model:
         reply = await model(system=None, messages=ASK, tools=[])
-        history = [*ASK, reply.as_message(), {"role": "user", "content": "Sure?"}]
+        history: list[Message] = [*ASK, reply.as_message(), {"role": "user", "content": "Sure?"}]
         await model(system=None, messages=history, tools=[])
     assert reply.content == [
         {"type": "openai_reasoning_content", "text": "The user wants Paris."},
@@ -297,7 +308,7 @@ async def test_chat_streams_to_the_sink_and_rebuilds_the_whole_answer() -> None:
         "tool_use",
         "tool_use",
     ]
-    assert reply.content[3]["input"] == {"city": "Oslo"}
+    assert plain(reply.content)[3]["input"] == {"city": "Oslo"}
     assert reply.usage == Usage(input_tokens=50, output_tokens=20)
 
 
@@ -345,15 +356,20 @@ def test_chat_stream_events_are_read_as_the_sse_rules_say(
 
 
 async def test_chat_images_from_a_tool_result_follow_the_tool_messages() -> None:
-    png = {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}
-    result = {
+    png: Base64Source = {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}
+    result: ToolResultBlock = {
         "type": "tool_result",
         "tool_use_id": "call_1",
         "content": [{"type": "text", "text": "the page"}, {"type": "image", "source": png}],
         "is_error": False,
     }
-    call = {"type": "tool_use", "id": "call_1", "name": "get_weather", "input": {"city": "P"}}
-    history = [
+    call: ToolUseBlock = {
+        "type": "tool_use",
+        "id": "call_1",
+        "name": "get_weather",
+        "input": {"city": "P"},
+    }
+    history: list[Message] = [
         *ASK,
         {"role": "assistant", "content": [call]},
         {"role": "user", "content": [result, {"type": "text", "text": "What do you see?"}]},
@@ -376,7 +392,8 @@ async def test_chat_images_from_a_tool_result_follow_the_tool_messages() -> None
 
 async def test_a_block_the_api_cannot_take_is_a_permanent_error_sent_nowhere() -> None:
     api = chat.ChatAPI()
-    history = [{"role": "user", "content": [{"type": "container_upload", "file_id": "f"}]}]
+    upload = OpaqueBlock({"type": "container_upload", "file_id": "f"})
+    history: list[Message] = [{"role": "user", "content": [upload]}]
     async with model_on(api) as model:
         with pytest.raises(ModelError) as info:
             await model(system=None, messages=history, tools=[])
@@ -406,7 +423,7 @@ async def test_responses_reasoning_and_calls_go_back_paired_and_sealed() -> None
         history = [*ASK, first.as_message(), results(("call_1", "18C"))]
         second = await model(system="You are terse.", messages=history, tools=[WEATHER])
     api.assert_all_answered()
-    reasoning, call = first.content
+    reasoning, call = plain(first.content)
     assert reasoning["type"] == "openai_reasoning"
     assert reasoning["item"]["encrypted_content"]
     assert call == {
@@ -421,7 +438,7 @@ async def test_responses_reasoning_and_calls_go_back_paired_and_sealed() -> None
         {
             "type": "text",
             "text": "18 degrees.",
-            "item_id": second.content[0]["item_id"],
+            "item_id": plain(second.content)[0]["item_id"],
             "phase": "final_answer",
         }
     ]
@@ -464,7 +481,7 @@ async def test_responses_text_goes_back_as_its_output_message() -> None:
     api.assert_all_answered()
     sent = api.bodies[1]["input"]
     assert sent[2]["type"] == "message"
-    assert sent[2]["id"] == first.content[1]["item_id"] == first.content[2]["item_id"]
+    assert sent[2]["id"] == plain(first.content)[1]["item_id"] == plain(first.content)[2]["item_id"]
     assert [p["text"] for p in sent[2]["content"]] == ["Hello.", "Hi again."]
 
 
@@ -485,12 +502,12 @@ async def test_responses_with_store_false_reasoning_comes_sealed_and_goes_back()
         )
     api.assert_all_answered()
     assert [body["include"] for body in api.bodies] == [["reasoning.encrypted_content"]] * 2
-    assert first.content[0]["item"]["encrypted_content"]
+    assert plain(first.content)[0]["item"]["encrypted_content"]
     assert (
         api.bodies[1]["input"][1]["encrypted_content"]
-        == first.content[0]["item"]["encrypted_content"]
+        == plain(first.content)[0]["item"]["encrypted_content"]
     )
-    assert second.content[0]["text"] == "Two."
+    assert plain(second.content)[0]["text"] == "Two."
 
 
 async def test_responses_an_include_of_ones_own_is_sent_as_given() -> None:
@@ -568,7 +585,7 @@ async def test_responses_streams_and_rebuilds_the_response() -> None:
     assert len(pieces) > 1
     assert "".join(pieces) == "Looking it up now."
     assert [b["type"] for b in reply.content] == ["openai_reasoning", "text", "tool_use"]
-    assert reply.content[2]["input"] == {"city": "Paris"}
+    assert plain(reply.content)[2]["input"] == {"city": "Paris"}
 
 
 @pytest.mark.parametrize(("code", "transient"), [("server_error", True), ("invalid_prompt", False)])

@@ -12,7 +12,9 @@ from typing import Any, Literal
 
 import pytest
 
-from tether.models import OpenAIModel
+from tether.models import Message, OpenAIModel, ToolDefinition, tool_uses
+
+from .._plain import plain
 
 pytestmark = pytest.mark.skipif(
     not os.environ.get("OPENAI_API_KEY"),
@@ -20,7 +22,7 @@ pytestmark = pytest.mark.skipif(
 )
 
 LIVE_MODEL = os.environ.get("TETHER_LIVE_OPENAI_MODEL", "gpt-5-mini")
-TOOLS = [
+TOOLS: list[ToolDefinition] = [
     {
         "name": "get_time",
         "description": "The current time in a city.",
@@ -37,7 +39,7 @@ TOOLS = [
 async def test_a_tool_round_trip_accepts_our_own_blocks(api: Literal["chat", "responses"]) -> None:
     # The translated answer must be accepted back by the API as the assistant turn, with the
     # tool's result paired to the call by the id that was journaled.
-    messages: list[dict[str, Any]] = [{"role": "user", "content": "What time is it in Oslo?"}]
+    messages: list[Message] = [{"role": "user", "content": "What time is it in Oslo?"}]
     choice: dict[str, Any] = (
         {"type": "function", "function": {"name": "get_time"}}
         if api == "chat"
@@ -45,7 +47,7 @@ async def test_a_tool_round_trip_accepts_our_own_blocks(api: Literal["chat", "re
     )
     async with OpenAIModel(LIVE_MODEL, api=api, tool_choice=choice) as forced:
         first = await forced(system=None, messages=messages, tools=TOOLS)
-    calls = [block for block in first.content if block["type"] == "tool_use"]
+    calls = tool_uses(first.content)
     assert len(calls) == 1
     assert calls[0]["name"] == "get_time"
     assert "input_error" not in calls[0]
@@ -67,7 +69,7 @@ async def test_a_tool_round_trip_accepts_our_own_blocks(api: Literal["chat", "re
     )
     async with OpenAIModel(LIVE_MODEL, api=api, stream=True) as model:
         second = await model(system="Be brief.", messages=messages, tools=TOOLS)
-    texts = [block["text"] for block in second.content if block["type"] == "text"]
+    texts = [block["text"] for block in plain(second.content) if block["type"] == "text"]
     assert "".join(texts).strip()
     assert second.stop_reason == "end_turn"
     assert second.usage.output_tokens > 0

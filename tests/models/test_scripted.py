@@ -11,26 +11,26 @@ import pytest
 
 from tether._errors import ModelResponseError
 from tether.journal import Usage
-from tether.models import ScriptedModel
+from tether.models import ContentBlock, Message, ScriptedModel, ToolDefinition, tool_uses
 
 text = ScriptedModel.text
 tool_use = ScriptedModel.tool_use
 
-SCRIPT: list[str | list[dict[str, Any]]] = [
+SCRIPT: list[str | list[ContentBlock]] = [
     [text("Looking it up."), tool_use("toolu_1", "search", {"q": "tether"})],
     "It is a library.",
 ]
 
 
-def user(content: Any) -> dict[str, Any]:
+def user(content: Any) -> Message:
     return {"role": "user", "content": content}
 
 
-def assistant(content: Any) -> dict[str, Any]:
+def assistant(content: Any) -> Message:
     return {"role": "assistant", "content": content}
 
 
-def conversation(turns: int) -> list[dict[str, Any]]:
+def conversation(turns: int) -> list[Message]:
     """A conversation holding ``turns`` assistant messages, ending with a user message."""
     messages = [user("What is tether?")]
     for i in range(turns):
@@ -41,7 +41,7 @@ def conversation(turns: int) -> list[dict[str, Any]]:
     return messages
 
 
-async def ask(model: ScriptedModel, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+async def ask(model: ScriptedModel, messages: list[Message]) -> list[Any]:
     reply = await model(system=None, messages=messages, tools=[])
     return reply.content
 
@@ -100,7 +100,8 @@ async def test_running_past_the_script_is_a_response_error() -> None:
 
 
 async def test_malformed_scripted_answer_is_caught_when_served() -> None:
-    model = ScriptedModel([[text("ok"), {"type": "tool_use", "name": "search", "input": {}}]])
+    no_id = {"type": "tool_use", "name": "search", "input": {}}
+    model = ScriptedModel([[text("ok"), no_id]])  # type: ignore[list-item]  # on purpose
     with pytest.raises(ModelResponseError) as info:
         await ask(model, conversation(0))
     assert "block 1 (tool_use): 'id'" in info.value.reason
@@ -108,9 +109,9 @@ async def test_malformed_scripted_answer_is_caught_when_served() -> None:
 
 
 async def test_function_script_sync_and_async() -> None:
-    seen: list[list[dict[str, Any]]] = []
+    seen: list[list[Message]] = []
 
-    def answer(messages: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
+    def answer(messages: list[Message]) -> str | list[ContentBlock]:
         seen.append(messages)
         messages.clear()  # the function gets a copy: the caller's list is untouched
         return "done" if len(seen) > 1 else [tool_use("toolu_9", "search", {})]
@@ -123,7 +124,7 @@ async def test_function_script_sync_and_async() -> None:
     assert model.params == {"script": "callable"}
     assert model.calls == 2
 
-    async def slow_answer(messages: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
+    async def slow_answer(messages: list[Message]) -> str | list[ContentBlock]:
         await anyio.sleep(0)
         return f"{len(messages)} messages"
 
@@ -131,19 +132,19 @@ async def test_function_script_sync_and_async() -> None:
 
 
 async def test_function_answer_is_checked() -> None:
-    model = ScriptedModel(lambda messages: [{"type": "text"}])
+    model = ScriptedModel(lambda messages: [{"type": "text"}])  # type: ignore[list-item]
     with pytest.raises(ModelResponseError, match=r"block 0 \(text\)"):
         await ask(model, conversation(0))
 
 
 async def test_replies_are_copies_of_the_script() -> None:
-    blocks = [tool_use("toolu_1", "search", {"q": "a"})]
+    blocks: list[ContentBlock] = [tool_use("toolu_1", "search", {"q": "a"})]
     model = ScriptedModel([blocks])
     params = model.params
     reply = await ask(model, conversation(0))
     reply[0]["input"]["q"] = "mutated"
     reply.append(text("extra"))
-    blocks[0]["input"]["q"] = "changed"
+    tool_uses(blocks)[0]["input"]["q"] = "changed"
     blocks.clear()  # changing the caller's list after construction changes nothing
     assert await ask(model, conversation(0)) == [tool_use("toolu_1", "search", {"q": "a"})]
     assert model.params == params
@@ -171,7 +172,7 @@ def test_bad_scripts_are_refused() -> None:
     with pytest.raises(TypeError, match="not a string"):
         ScriptedModel("hello")
     with pytest.raises(TypeError):
-        ScriptedModel([[{"type": "text", "text": {1, 2}}]])
+        ScriptedModel([[{"type": "text", "text": {1, 2}}]])  # type: ignore[list-item]
 
 
 async def test_default_usage_is_derived_from_sizes() -> None:
@@ -181,7 +182,9 @@ async def test_default_usage_is_derived_from_sizes() -> None:
     assert small == again
     assert small.input_tokens >= 1
     assert small.output_tokens >= 1
-    tools = [{"name": "search", "description": "Search the web.", "input_schema": {}}]
+    tools: list[ToolDefinition] = [
+        {"name": "search", "description": "Search the web.", "input_schema": {}}
+    ]
     bigger = (await model(system="x" * 400, messages=conversation(0), tools=tools)).usage
     assert bigger.input_tokens > small.input_tokens + 100
     assert bigger.output_tokens == small.output_tokens
@@ -193,7 +196,7 @@ async def test_usage_can_be_fixed_or_computed() -> None:
         input_tokens=10, output_tokens=2
     )
 
-    def per_call(messages: list[dict[str, Any]], blocks: list[dict[str, Any]]) -> Usage:
+    def per_call(messages: list[Message], blocks: list[ContentBlock]) -> Usage:
         return Usage(input_tokens=len(messages), output_tokens=len(blocks))
 
     computed = ScriptedModel(SCRIPT, usage=per_call)

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tether.models import ScriptedModel, _transcript
+from tether.models import ContentBlock, Message, ScriptedModel, ToolResultBlock, _transcript
 from tether.models._transcript import (
     FrozenDict,
     FrozenList,
@@ -37,7 +37,7 @@ messages_lists = st.lists(
 
 @given(messages_lists, json_values, st.lists(json_values, max_size=3))
 def test_sizes_add_up_to_the_whole_request(
-    messages: list[dict[str, Any]], system: Any, tools: list[Any]
+    messages: list[Message], system: Any, tools: list[Any]
 ) -> None:
     transcript = Transcripts().of(messages)
     whole = json_size({"system": system, "messages": messages, "tools": tools})
@@ -76,11 +76,12 @@ def test_a_frozen_copy_refuses_every_change() -> None:
     assert frozen == {"role": "user", "content": [{"type": "text", "text": "hi"}]}
 
 
-def conversation(turns: int) -> list[dict[str, Any]]:
-    messages: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
+def conversation(turns: int) -> list[Message]:
+    messages: list[Message] = [{"role": "user", "content": "go"}]
     for i in range(turns):
         messages.append({"role": "assistant", "content": [tool_use(f"t{i}", "step", {"n": i})]})
-        messages.append({"role": "user", "content": [{"type": "tool_result", "content": "ok"}]})
+        result: ToolResultBlock = {"type": "tool_result", "tool_use_id": f"t{i}", "content": "ok"}
+        messages.append({"role": "user", "content": [result]})
     return messages
 
 
@@ -100,7 +101,7 @@ def test_a_growing_conversation_is_looked_at_once_per_message(
     transcripts.of(messages)
     assert len(looked) == len(messages)
     looked.clear()
-    grown = [*messages, {"role": "assistant", "content": "done"}]
+    grown: list[Message] = [*messages, {"role": "assistant", "content": "done"}]
     transcript = transcripts.of(grown)
     assert looked == [grown[-1]]  # only the new message, however long the conversation
     assert transcript.assistants == 501
@@ -110,7 +111,7 @@ def test_a_conversation_that_changed_is_looked_at_again_from_the_change() -> Non
     transcripts = Transcripts()
     messages = conversation(3)
     transcripts.of(messages)
-    changed = [*messages[:2], {"role": "user", "content": "something else entirely"}]
+    changed: list[Message] = [*messages[:2], {"role": "user", "content": "something else"}]
     transcript = transcripts.of(changed)
     assert transcript.frozen == changed
     whole = json_size({"system": None, "messages": changed, "tools": []})
@@ -129,9 +130,9 @@ def test_at_most_limit_conversations_are_kept() -> None:
 
 
 async def test_a_script_function_cannot_change_the_runs_messages() -> None:
-    seen: list[list[dict[str, Any]]] = []
+    seen: list[list[Message]] = []
 
-    def script(messages: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
+    def script(messages: list[Message]) -> str | list[ContentBlock]:
         seen.append(messages)
         with pytest.raises(TypeError):
             messages[0]["content"] = "changed"
@@ -152,7 +153,10 @@ async def test_a_script_function_cannot_change_the_runs_messages() -> None:
 
 
 async def test_a_fresh_model_answers_and_sizes_a_conversation_alike() -> None:
-    script = [[tool_use(f"t{i}", "step", {"n": i})] for i in range(30)] + ["done"]
+    script: list[str | list[ContentBlock]] = [
+        [tool_use(f"t{i}", "step", {"n": i})] for i in range(30)
+    ]
+    script.append("done")
     warm, fresh = ScriptedModel(script), ScriptedModel(script)
     messages = conversation(0)
     for turns in range(1, 31):

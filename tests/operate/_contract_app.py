@@ -6,12 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 import tether
+from tether.models import Message
 from tether.supervisor import WorkerApp
 
 use = tether.ScriptedModel.tool_use
 
 
-def script(messages: list[dict[str, Any]]) -> Any:
+def script(messages: list[Message]) -> Any:
     step = sum(1 for m in messages if m["role"] == "assistant")
     return [[use("toolu_1", "lookup", {"q": "refund policy"})], "five days"][min(step, 1)]
 

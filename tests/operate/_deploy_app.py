@@ -13,13 +13,14 @@ from __future__ import annotations
 from typing import Any
 
 import tether
+from tether.models import Message
 from tether.supervisor import WorkerApp
 
 use = tether.ScriptedModel.tool_use
 SENT: list[str] = []
 
 
-def script(messages: list[dict[str, Any]]) -> Any:
+def script(messages: list[Message]) -> Any:
     step = sum(1 for m in messages if m["role"] == "assistant")
     if step == 0:
         return [use("toolu_l", "lookup", {"order": "o-1"})]

@@ -10,12 +10,13 @@ from typing import Any
 import anyio
 
 import tether
+from tether.models import Message
 from tether.supervisor import WorkerApp
 
 use = tether.ScriptedModel.tool_use
 
 
-def script(messages: list[dict[str, Any]]) -> Any:
+def script(messages: list[Message]) -> Any:
     step = sum(1 for m in messages if m["role"] == "assistant")
     if step < 3:
         return [use(f"toolu_{step}", "step", {"n": step})]

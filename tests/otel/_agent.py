@@ -16,7 +16,7 @@ import msgspec
 
 import tether
 from tether.journal import Usage
-from tether.models import ModelReply
+from tether.models import Message, ModelReply, ToolDefinition
 
 RUN = "run-1"
 USAGE = Usage(
@@ -46,7 +46,7 @@ class ProviderLikeModel:
         return self.inner.params
 
     async def __call__(
-        self, *, system: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+        self, *, system: Any, messages: list[Message], tools: list[ToolDefinition]
     ) -> ModelReply:
         reply = await self.inner(system=system, messages=messages, tools=tools)
         turn = sum(1 for m in messages if m.get("role") == "assistant") + 1

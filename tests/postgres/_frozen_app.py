@@ -13,6 +13,7 @@ from typing import Any
 import anyio
 
 import tether
+from tether.models import Message
 from tether.supervisor import WorkerApp
 
 tools = tether.ToolRegistry()
@@ -33,7 +34,7 @@ async def notify(customer: str, ctx: tether.ToolContext) -> str:
     return f"told {customer}"
 
 
-def script(messages: list[dict[str, Any]]) -> Any:
+def script(messages: list[Message]) -> Any:
     step = sum(1 for m in messages if m["role"] == "assistant")
     return [[use("toolu_n", "notify", {"customer": "c-1"})], "done"][min(step, 1)]
 

@@ -16,6 +16,7 @@ import pytest
 
 import tether
 from tether.journal import AnyEvent, ModelResponse, RunStarted
+from tether.models import ContentBlock, Message
 from tether.postgres import PostgresStore
 from tether.supervisor import RunStatus, Supervisor
 from tether.testing._pgserver import PostgresServer
@@ -89,7 +90,7 @@ async def test_runs_survive_a_server_restart_mid_flight_with_each_effect_once(
         effects[ctx.idempotency_key] = 1
         return {"ok": True}
 
-    def script(messages: list[dict[str, Any]]) -> list[dict[str, Any]] | str:
+    def script(messages: list[Message]) -> list[ContentBlock] | str:
         step = sum(1 for m in messages if m["role"] == "assistant")
         item = str(messages[0]["content"])
         if step < 3:

@@ -24,6 +24,7 @@ import pytest
 
 import tether
 from tether.journal import Resumed
+from tether.models import Message
 from tether.postgres import PostgresStore
 from tether.supervisor import Supervisor
 
@@ -134,7 +135,7 @@ async def test_a_worker_that_loses_its_own_lease_by_a_stall_charges_the_run_noth
         time.sleep(0.8)  # past the 0.5 s lease: renewals cannot run meanwhile
         return "crunched"
 
-    def script(messages: list[dict[str, Any]]) -> Any:
+    def script(messages: list[Message]) -> Any:
         step = sum(1 for m in messages if m["role"] == "assistant")
         if step < 5:
             return [tether.ScriptedModel.tool_use(f"toolu_{step}", "crunch", {})]

@@ -19,6 +19,7 @@ import pytest
 
 import tether
 from tether.journal import AnyEvent, Signal, ToolResult, Waiting
+from tether.models import Message
 from tether.postgres import PostgresStore
 from tether.supervisor import RunStatus, Supervisor
 
@@ -242,7 +243,7 @@ async def test_a_child_run_its_budget_and_its_cancellation(pg_dsn: str, pg_schem
     # Cancelling the parent cancels the child, held by another worker.
     hold = anyio.Event()
 
-    async def slow_answer(messages: list[dict[str, Any]]) -> Any:
+    async def slow_answer(messages: list[Message]) -> Any:
         if str(messages[0]["content"]).startswith("research"):
             await hold.wait()
         return answer(messages)

@@ -15,11 +15,11 @@ import resource
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 import anyio
 
 import tether
+from tether.models import ContentBlock, Message
 from tether.supervisor import RunStatus, Supervisor
 
 from ._helpers import child_store
@@ -44,9 +44,9 @@ def app() -> tuple[tether.ScriptedModel, tether.ToolRegistry]:
         """Publish an item, once a person agrees."""
         return f"published {item}"
 
-    def script(messages: list[dict[str, Any]]) -> list[dict[str, Any]] | str:
+    def script(messages: list[Message]) -> list[ContentBlock] | str:
         if len(messages) == 1:
-            prompt = messages[0]["content"]
+            prompt = str(messages[0]["content"])
             tool, _, item = prompt.partition(" ")
             return [tether.ScriptedModel.tool_use("toolu_1", tool, {"item": item})]
         return "done"

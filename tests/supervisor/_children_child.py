@@ -16,6 +16,7 @@ from typing import Any
 import anyio
 
 import tether
+from tether.models import Message
 from tether.supervisor import RunStatus, Supervisor
 
 from ._helpers import child_store
@@ -25,7 +26,7 @@ from .test_children import PARENT, answer, lead_tools
 async def main(root: pathlib.Path) -> None:
     counted = root / "researcher"
 
-    def counting(messages: list[dict[str, Any]]) -> Any:
+    def counting(messages: list[Message]) -> Any:
         if str(messages[0]["content"]).startswith("research"):
             with counted.open("a") as f:
                 f.write("answered\n")

@@ -23,7 +23,17 @@ from tether.journal import (
     ToolResult,
     ToolStarted,
 )
-from tether.models import Model, ModelReply, SystemPrompt
+from tether.models import (
+    ContentBlock,
+    Message,
+    Model,
+    ModelReply,
+    SystemPrompt,
+    ToolDefinition,
+    ToolResultBlock,
+    ToolUseBlock,
+    is_known,
+)
 from tether.supervisor import RunStatus, Supervisor
 from tether.supervisor._loop import Runtime, build_manifest
 
@@ -80,7 +90,7 @@ async def craft_dangling(
     *,
     model: Model,
     tools: tether.ToolRegistry,
-    block: dict[str, Any],
+    block: ToolUseBlock,
     prompt: str = "help",
     system: SystemPrompt = None,
     budgets: Budgets | None = None,
@@ -129,16 +139,16 @@ def of_type(events: Sequence[AnyEvent], kind: type[_E]) -> list[_E]:
     return [e for e in events if isinstance(e, kind)]
 
 
-def tool_results(message: dict[str, Any]) -> list[dict[str, Any]]:
+def tool_results(message: Message) -> list[ToolResultBlock]:
     """The ``tool_result`` blocks of a user message."""
     content = message.get("content")
     assert isinstance(content, list), message
-    return [b for b in content if b.get("type") == "tool_result"]
+    return [b for b in content if is_known(b) and b["type"] == "tool_result"]
 
 
-def results_by_id(messages: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def results_by_id(messages: Sequence[Message]) -> dict[str, ToolResultBlock]:
     """Every ``tool_result`` block of the conversation, by ``tool_use_id``."""
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, ToolResultBlock] = {}
     for message in messages:
         if message.get("role") == "user" and isinstance(message.get("content"), list):
             for block in tool_results(message):
@@ -171,8 +181,8 @@ class RecordingModel:
         self,
         *,
         system: SystemPrompt,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]],
+        messages: list[Message],
+        tools: list[ToolDefinition],
     ) -> ModelReply:
         self.requests.append({"system": system, "messages": messages, "tools": tools})
         return await self.inner(system=system, messages=messages, tools=tools)
@@ -219,7 +229,7 @@ def gated_tools(sent: list[str], gate: anyio.Event) -> tether.ToolRegistry:
 
 def lookup_and_send_model() -> tether.ScriptedModel:
     """Asks for ``slow_lookup`` and ``send`` in one turn, then answers "done"."""
-    both: list[dict[str, Any]] = [
+    both: list[ContentBlock] = [
         tether.ScriptedModel.tool_use("toolu_1", "slow_lookup", {"item": "a"}),
         tether.ScriptedModel.tool_use("toolu_2", "send", {"text": "hi"}),
     ]

@@ -13,11 +13,11 @@ import resource
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 import anyio
 
 import tether
+from tether.models import ContentBlock, Message
 from tether.supervisor import Supervisor, fold
 
 HOLD = 0.5  # seconds the descriptors stay taken
@@ -53,7 +53,7 @@ async def main(root: Path) -> None:
             taken.set()
         return item * 40_000
 
-    def script(messages: list[dict[str, Any]]) -> list[dict[str, Any]] | str:
+    def script(messages: list[Message]) -> list[ContentBlock] | str:
         if len(messages) == 1:
             return [tether.ScriptedModel.tool_use("toolu_1", "hog", {"item": "xy"})]
         return "done"

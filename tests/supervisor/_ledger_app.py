@@ -19,6 +19,7 @@ from typing import Any
 import anyio
 
 import tether
+from tether.models import ContentBlock, Message
 from tether.supervisor import WorkerApp
 
 tools = tether.ToolRegistry()
@@ -63,7 +64,7 @@ def _deliver(item: str, key: str) -> dict[str, Any]:
         return {"delivered": len(keys), "duplicate": False}
 
 
-def script(messages: list[dict[str, Any]]) -> list[dict[str, Any]] | str:
+def script(messages: list[Message]) -> list[ContentBlock] | str:
     step = sum(1 for m in messages if m["role"] == "assistant")
     item = str(messages[0]["content"])
     if step == 0:

@@ -19,6 +19,7 @@ from typing import Any
 import anyio
 
 import tether
+from tether.models import ContentBlock, Message
 from tether.supervisor import WorkerApp
 
 STEPS = 40
@@ -62,7 +63,7 @@ def _record(key: str, step: int) -> dict[str, Any]:
         return {"step": step, "duplicate": key in keys}
 
 
-def script(messages: list[dict[str, Any]]) -> list[dict[str, Any]] | str:
+def script(messages: list[Message]) -> list[ContentBlock] | str:
     step = sum(1 for m in messages if m["role"] == "assistant")
     if messages[0]["content"] == "notify":
         if step == 0:

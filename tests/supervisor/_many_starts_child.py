@@ -5,18 +5,18 @@ from __future__ import annotations
 
 import resource
 import sys
-from typing import Any
 
 import anyio
 
 import tether
+from tether.models import Message
 from tether.supervisor import RunStatus, Supervisor
 
 
 async def main(root: str, n: int) -> None:
     all_started = anyio.Event()
 
-    async def answer(messages: list[dict[str, Any]]) -> str:
+    async def answer(messages: list[Message]) -> str:
         await all_started.wait()  # every slot stays busy while the starts go on
         return "done"
 

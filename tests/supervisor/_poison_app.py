@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import os
 import signal
-from typing import Any
 
 import tether
+from tether.models import ContentBlock, Message
 from tether.supervisor import WorkerApp
 
 from . import _ledger_app
@@ -28,7 +28,7 @@ async def explode(ticket: str) -> str:
     return "unreachable"
 
 
-def script(messages: list[dict[str, Any]]) -> list[dict[str, Any]] | str:
+def script(messages: list[Message]) -> list[ContentBlock] | str:
     item = str(messages[0]["content"])
     if item == "poison":
         return [tether.ScriptedModel.tool_use("toolu_boom", "explode", {"ticket": "T-1"})]

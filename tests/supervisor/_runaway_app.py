@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any
 
 import anyio
 
 import tether
+from tether.models import ContentBlock, Message
 from tether.supervisor import WorkerApp
 
 tools = tether.ToolRegistry()
@@ -36,7 +36,7 @@ async def ask_helper() -> tether.Wait:
     return tether.start_child("helper: keep sending")
 
 
-def script(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def script(messages: list[Message]) -> list[ContentBlock]:
     step = sum(1 for m in messages if m["role"] == "assistant")
     if str(messages[0]["content"]).startswith("lead") and step == 0:
         return [use("toolu_h", "ask_helper", {})]

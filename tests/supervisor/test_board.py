@@ -18,6 +18,7 @@ import pytest
 import tether
 from tether import RunStateError
 from tether.journal import AnyEvent
+from tether.models import ContentBlock, Message
 from tether.supervisor import RunStatus, Supervisor
 
 from ._helpers import WAIT
@@ -61,9 +62,9 @@ def looking_app() -> tuple[tether.ScriptedModel, tether.ToolRegistry]:
         """Look an item up, once a person agrees."""
         return f"asked for {item}"
 
-    def script(messages: list[dict[str, Any]]) -> list[dict[str, Any]] | str:
+    def script(messages: list[Message]) -> list[ContentBlock] | str:
         if len(messages) == 1:
-            prompt = messages[0]["content"]
+            prompt = str(messages[0]["content"])
             return [tether.ScriptedModel.tool_use("toolu_1", prompt, {"item": "x"})]
         return "done looking"
 

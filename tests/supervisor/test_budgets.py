@@ -22,7 +22,7 @@ from tether.journal import (
     ToolStarted,
     Usage,
 )
-from tether.models import ModelReply, SystemPrompt
+from tether.models import Message, ModelReply, SystemPrompt, ToolDefinition
 from tether.supervisor import RunStatus, Supervisor
 
 from ._helpers import WAIT, of_type, read_events
@@ -190,8 +190,8 @@ class ExplodingModel:
         self,
         *,
         system: SystemPrompt,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]],
+        messages: list[Message],
+        tools: list[ToolDefinition],
     ) -> ModelReply:
         self.calls += 1
         if self.calls == self.hang_at:
@@ -259,8 +259,8 @@ async def test_a_retried_crash_loop_gets_a_fresh_count_and_finishes(
             self,
             *,
             system: SystemPrompt,
-            messages: list[dict[str, Any]],
-            tools: list[dict[str, Any]],
+            messages: list[Message],
+            tools: list[ToolDefinition],
         ) -> ModelReply:
             return ModelReply(content=[{"type": "text", "text": "all good"}])
 
@@ -327,8 +327,8 @@ async def test_progress_between_crashes_starts_the_count_again(tmp_path: pathlib
             self,
             *,
             system: SystemPrompt,
-            messages: list[dict[str, Any]],
-            tools: list[dict[str, Any]],
+            messages: list[Message],
+            tools: list[ToolDefinition],
         ) -> ModelReply:
             self.calls += 1
             if self.calls % 2:
@@ -412,8 +412,8 @@ async def test_restart_backoff_doubles_with_jitter_on_an_injected_clock(
             self,
             *,
             system: SystemPrompt,
-            messages: list[dict[str, Any]],
-            tools: list[dict[str, Any]],
+            messages: list[Message],
+            tools: list[ToolDefinition],
         ) -> ModelReply:
             raise RuntimeError("model exploded")
 
@@ -438,7 +438,7 @@ async def test_a_run_without_budgets_stops_at_the_default_model_call_limit(
 ) -> None:
     """A loop that never ends (the model asks for one more step forever) is capped."""
 
-    def forever(messages: list[dict[str, Any]]) -> Any:
+    def forever(messages: list[Message]) -> Any:
         n = sum(1 for m in messages if m["role"] == "assistant")
         return [use(f"toolu_{n}", "step", {"name": str(n)})]
 
@@ -455,7 +455,7 @@ async def test_a_run_without_budgets_stops_at_the_default_model_call_limit(
 
 
 async def test_no_model_call_limit_is_unlimited_on_purpose(tmp_path: pathlib.Path) -> None:
-    def chatty(messages: list[dict[str, Any]]) -> Any:
+    def chatty(messages: list[Message]) -> Any:
         n = sum(1 for m in messages if m["role"] == "assistant")
         return "enough" if n == 120 else [use(f"toolu_{n}", "step", {"name": str(n)})]
 

@@ -19,18 +19,20 @@ from hypothesis import strategies as st
 import tether
 from tether.journal import ModelResponse, ToolResult
 from tether.journal._runid import check_run_id
+from tether.models import Message, blocks_of, tool_uses
 from tether.supervisor import RunStatus, Supervisor
 from tether.supervisor._attempt import child_run_id
 from tether.supervisor._reply import SAFE_CALL_ID, safe_call_ids
 from tether.supervisor._state import RunState, fold
 
+from .._plain import plain
 from ._helpers import WAIT, of_type, read_events
 
 use = tether.ScriptedModel.tool_use
 SAFE_CHARS = re.compile(r"[A-Za-z0-9_-]+")
 
 
-def message(*ids: str) -> dict[str, Any]:
+def message(*ids: str) -> Message:
     return {"role": "assistant", "content": [use(i, "lookup", {}) for i in ids]}
 
 
@@ -38,7 +40,7 @@ def renamed(ids: list[str], used: set[str] | None = None) -> list[str]:
     msg = message(*ids)
     state = RunState(call_ids=set(used or ()), model_calls=2)
     safe_call_ids(msg, state, "run-1")
-    return [b["id"] for b in msg["content"]]
+    return [b["id"] for b in tool_uses(blocks_of(msg))]
 
 
 @pytest.mark.parametrize(
@@ -109,7 +111,7 @@ async def test_a_run_whose_model_gives_hostile_ids_journals_and_answers_safe_one
 
     hostile = ["x/../../../run-other/calls/toolu_b", "functions.ask:0"]
 
-    def answer(messages: list[dict[str, Any]]) -> Any:
+    def answer(messages: list[Message]) -> Any:
         return [message(*hostile)["content"], "done"][len(messages) // 2]
 
     async with Supervisor(
@@ -125,6 +127,6 @@ async def test_a_run_whose_model_gives_hostile_ids_journals_and_answers_safe_one
     assert sorted(seen) == sorted(f"run-1:{i}" for i in ids)
     assert sorted(r.call_id for r in of_type(events, ToolResult)) == sorted(ids)
     # What the model reads back refers to the journaled ids only.
-    results = view.messages[2]["content"]
+    results = plain(view.messages[2]["content"])
     assert [r["tool_use_id"] for r in results] == ids
     assert fold(events).call_ids == set(ids)

@@ -30,6 +30,7 @@ import pytest
 import tether
 from tether import operate
 from tether.journal import FileStore, RunFinished, ToolFailed, ToolResult, ToolStarted
+from tether.models import Message
 from tether.supervisor import RunStatus, Supervisor, fold
 
 from .._cli import run_tether
@@ -41,7 +42,7 @@ RUN = "run-runaway"
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
 
-def never_rests(messages: list[dict[str, Any]]) -> Any:
+def never_rests(messages: list[Message]) -> Any:
     step = sum(1 for m in messages if m["role"] == "assistant")
     return [use(f"toolu_{step}", "send", {"n": step})]
 

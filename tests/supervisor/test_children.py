@@ -19,8 +19,10 @@ import pytest
 
 import tether
 from tether.journal import ChildEnded, RunStarted, Waiting
+from tether.models import Message
 from tether.supervisor import RunStatus, Supervisor
 
+from .._plain import plain
 from ._helpers import WAIT, of_type, read_events, result_of
 
 use = tether.ScriptedModel.tool_use
@@ -29,7 +31,7 @@ CHILD = "run-lead.toolu_1"
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
 
-def answer(messages: list[dict[str, Any]]) -> Any:
+def answer(messages: list[Message]) -> Any:
     """The lead asks a researcher (a child run), then reports; the researcher answers."""
     first = str(messages[0]["content"])
     step = sum(1 for m in messages if m["role"] == "assistant")
@@ -37,7 +39,7 @@ def answer(messages: list[dict[str, Any]]) -> Any:
         return "Refunds take five days." if step == 0 else "?"
     if step == 0:
         return [use("toolu_1", "ask_researcher", {"question": "refund policy"})]
-    result = messages[-1]["content"][0]["content"]
+    result = plain(messages[-1]["content"])[0]["content"]
     return f"Told the customer: {result}"
 
 
@@ -102,7 +104,7 @@ async def test_a_childs_spending_counts_towards_its_parents_budget(tmp_path: pat
 async def test_cancelling_the_parent_cancels_its_children(tmp_path: pathlib.Path) -> None:
     hold = anyio.Event()
 
-    async def slow_answer(messages: list[dict[str, Any]]) -> Any:
+    async def slow_answer(messages: list[Message]) -> Any:
         if str(messages[0]["content"]).startswith("research"):
             await hold.wait()
         return answer(messages)
@@ -211,7 +213,7 @@ async def test_a_call_id_outside_the_run_id_alphabet_still_starts_its_child(
     it is journaled, so the child's id is a valid run id and the parent finishes (it used to
     crash-loop behind the status ``waiting``)."""
 
-    def colon_answer(messages: list[dict[str, Any]]) -> Any:
+    def colon_answer(messages: list[Message]) -> Any:
         reply = answer(messages)
         if isinstance(reply, list):
             return [{**reply[0], "id": "functions.ask_researcher:0"}]

@@ -22,6 +22,7 @@ import pytest
 
 import tether
 from tether.journal import ModelFailed, ModelResponse, ToolStarted
+from tether.models import TextBlock
 from tether.supervisor import RunStatus, Supervisor
 
 from ..models._messages_api import (
@@ -213,7 +214,7 @@ async def test_prompt_caching_end_to_end(tmp_path: pathlib.Path) -> None:
         """Look a policy up."""
         return "policy text"
 
-    system: list[dict[str, Any]] = [
+    system: list[TextBlock] = [
         {"type": "text", "text": "You are Kitebase support."},
         {"type": "text", "text": "Policies: ...", "cache_control": {"type": "ephemeral"}},
     ]

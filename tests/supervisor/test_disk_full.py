@@ -16,6 +16,7 @@ import pytest
 
 import tether
 from tether.journal import verify_file
+from tether.models import Message
 from tether.supervisor import RunStatus, Supervisor
 
 from .._disk import fill_disk, small_filesystem
@@ -44,7 +45,7 @@ def big_delivery_app(
         ledger[ctx.idempotency_key] += 1
         return {"ok": True}
 
-    async def answer(messages: list[dict[str, Any]]) -> Any:
+    async def answer(messages: list[Message]) -> Any:
         await go.wait()
         return script(messages)
 

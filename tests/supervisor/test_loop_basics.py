@@ -11,7 +11,7 @@ import pytest
 import tether
 import tether.testing
 from tether.journal import AnyEvent, ModelResponse, RunFinished, RunStarted, ToolResult, ToolStarted
-from tether.models import ModelReply, SystemPrompt
+from tether.models import Message, ModelReply, SystemPrompt, ToolDefinition
 from tether.supervisor import RunStatus, Supervisor
 
 from ._helpers import WAIT, RecordingModel, of_type, read_events, results_by_id, tool_results
@@ -94,8 +94,8 @@ async def test_journal_obeys_intent_before_act(tmp_path: pathlib.Path) -> None:
             self,
             *,
             system: SystemPrompt,
-            messages: list[dict[str, Any]],
-            tools: list[dict[str, Any]],
+            messages: list[Message],
+            tools: list[ToolDefinition],
         ) -> ModelReply:
             seen_by_model.append(await store.read("run-1"))
             return await super().__call__(system=system, messages=messages, tools=tools)
@@ -268,7 +268,7 @@ async def test_starting_an_existing_run_raises(tmp_path: pathlib.Path) -> None:
 
 
 async def test_prompt_as_a_list_of_messages(tmp_path: pathlib.Path) -> None:
-    prompt: list[dict[str, Any]] = [
+    prompt: list[Message] = [
         {"role": "user", "content": "What is 2+2?"},
         {"role": "assistant", "content": [text("4.")]},
         {"role": "user", "content": [{"type": "text", "text": "And times 3?"}]},

@@ -24,7 +24,7 @@ import pytest
 
 import tether
 from tether.journal import ModelFailed, ModelResponse, Parked, Resumed, Retried
-from tether.models import ModelReply, SystemPrompt
+from tether.models import Message, ModelReply, SystemPrompt, ToolDefinition
 from tether.supervisor import RunStatus, Supervisor
 
 from ._helpers import WAIT, of_type, read_events
@@ -230,7 +230,7 @@ class Babbling:
         self.calls = 0
 
     async def __call__(
-        self, *, system: SystemPrompt, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+        self, *, system: SystemPrompt, messages: list[Message], tools: list[ToolDefinition]
     ) -> ModelReply:
         self.calls += 1
         blocks: Any = [{"type": "tool_use", "name": "x", "input": {}}]

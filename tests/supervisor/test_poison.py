@@ -23,6 +23,7 @@ import pytest
 
 import tether
 from tether.journal import Escalated, FileStore, Resumed, RunStarted
+from tether.models import Message
 from tether.supervisor import RunState, RunStatus, Supervisor, fold
 from tether.supervisor._loop import Runtime, build_manifest
 
@@ -62,7 +63,7 @@ def poison_tools(done: list[str]) -> tether.ToolRegistry:
     return tools
 
 
-def answer(messages: list[dict[str, Any]]) -> Any:
+def answer(messages: list[Message]) -> Any:
     step = sum(1 for m in messages if m["role"] == "assistant")
     item = str(messages[0]["content"])
     if step == 1:

@@ -20,6 +20,7 @@ import pytest
 import tether
 from tether.journal._format import HEADER_SIZE
 from tether.journal._reader import read_group
+from tether.models import ContentBlock
 from tether.supervisor import RunStatus, Supervisor
 
 from ._helpers import WAIT
@@ -56,7 +57,7 @@ def tools_with(policy: str, *, approval: bool = False) -> tether.ToolRegistry:
     return tools
 
 
-async def run_to_rest(root: pathlib.Path, turn: list[dict[str, Any]], tools: Any) -> RunStatus:
+async def run_to_rest(root: pathlib.Path, turn: list[ContentBlock], tools: Any) -> RunStatus:
     model = tether.ScriptedModel([turn, "done"])
     async with Supervisor(tether.FileStore(root), model=model, tools=tools) as sup:
         await sup.start("run-1", "refund A-7")
@@ -65,7 +66,7 @@ async def run_to_rest(root: pathlib.Path, turn: list[dict[str, Any]], tools: Any
 
 @pytest.mark.parametrize("policy", ["rerun", "idempotency_key"])
 async def test_safe_call_starts_in_the_answers_group(tmp_path: pathlib.Path, policy: str) -> None:
-    turn = [use("toolu_1", "refund", {"order": "A-7"})]
+    turn: list[ContentBlock] = [use("toolu_1", "refund", {"order": "A-7"})]
     assert await run_to_rest(tmp_path, turn, tools_with(policy)) is RunStatus.DONE
     assert groups_of(tmp_path / "runs" / "run-1.journal") == [
         ["RunStarted"],
@@ -92,7 +93,7 @@ async def test_safe_call_starts_in_the_answers_group(tmp_path: pathlib.Path, pol
     ],
 )
 async def test_other_calls_keep_their_own_start(
-    tmp_path: pathlib.Path, policy: str, approval: bool, turn: list[dict[str, Any]]
+    tmp_path: pathlib.Path, policy: str, approval: bool, turn: list[ContentBlock]
 ) -> None:
     assert await run_to_rest(tmp_path, turn, tools_with(policy, approval=approval)) is (
         RunStatus.DONE
@@ -102,7 +103,7 @@ async def test_other_calls_keep_their_own_start(
 
 
 async def test_a_call_needing_approval_keeps_its_own_start(tmp_path: pathlib.Path) -> None:
-    turn = [use("toolu_1", "refund", {"order": "A-7"})]
+    turn: list[ContentBlock] = [use("toolu_1", "refund", {"order": "A-7"})]
     status = await run_to_rest(tmp_path, turn, tools_with("rerun", approval=True))
     assert status is RunStatus.WAITING_FOR_APPROVAL
     async with tether.FileStore(tmp_path) as store:

@@ -17,6 +17,7 @@ import pytest
 
 import tether
 from tether.journal import ModelResponse, RunFinished, RunStarted, ToolResult, ToolStarted
+from tether.models import ContentBlock, OpaqueBlock, TextBlock
 from tether.supervisor import RunStatus, Supervisor
 
 from ._helpers import WAIT, RecordingModel, of_type, read_events, result_of
@@ -113,9 +114,17 @@ async def test_a_text_answer_cut_off_by_max_tokens_says_so(tmp_path: pathlib.Pat
 
 
 async def test_pause_turn_continues_the_same_turn(tmp_path: pathlib.Path) -> None:
-    searching: list[dict[str, Any]] = [
-        {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"q": "x"}},
-        {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": []},
+    # Blocks of a server tool: tether does not know them, and keeps them as they came.
+    searching: list[ContentBlock] = [
+        OpaqueBlock(
+            {
+                "type": "server_tool_use",
+                "id": "srvtoolu_1",
+                "name": "web_search",
+                "input": {"q": "x"},
+            }
+        ),
+        OpaqueBlock({"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": []}),
     ]
     script = [stopped("pause_turn", searching), "Here is what I found."]
     view, model = await run(tmp_path, script, email_tools([]))
@@ -219,7 +228,7 @@ async def test_system_blocks_and_tool_cache_control_are_sent_as_given_and_pinned
         """Look something up."""
         return "found"
 
-    system: list[dict[str, Any]] = [
+    system: list[TextBlock] = [
         {"type": "text", "text": "You are Kitebase support."},
         {"type": "text", "text": "Long policy text...", "cache_control": {"type": "ephemeral"}},
     ]
@@ -237,7 +246,7 @@ async def test_system_blocks_and_tool_cache_control_are_sent_as_given_and_pinned
 
     with pytest.raises(TypeError, match="list of text blocks"):
         async with Supervisor(tether.FileStore(tmp_path), model=model, tools=tools) as sup:
-            await sup.start("run-2", "help", system=[{"type": "image"}])
+            await sup.start("run-2", "help", system=[{"type": "image"}])  # type: ignore[typeddict-item]
 
 
 async def test_cache_tokens_count_towards_the_token_budget(tmp_path: pathlib.Path) -> None:

@@ -7,12 +7,12 @@ from pathlib import Path
 from typing import Any
 
 import tether
-from tether.models import Model, ScriptedModel
+from tether.models import Message, Model, ScriptedModel
 from tether.testing import Scenario
 from tether.tools import ToolRegistry
 
 
-def _script(messages: list[dict[str, Any]]) -> Any:
+def _script(messages: list[Message]) -> Any:
     if not any(m.get("role") == "assistant" for m in messages):
         return [ScriptedModel.tool_use("toolu_01", "check", {"order": "o-1"})]
     return "checked"

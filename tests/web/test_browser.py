@@ -29,6 +29,7 @@ import pytest
 
 from tether import ScriptedModel, operate
 from tether.journal import Decision, ModelResponse, RunStarted
+from tether.models import Message
 from tether.supervisor import RunStatus, Supervisor
 from tether.supervisor._loop import Runtime, build_manifest
 from tether.supervisor._reply import SAFE_CALL_ID
@@ -295,7 +296,7 @@ async def _hostile_runs(env: Env) -> None:
         ],
     )
 
-    def answer(messages: list[dict[str, Any]]) -> Any:
+    def answer(messages: list[Message]) -> Any:
         return [[use], "done"][len(messages) // 2]
 
     model = ScriptedModel(answer)

@@ -12,6 +12,7 @@ import pytest
 
 import tether
 from tether.journal import Decision
+from tether.models import Message
 from tether.supervisor import RunStatus, Supervisor
 
 from ..cli._stores import WAIT, Env
@@ -30,7 +31,7 @@ async def test_a_call_of_a_run_a_worker_holds_is_in_the_inbox_and_its_approval_i
 ) -> None:
     looking, release = anyio.Event(), anyio.Event()
 
-    def answer(messages: list[dict[str, Any]]) -> Any:
+    def answer(messages: list[Message]) -> Any:
         if sum(1 for m in messages if m.get("role") == "assistant") == 0:
             return [use(REFUND, "issue_refund", {"order": "o-9"}), use(SLOW, "slow_lookup", {})]
         return "refund o-9 issued"

@@ -31,7 +31,7 @@ from typing import Any, TextIO
 import anyio
 
 from ..journal import Budgets, Decision
-from ..models import Model, ScriptedModel
+from ..models import Message, Model, ScriptedModel
 from ..testing import Kill, Pending, Scenario
 from ..tools import ToolContext, ToolRegistry
 from ._demo import Demo, DemoSummary, run_demo, say
@@ -77,7 +77,7 @@ REPLY = (
 )
 
 
-def script(messages: list[dict[str, Any]]) -> Any:
+def script(messages: list[Message]) -> Any:
     """The model's answers, chosen from the conversation alone (so every process agrees).
 
     Answer ``i`` is given when the conversation holds ``i`` assistant messages. The last one
@@ -108,7 +108,7 @@ def script(messages: list[dict[str, Any]]) -> Any:
     )
 
 
-def _last_tool_result(messages: list[dict[str, Any]]) -> dict[str, Any]:
+def _last_tool_result(messages: list[Message]) -> dict[str, Any]:
     for message in reversed(messages):
         content = message.get("content")
         if message.get("role") == "user" and isinstance(content, list):

@@ -20,7 +20,7 @@ from typing import Any, TextIO
 import anyio
 
 from ..journal import Budgets
-from ..models import Model, ScriptedModel
+from ..models import Message, Model, ScriptedModel, blocks_of, is_known
 from ..testing import Kill, Scenario
 from ..tools import ToolContext, ToolRegistry
 from ._demo import Demo, DemoSummary, run_demo, say
@@ -40,7 +40,7 @@ NOTES = [
 ]
 
 
-def script(messages: list[dict[str, Any]]) -> Any:
+def script(messages: list[Message]) -> Any:
     """The model's plan, chosen from the conversation alone (so every process agrees).
 
     Each step passes the previous tool's result on, as a model would.
@@ -58,9 +58,9 @@ def script(messages: list[dict[str, Any]]) -> Any:
     return "Report summarised and sent."
 
 
-def _last_result(messages: list[dict[str, Any]]) -> str:
-    for block in reversed(messages[-1].get("content") or []):
-        if block.get("type") == "tool_result":
+def _last_result(messages: list[Message]) -> str:
+    for block in reversed(blocks_of(messages[-1])):
+        if is_known(block) and block["type"] == "tool_result":
             return str(block.get("content", ""))
     return ""
 

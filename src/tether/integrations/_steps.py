@@ -30,11 +30,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from .._errors import ModelError, ToolDefinitionError
 from ..journal import Usage
-from ..models import ModelReply
+from ..models import AgentStepBlock, ContentBlock, Message, ModelReply, is_known, tool_uses
 from ..tools import ToolRegistry
 from ..tools._adapters import ToolOptions
 
@@ -42,7 +42,7 @@ ToolSettings = ToolOptions | Mapping[str, Any]
 """What an application says of one of a framework's tools: a ``tether.mcp.ToolOptions``, or a
 mapping of its fields (``{"policy": "idempotency_key", "approval": True}``)."""
 
-STEP_BLOCK = "agent_step"
+STEP_BLOCK: Final = "agent_step"
 """The type of the block that holds a step's framework response in a journaled message."""
 
 CONTINUE_TOOL = "tether_continue"
@@ -127,7 +127,7 @@ class Recorded:
         )
 
 
-def read_steps(framework: str, messages: Sequence[dict[str, Any]]) -> Recorded:
+def read_steps(framework: str, messages: Sequence[Message]) -> Recorded:
     """Read the steps of a framework's run back from tether's conversation ``messages``."""
     recorded = Recorded(framework)
     if messages:
@@ -140,17 +140,17 @@ def read_steps(framework: str, messages: Sequence[dict[str, Any]]) -> Recorded:
         if message.get("role") == "assistant":
             recorded.steps += 1
             for block in content:
-                if block.get("type") == STEP_BLOCK:
+                if is_known(block) and block["type"] == STEP_BLOCK:
                     if block.get("response") is not None:
                         recorded.responses.append(block["response"])
                     recorded.captures.update(block.get("captures") or {})
             index = len(recorded.responses) - 1
-            for block in content:
-                if block.get("type") == "tool_use" and block.get("name") != CONTINUE_TOOL:
-                    framework_ids[block["id"]] = (index, str(block.get("call_id", block["id"])))
+            for use in tool_uses(content):
+                if use.get("name") != CONTINUE_TOOL:
+                    framework_ids[use["id"]] = (index, str(use.get("call_id", use["id"])))
         else:
             for block in content:
-                if block.get("type") != "tool_result":
+                if not (is_known(block) and block["type"] == "tool_result"):
                     continue
                 key = framework_ids.get(block.get("tool_use_id", ""))
                 if key is not None:
@@ -190,7 +190,7 @@ def step_reply(
         captures: values kept beside the response (guardrail outcomes).
         response_id: the provider's id of the response, when it gives one.
     """
-    content: list[dict[str, Any]] = [{"type": "text", "text": t} for t in texts if t]
+    content: list[ContentBlock] = [{"type": "text", "text": t} for t in texts if t]
     for call in calls:
         content.append(
             {
@@ -203,7 +203,7 @@ def step_reply(
         )
     if again and not calls:
         content.append({"type": "tool_use", "id": "continue", "name": CONTINUE_TOOL, "input": {}})
-    block: dict[str, Any] = {"type": STEP_BLOCK, "response": response}
+    block: AgentStepBlock = {"type": STEP_BLOCK, "response": response}
     if captures:
         block["captures"] = captures
     content.append(block)

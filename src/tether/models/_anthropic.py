@@ -25,6 +25,7 @@ from .._errors import ModelError, ModelResponseError
 from ..journal import Usage
 from ._base import ModelReply, StreamEnd, SystemPrompt, check_reply_blocks, text_sink
 from ._client import SDKClient, connection_failed, stream_errors
+from ._messages import Message, ToolDefinition
 from ._retry_after import retry_after
 
 if TYPE_CHECKING:
@@ -147,8 +148,8 @@ class AnthropicModel:
         self,
         *,
         system: SystemPrompt,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]],
+        messages: list[Message],
+        tools: list[ToolDefinition],
     ) -> ModelReply:
         """Ask the model for the next assistant turn with one ``messages.create`` request.
 

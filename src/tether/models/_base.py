@@ -2,7 +2,8 @@
 
 A model is called with Anthropic Messages-API shaped plain dicts and answers with the assistant's
 content blocks as plain dicts, so what the runtime journals is exactly what the next call (or a
-resumed process) sends back. ``check_reply_blocks`` is the one place that decides whether an
+resumed process) sends back. Their types (``Message``, ``ContentBlock``, ``ToolDefinition``)
+are in ``_messages``. ``check_reply_blocks`` is the one place that decides whether an
 answer is usable, and ``StreamEnd`` the one that decides whether a streamed answer is whole;
 every adapter runs them before returning.
 """
@@ -18,6 +19,7 @@ import msgspec
 
 from .._errors import ModelError, ModelResponseError
 from ..journal import Usage
+from ._messages import Blocks, ContentBlock, Message, TextBlock, ToolDefinition
 
 BLOCK_TYPES: frozenset[str] = frozenset({"text", "tool_use", "thinking", "redacted_thinking"})
 """Assistant content block types whose fields are checked. Any other type (server tool calls
@@ -45,7 +47,7 @@ for people watching, never journaled (the whole answer is, once it ends). A mode
 not stream ignores it.
 """
 
-SystemPrompt = str | list[dict[str, Any]] | None
+SystemPrompt = str | list[TextBlock] | None
 """A system prompt as the Messages API takes it: text, a list of text blocks, or none."""
 
 _T = TypeVar("_T")
@@ -81,13 +83,13 @@ class ModelReply(msgspec.Struct, frozen=True, kw_only=True):
             journaled with the answer, and reported by tracing as ``gen_ai.response.id``.
     """
 
-    content: list[dict[str, Any]]
+    content: Blocks
     usage: Usage = msgspec.field(default_factory=Usage)
     stop_reason: str | None = None
     stop_details: dict[str, Any] | None = None
     response_id: str | None = None
 
-    def as_message(self) -> dict[str, Any]:
+    def as_message(self) -> Message:
         """The reply as an assistant message to append to the conversation.
 
         Returns:
@@ -118,8 +120,8 @@ class Model(Protocol):
         self,
         *,
         system: SystemPrompt,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]],
+        messages: list[Message],
+        tools: list[ToolDefinition],
     ) -> ModelReply:
         """Ask the model for the next assistant turn.
 
@@ -144,7 +146,7 @@ class Model(Protocol):
         ...
 
 
-def check_reply_blocks(model_name: str, blocks: object) -> list[dict[str, Any]]:
+def check_reply_blocks(model_name: str, blocks: object) -> list[ContentBlock]:
     """Check that ``blocks`` is a list of assistant content blocks the runtime can use.
 
     Each block must be a dict with a string ``"type"``. The types in ``BLOCK_TYPES`` must carry

@@ -31,6 +31,7 @@ from .._errors import ModelError, ModelResponseError
 from . import _openai_chat, _openai_responses
 from ._base import ModelReply, StreamEnd, SystemPrompt, check_reply_blocks, text_sink
 from ._client import SDKClient, connection_failed, stream_errors
+from ._messages import Message, ToolDefinition
 from ._openai_translate import Untranslatable
 from ._retry_after import retry_after
 
@@ -178,8 +179,8 @@ class OpenAIModel:
         self,
         *,
         system: SystemPrompt,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]],
+        messages: list[Message],
+        tools: list[ToolDefinition],
     ) -> ModelReply:
         """Ask the model for the next assistant turn with one request.
 

@@ -31,6 +31,7 @@ from typing import Any
 
 from .._errors import ModelResponseError
 from ._base import ModelReply, SystemPrompt
+from ._messages import ContentBlock, Message, ToolDefinition, is_known, tool_uses
 from ._openai_translate import (
     NOT_SENT_BACK,
     Untranslatable,
@@ -54,8 +55,8 @@ one answer per call; ``functions``: the deprecated form of ``tools``)."""
 def request(
     model: str,
     system: SystemPrompt,
-    messages: list[dict[str, Any]],
-    tools: list[dict[str, Any]],
+    messages: list[Message],
+    tools: list[ToolDefinition],
     params: dict[str, Any],
     *,
     stream: bool,
@@ -77,7 +78,7 @@ def request(
     return body
 
 
-def chat_messages(system: SystemPrompt, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def chat_messages(system: SystemPrompt, messages: list[Message]) -> list[dict[str, Any]]:
     """The conversation as Chat Completions messages (see the module doc)."""
     out: list[dict[str, Any]] = []
     text = system_text(system)
@@ -95,14 +96,14 @@ def chat_messages(system: SystemPrompt, messages: list[dict[str, Any]]) -> list[
     return out
 
 
-def _user(blocks: list[dict[str, Any]], index: int, content: object) -> list[dict[str, Any]]:
+def _user(blocks: list[ContentBlock], index: int, content: object) -> list[dict[str, Any]]:
     if isinstance(content, str):
         return [{"role": "user", "content": content}]
     out: list[dict[str, Any]] = []
     parts: list[dict[str, Any]] = []
     for j, block in enumerate(blocks):
         where = f"messages.{index}.content.{j}"
-        if block.get("type") == "tool_result":
+        if is_known(block) and block["type"] == "tool_result":
             text, media = result_text(block)
             out.append({"role": "tool", "tool_call_id": block.get("tool_use_id"), "content": text})
             if media:
@@ -119,40 +120,41 @@ def _user(blocks: list[dict[str, Any]], index: int, content: object) -> list[dic
     return out
 
 
-def _part(block: dict[str, Any], where: str) -> dict[str, Any]:
+def _part(block: ContentBlock, where: str) -> dict[str, Any]:
+    if is_known(block):
+        if block["type"] == "text":
+            return {"type": "text", "text": str(block.get("text", ""))}
+        if block["type"] == "search_result":
+            return {"type": "text", "text": search_result_text(block)}
+        if block["type"] == "image":
+            return {"type": "image_url", "image_url": {"url": data_url(block, where)}}
+        if block["type"] == "document":
+            source: object = block.get("source")
+            if isinstance(source, dict) and source.get("type") == "text":
+                return {"type": "text", "text": str(source.get("data", ""))}
+            if isinstance(source, dict) and source.get("type") == "base64":
+                name = str(block.get("title") or "document.pdf")
+                file = {"file_data": data_url(block, where), "filename": name}
+                return {"type": "file", "file": file}
+            kind_of = source.get("type") if isinstance(source, dict) else None
+            raise Untranslatable(f"{where}: Chat Completions takes no {kind_of!r} document source")
     kind = block.get("type")
-    if kind == "text":
-        return {"type": "text", "text": str(block.get("text", ""))}
-    if kind == "search_result":
-        return {"type": "text", "text": search_result_text(block)}
-    if kind == "image":
-        return {"type": "image_url", "image_url": {"url": data_url(block, where)}}
-    if kind == "document":
-        source = block.get("source")
-        if isinstance(source, dict) and source.get("type") == "text":
-            return {"type": "text", "text": str(source.get("data", ""))}
-        if isinstance(source, dict) and source.get("type") == "base64":
-            name = str(block.get("title") or "document.pdf")
-            return {"type": "file", "file": {"file_data": data_url(block, where), "filename": name}}
-        kind_of = source.get("type") if isinstance(source, dict) else None
-        raise Untranslatable(f"{where}: Chat Completions takes no {kind_of!r} document source")
     raise Untranslatable(f"{where}: Chat Completions has no counterpart for a {kind!r} block")
 
 
-def _assistant(blocks: list[dict[str, Any]], index: int) -> dict[str, Any]:
+def _assistant(blocks: list[ContentBlock], index: int) -> dict[str, Any]:
     texts: list[str] = []
     refusals: list[str] = []
     calls: list[dict[str, Any]] = []
     for j, block in enumerate(blocks):
-        kind = block.get("type")
-        if kind == "text":
+        if is_known(block) and block["type"] == "text":
             texts.append(str(block.get("text", "")))
-        elif kind == "tool_use":
+        elif is_known(block) and block["type"] == "tool_use":
             function = {"name": block.get("name"), "arguments": arguments_text(block)}
             calls.append({"id": block.get("id"), "type": "function", "function": function})
-        elif kind == "openai_refusal":
+        elif is_known(block) and block["type"] == "openai_refusal":
             refusals.append(str(block.get("refusal", "")))
-        elif kind not in NOT_SENT_BACK:
+        elif (kind := block.get("type")) not in NOT_SENT_BACK:
             raise Untranslatable(
                 f"messages.{index}.content.{j}: Chat Completions has no counterpart for an "
                 f"assistant {kind!r} block"
@@ -191,7 +193,7 @@ def reply(model: str, completion: dict[str, Any]) -> ModelReply:
         raise ModelResponseError(model, "the answer has no choices", usage=tokens)
     choice = choices[0]
     message: dict[str, Any] = choice["message"] if isinstance(choice.get("message"), dict) else {}
-    blocks: list[dict[str, Any]] = []
+    blocks: list[ContentBlock] = []
     reasoning = message.get("reasoning_content") or message.get("reasoning")
     if isinstance(reasoning, str) and reasoning:
         blocks.append({"type": "openai_reasoning_content", "text": reasoning})
@@ -221,12 +223,14 @@ def reply(model: str, completion: dict[str, Any]) -> ModelReply:
     )
 
 
-def _stop_reason(finish: object, blocks: list[dict[str, Any]]) -> str | None:
-    if finish == "content_filter" or any(b["type"] == "openai_refusal" for b in blocks):
+def _stop_reason(finish: object, blocks: list[ContentBlock]) -> str | None:
+    if finish == "content_filter" or any(
+        is_known(b) and b["type"] == "openai_refusal" for b in blocks
+    ):
         return "refusal"
     if finish == "length":
         return "max_tokens"
-    if any(b["type"] == "tool_use" for b in blocks):
+    if tool_uses(blocks):
         return "tool_use"
     if finish in ("stop", "tool_calls", "function_call", None):
         return "end_turn"

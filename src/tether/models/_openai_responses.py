@@ -34,6 +34,15 @@ from typing import Any
 
 from .._errors import ModelResponseError
 from ._base import ModelReply, SystemPrompt
+from ._messages import (
+    ContentBlock,
+    Message,
+    OpenAIRefusalBlock,
+    TextBlock,
+    ToolDefinition,
+    is_known,
+    tool_uses,
+)
 from ._openai_translate import (
     NOT_SENT_BACK,
     Untranslatable,
@@ -65,8 +74,8 @@ REASONING_KEYS = frozenset({"type", "id", "summary", "content", "encrypted_conte
 def request(
     model: str,
     system: SystemPrompt,
-    messages: list[dict[str, Any]],
-    tools: list[dict[str, Any]],
+    messages: list[Message],
+    tools: list[ToolDefinition],
     params: dict[str, Any],
     *,
     stream: bool,
@@ -92,7 +101,7 @@ def request(
     return body
 
 
-def input_items(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def input_items(messages: list[Message]) -> list[dict[str, Any]]:
     """The conversation as Responses input items (see the module doc)."""
     items: list[dict[str, Any]] = []
     for index, message in enumerate(messages):
@@ -107,14 +116,14 @@ def input_items(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return items
 
 
-def _user(blocks: list[dict[str, Any]], index: int, content: object) -> list[dict[str, Any]]:
+def _user(blocks: list[ContentBlock], index: int, content: object) -> list[dict[str, Any]]:
     if isinstance(content, str):
         return [{"role": "user", "content": content}]
     items: list[dict[str, Any]] = []
     parts: list[dict[str, Any]] = []
     for j, block in enumerate(blocks):
         where = f"messages.{index}.content.{j}"
-        if block.get("type") == "tool_result":
+        if is_known(block) and block["type"] == "tool_result":
             text, media = result_text(block)
             output: str | list[dict[str, Any]] = text
             if media:
@@ -129,48 +138,39 @@ def _user(blocks: list[dict[str, Any]], index: int, content: object) -> list[dic
     return items
 
 
-def _part(block: dict[str, Any], where: str) -> dict[str, Any]:
+def _part(block: ContentBlock, where: str) -> dict[str, Any]:
+    if is_known(block):
+        if block["type"] == "text":
+            return {"type": "input_text", "text": str(block.get("text", ""))}
+        if block["type"] == "search_result":
+            return {"type": "input_text", "text": search_result_text(block)}
+        if block["type"] == "image":
+            return {"type": "input_image", "image_url": data_url(block, where), "detail": "auto"}
+        if block["type"] == "document":
+            source: object = block.get("source")
+            if isinstance(source, dict) and source.get("type") == "text":
+                return {"type": "input_text", "text": str(source.get("data", ""))}
+            if isinstance(source, dict) and source.get("type") == "url":
+                return {"type": "input_file", "file_url": data_url(block, where)}
+            name = str(block.get("title") or "document.pdf")
+            return {"type": "input_file", "file_data": data_url(block, where), "filename": name}
     kind = block.get("type")
-    if kind == "text":
-        return {"type": "input_text", "text": str(block.get("text", ""))}
-    if kind == "search_result":
-        return {"type": "input_text", "text": search_result_text(block)}
-    if kind == "image":
-        return {"type": "input_image", "image_url": data_url(block, where), "detail": "auto"}
-    if kind == "document":
-        source = block.get("source")
-        if isinstance(source, dict) and source.get("type") == "text":
-            return {"type": "input_text", "text": str(source.get("data", ""))}
-        if isinstance(source, dict) and source.get("type") == "url":
-            return {"type": "input_file", "file_url": data_url(block, where)}
-        name = str(block.get("title") or "document.pdf")
-        return {"type": "input_file", "file_data": data_url(block, where), "filename": name}
     raise Untranslatable(f"{where}: the Responses API has no counterpart for a {kind!r} block")
 
 
-def _assistant(blocks: list[dict[str, Any]], index: int) -> list[dict[str, Any]]:
+def _assistant(blocks: list[ContentBlock], index: int) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = []
     for j, block in enumerate(blocks):
-        kind = block.get("type")
-        if kind in ("text", "openai_refusal") and isinstance(block.get("item_id"), str):
-            part = _output_part(block)
-            last = items[-1] if items else {}
-            if last.get("type") == "message" and last.get("id") == block["item_id"]:
-                last["content"].append(part)
-                continue
-            message: dict[str, Any] = {
-                "type": "message",
-                "id": block["item_id"],
-                "role": "assistant",
-                "status": "completed",
-                "content": [part],
-            }
-            if isinstance(block.get("phase"), str):
-                message["phase"] = block["phase"]
-            items.append(message)
-        elif kind == "text":
+        if not is_known(block):
+            raise Untranslatable(
+                f"messages.{index}.content.{j}: the Responses API has no counterpart for an "
+                f"assistant {block.get('type')!r} block"
+            )
+        if block["type"] in ("text", "openai_refusal") and isinstance(block.get("item_id"), str):
+            _add_output_part(items, block)
+        elif block["type"] == "text":
             items.append({"role": "assistant", "content": str(block.get("text", ""))})
-        elif kind == "tool_use":
+        elif block["type"] == "tool_use":
             call: dict[str, Any] = {
                 "type": "function_call",
                 "call_id": block.get("id"),
@@ -180,26 +180,46 @@ def _assistant(blocks: list[dict[str, Any]], index: int) -> list[dict[str, Any]]
             if isinstance(block.get("item_id"), str):
                 call["id"] = block["item_id"]
             items.append(call)
-        elif kind == "openai_reasoning" and isinstance(block.get("item"), dict):
+        elif block["type"] == "openai_reasoning" and isinstance(block.get("item"), dict):
             items.append({k: v for k, v in block["item"].items() if k in REASONING_KEYS})
-        elif kind == "openai_item" and isinstance(block.get("item"), dict):
+        elif block["type"] == "openai_item" and isinstance(block.get("item"), dict):
             items.append(dict(block["item"]))
-        elif kind not in NOT_SENT_BACK and kind != "openai_refusal":
+        elif block["type"] not in NOT_SENT_BACK and block["type"] != "openai_refusal":
             raise Untranslatable(
                 f"messages.{index}.content.{j}: the Responses API has no counterpart for an "
-                f"assistant {kind!r} block"
+                f"assistant {block['type']!r} block"
             )
     return items
 
 
-def _output_part(block: dict[str, Any]) -> dict[str, Any]:
+def _add_output_part(items: list[dict[str, Any]], block: TextBlock | OpenAIRefusalBlock) -> None:
+    """Put a text or refusal block that came in output item ``block["item_id"]`` back in it:
+    in the item ``items`` ends with when it is that one, else in a new one."""
+    item_id = block.get("item_id")
+    part: dict[str, Any]
     if block["type"] == "openai_refusal":
-        return {"type": "refusal", "refusal": str(block.get("refusal", ""))}
-    return {
-        "type": "output_text",
-        "text": str(block.get("text", "")),
-        "annotations": list(block.get("annotations") or []),
+        part = {"type": "refusal", "refusal": str(block.get("refusal", ""))}
+    else:
+        annotations = list(block.get("annotations") or [])
+        part = {
+            "type": "output_text",
+            "text": str(block.get("text", "")),
+            "annotations": annotations,
+        }
+    last = items[-1] if items else {}
+    if last.get("type") == "message" and last.get("id") == item_id:
+        last["content"].append(part)
+        return
+    message: dict[str, Any] = {
+        "type": "message",
+        "id": item_id,
+        "role": "assistant",
+        "status": "completed",
+        "content": [part],
     }
+    if isinstance(block.get("phase"), str):
+        message["phase"] = block["phase"]
+    items.append(message)
 
 
 # -- answers ----------------------------------------------------------------------------------
@@ -224,7 +244,7 @@ def reply(model: str, response: dict[str, Any]) -> ModelReply:
     output = response.get("output")
     if not isinstance(output, list):
         raise ModelResponseError(model, "the response has no output list", usage=tokens)
-    blocks: list[dict[str, Any]] = []
+    blocks: list[ContentBlock] = []
     for n, item in enumerate(output):
         if not isinstance(item, dict):
             raise ModelResponseError(model, f"output item {n} is not an object", usage=tokens)
@@ -236,10 +256,9 @@ def reply(model: str, response: dict[str, Any]) -> ModelReply:
                 raise ModelResponseError(
                     model, f"output item {n} (function_call): no name or call_id", usage=tokens
                 )
-            extra = {"item_id": item["id"]} if isinstance(item.get("id"), str) else {}
-            blocks.append(
-                tool_use(str(item["call_id"]), str(item["name"]), item.get("arguments"), **extra)
-            )
+            item_id = item["id"] if isinstance(item.get("id"), str) else None
+            call_id, name = str(item["call_id"]), str(item["name"])
+            blocks.append(tool_use(call_id, name, item.get("arguments"), item_id=item_id))
         elif kind == "reasoning":
             blocks.append({"type": "openai_reasoning", "item": item})
         else:
@@ -258,32 +277,39 @@ def reply(model: str, response: dict[str, Any]) -> ModelReply:
     )
 
 
-def _message_blocks(item: dict[str, Any]) -> list[dict[str, Any]]:
-    blocks: list[dict[str, Any]] = []
-    keep: dict[str, Any] = {}
-    if isinstance(item.get("id"), str):
-        keep["item_id"] = item["id"]
-    if isinstance(item.get("phase"), str):
-        keep["phase"] = item["phase"]
+def _message_blocks(item: dict[str, Any]) -> list[ContentBlock]:
+    blocks: list[ContentBlock] = []
+    item_id, phase = item.get("id"), item.get("phase")
     for part in item.get("content") or []:
         if not isinstance(part, dict):
             continue
+        # The text as sent, whatever it is: check_reply_blocks refuses text that is not text.
+        sent: Any = part.get("text" if part.get("type") == "output_text" else "refusal")
+        block: TextBlock | OpenAIRefusalBlock
         if part.get("type") == "output_text":
-            block: dict[str, Any] = {"type": "text", "text": part.get("text"), **keep}
-            if part.get("annotations"):
-                block["annotations"] = part["annotations"]
-            blocks.append(block)
+            block = {"type": "text", "text": sent}
         elif part.get("type") == "refusal":
-            blocks.append({"type": "openai_refusal", "refusal": part.get("refusal"), **keep})
+            block = {"type": "openai_refusal", "refusal": sent}
+        else:
+            continue
+        if isinstance(item_id, str):
+            block["item_id"] = item_id
+        if isinstance(phase, str):
+            block["phase"] = phase
+        if block["type"] == "text" and part.get("annotations"):
+            block["annotations"] = part["annotations"]
+        blocks.append(block)
     return blocks
 
 
-def _stop_reason(status: object, reason: object, blocks: list[dict[str, Any]]) -> str | None:
-    if reason == "content_filter" or any(b["type"] == "openai_refusal" for b in blocks):
+def _stop_reason(status: object, reason: object, blocks: list[ContentBlock]) -> str | None:
+    if reason == "content_filter" or any(
+        is_known(b) and b["type"] == "openai_refusal" for b in blocks
+    ):
         return "refusal"
     if status == "incomplete" and reason == "max_output_tokens":
         return "max_tokens"
-    if any(b["type"] == "tool_use" for b in blocks):
+    if tool_uses(blocks):
         return "tool_use"
     if status == "incomplete" and isinstance(reason, str):
         return reason

@@ -20,11 +20,22 @@ Nothing here imports the SDK: the translations work on plain JSON values.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from typing import Any
 
 from ..journal import Usage
 from ._base import SystemPrompt
+from ._messages import (
+    ContentBlock,
+    DocumentBlock,
+    ImageBlock,
+    Message,
+    SearchResultBlock,
+    ToolDefinition,
+    ToolResultBlock,
+    ToolUseBlock,
+    is_known,
+    tool_uses,
+)
 
 ARGUMENT_ECHO = 300
 """Characters of unreadable arguments quoted back to the model in the call's error result."""
@@ -48,9 +59,13 @@ def system_text(system: SystemPrompt) -> str | None:
     return "\n\n".join(t for t in texts if t) or None
 
 
-def blocks_of(message: Mapping[str, Any], index: int) -> list[dict[str, Any]]:
-    """A message's content as a list of blocks (a string is one text block)."""
-    content = message.get("content")
+def blocks_of(message: Message, index: int) -> list[ContentBlock]:
+    """A message's content as a list of blocks (a string is one text block).
+
+    Raises:
+        Untranslatable: the content is neither (a journal holds what it was given).
+    """
+    content: object = message.get("content")
     if isinstance(content, str):
         return [{"type": "text", "text": content}] if content else []
     if isinstance(content, list) and all(isinstance(b, dict) for b in content):
@@ -58,7 +73,7 @@ def blocks_of(message: Mapping[str, Any], index: int) -> list[dict[str, Any]]:
     raise Untranslatable(f"messages.{index}.content: expected a string or a list of blocks")
 
 
-def tool_function(tool: Mapping[str, Any]) -> dict[str, Any]:
+def tool_function(tool: ToolDefinition) -> dict[str, Any]:
     """An Anthropic tool definition's name, description and JSON schema, OpenAI-named."""
     function: dict[str, Any] = {"name": tool["name"]}
     if tool.get("description"):
@@ -67,13 +82,16 @@ def tool_function(tool: Mapping[str, Any]) -> dict[str, Any]:
     return function
 
 
-def tool_use(call_id: str, name: str, arguments: object, **extra: Any) -> dict[str, Any]:
-    """A ``tool_use`` block for a call whose arguments came as ``arguments`` (text).
+def tool_use(
+    call_id: str, name: str, arguments: object, *, item_id: str | None = None
+) -> ToolUseBlock:
+    """A ``tool_use`` block for a call whose arguments came as ``arguments`` (text), in the
+    output item ``item_id`` (the Responses API's).
 
     Empty text is no arguments (``{}``); text that is not one JSON object leaves ``input``
     empty and says why in ``input_error``.
     """
-    block: dict[str, Any] = {"type": "tool_use", "id": call_id, "name": name, "input": {}}
+    block: ToolUseBlock = {"type": "tool_use", "id": call_id, "name": name, "input": {}}
     if not isinstance(arguments, str):
         block["input_error"] = f"the arguments are not text but {type(arguments).__name__}"
     elif arguments.strip():
@@ -88,14 +106,15 @@ def tool_use(call_id: str, name: str, arguments: object, **extra: Any) -> dict[s
                 block["input_error"] = (
                     f"they are JSON but not an object ({type(parsed).__name__}): {_echo(arguments)}"
                 )
-    block.update(extra)
+    if item_id is not None:
+        block["item_id"] = item_id
     return block
 
 
-def distinct_ids(blocks: list[dict[str, Any]]) -> None:
+def distinct_ids(blocks: list[ContentBlock]) -> None:
     """Rename, in place, a ``tool_use`` block whose id an earlier block of the same answer has
     (``call_0`` twice becomes ``call_0`` and ``call_0-2``), never to an id the answer uses."""
-    uses = [b for b in blocks if b.get("type") == "tool_use"]
+    uses = tool_uses(blocks)
     taken = {b["id"] for b in uses}
     seen: set[str] = set()
     for block in uses:
@@ -115,18 +134,18 @@ def _echo(text: str) -> str:
     return f"{text[:ARGUMENT_ECHO]!r}... ({len(text)} characters)"
 
 
-def arguments_text(block: Mapping[str, Any]) -> str:
+def arguments_text(block: ToolUseBlock) -> str:
     """The arguments of a journaled ``tool_use`` block as the API takes them back."""
     if "input_error" in block:
         return "{}"
     return json.dumps(block.get("input", {}), ensure_ascii=False, separators=(",", ":"))
 
 
-def result_text(block: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]]]:
+def result_text(block: ToolResultBlock) -> tuple[str, list[ContentBlock]]:
     """A ``tool_result`` block as the text the model reads and the other blocks in it
     (images, documents) to be sent beside it."""
     content = block.get("content")
-    media: list[dict[str, Any]] = []
+    media: list[ContentBlock] = []
     if content is None:
         text = ""
     elif isinstance(content, str):
@@ -134,11 +153,13 @@ def result_text(block: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]]]:
     elif isinstance(content, list):
         texts = []
         for part in content:
-            if isinstance(part, dict) and part.get("type") == "text":
+            if not isinstance(part, dict):
+                continue
+            if is_known(part) and part["type"] == "text":
                 texts.append(str(part.get("text", "")))
-            elif isinstance(part, dict) and part.get("type") == "search_result":
+            elif is_known(part) and part["type"] == "search_result":
                 texts.append(search_result_text(part))
-            elif isinstance(part, dict):
+            else:
                 media.append(part)
         text = "\n\n".join(texts)
     else:
@@ -148,19 +169,24 @@ def result_text(block: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]]]:
     return text, media
 
 
-def search_result_text(block: Mapping[str, Any]) -> str:
+def search_result_text(block: SearchResultBlock) -> str:
     """A ``search_result`` block (title, source and text content) as plain text."""
     lines = [str(block.get("title", "")), str(block.get("source", ""))]
-    for part in block.get("content") or []:
+    parts: object = block.get("content") or []
+    for part in parts if isinstance(parts, list) else []:
         if isinstance(part, dict) and part.get("type") == "text":
             lines.append(str(part.get("text", "")))
     return "\n".join(line for line in lines if line)
 
 
-def data_url(block: Mapping[str, Any], where: str) -> str:
+def data_url(block: ImageBlock | DocumentBlock, where: str) -> str:
     """The URL of an image or document block's source: its own for a ``url`` source, a
-    ``data:`` URL for a ``base64`` one."""
-    source = block.get("source")
+    ``data:`` URL for a ``base64`` one.
+
+    Raises:
+        Untranslatable: any other source, or none.
+    """
+    source: object = block.get("source")
     if isinstance(source, dict):
         if source.get("type") == "url" and isinstance(source.get("url"), str):
             return str(source["url"])

@@ -14,26 +14,33 @@ import hashlib
 import inspect
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, TypeAlias, final
+from typing import Any, TypeAlias, TypedDict, final
 
 import anyio.lowlevel
 
 from .._errors import ModelResponseError
 from ..journal import Usage
 from ._base import ModelReply, SystemPrompt, check_reply_blocks, deep_copy
+from ._messages import ContentBlock, Message, TextBlock, ToolDefinition, ToolUseBlock, tool_uses
 from ._transcript import Transcripts, request_size
 from ._transcript import json_size as _json_size
 
-ScriptedAnswer: TypeAlias = str | list[dict[str, Any]] | dict[str, Any]
+
+class StoppedAnswer(TypedDict):
+    """A script item whose answer stopped for a reason of its own (``ScriptedModel.stopped``)."""
+
+    stop_reason: str
+    content: str | list[ContentBlock]
+
+
+ScriptedAnswer: TypeAlias = str | list[ContentBlock] | StoppedAnswer
 """One scripted answer: content blocks, a string as shorthand for one text block, or
 ``ScriptedModel.stopped(reason, blocks)`` for an answer with a stop reason of its own."""
 
-ScriptFunction: TypeAlias = Callable[
-    [list[dict[str, Any]]], ScriptedAnswer | Awaitable[ScriptedAnswer]
-]
+ScriptFunction: TypeAlias = Callable[[list[Message]], ScriptedAnswer | Awaitable[ScriptedAnswer]]
 """Computes the answer from the conversation so far (sync or async)."""
 
-UsageFunction: TypeAlias = Callable[[list[dict[str, Any]], list[dict[str, Any]]], Usage]
+UsageFunction: TypeAlias = Callable[[list[Message], list[ContentBlock]], Usage]
 """Computes a call's usage from ``(messages, reply_blocks)``."""
 
 
@@ -140,8 +147,8 @@ class ScriptedModel:
         self,
         *,
         system: SystemPrompt,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]],
+        messages: list[Message],
+        tools: list[ToolDefinition],
     ) -> ModelReply:
         """Answer with the script's item for this point of the conversation.
 
@@ -187,7 +194,7 @@ class ScriptedModel:
         blocks = check_reply_blocks(self._name, answer)
         seen_now = (copies, count, size)
         usage = self._usage_for(system=system, seen=seen_now, tools=tools, blocks=blocks)
-        has_call = any(b["type"] == "tool_use" for b in blocks)
+        has_call = bool(tool_uses(blocks))
         if stop_reason is None:
             stop_reason = "tool_use" if has_call else "end_turn"
         if not has_call:  # the turn ends here: the run comes back only with a new message
@@ -200,8 +207,8 @@ class ScriptedModel:
         *,
         system: SystemPrompt,
         seen: tuple[list[Any], int, int],
-        tools: list[dict[str, Any]],
-        blocks: list[dict[str, Any]],
+        tools: list[ToolDefinition],
+        blocks: list[ContentBlock],
     ) -> Usage:
         if isinstance(self._usage, Usage):
             return self._usage
@@ -215,7 +222,7 @@ class ScriptedModel:
         )
 
     @staticmethod
-    def stopped(stop_reason: str, answer: str | list[dict[str, Any]]) -> dict[str, Any]:
+    def stopped(stop_reason: str, answer: str | list[ContentBlock]) -> StoppedAnswer:
         """A script item whose answer stopped for ``stop_reason`` (``"max_tokens"``,
         ``"pause_turn"``, ``"refusal"``, ...), to exercise what the runtime does with each.
 
@@ -229,7 +236,7 @@ class ScriptedModel:
         return {"stop_reason": stop_reason, "content": deep_copy(answer)}
 
     @staticmethod
-    def text(text: str) -> dict[str, Any]:
+    def text(text: str) -> TextBlock:
         """A ``text`` content block.
 
         Args:
@@ -241,7 +248,7 @@ class ScriptedModel:
         return {"type": "text", "text": text}
 
     @staticmethod
-    def tool_use(id: str, name: str, input: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    def tool_use(id: str, name: str, input: Mapping[str, Any] | None = None) -> ToolUseBlock:
         """A ``tool_use`` content block.
 
         Args:

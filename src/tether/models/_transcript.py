@@ -30,6 +30,8 @@ from typing import Any, NoReturn, final
 
 import msgspec
 
+from ._messages import Message
+
 LIMIT = 1024
 """Conversations kept at once (the least recently used goes first)."""
 
@@ -146,14 +148,14 @@ class Transcript:
     __slots__ = ("assistants", "frozen", "originals", "roles", "size", "sizes")
 
     def __init__(self) -> None:
-        self.originals: list[Any] = []
-        self.frozen: list[Any] = []
+        self.originals: list[Message] = []
+        self.frozen: list[Message] = []  # read-only copies (FrozenDict), typed as what they copy
         self.sizes: list[int] = []
         self.roles: list[bool] = []  # whether each message is the assistant's
         self.size = 0
         self.assistants = 0
 
-    def catch_up(self, messages: list[Any]) -> None:
+    def catch_up(self, messages: list[Message]) -> None:
         """Make this the transcript of ``messages``: keep the longest prefix it shares with
         them (by identity), look at the rest."""
         kept = _shared_prefix(self.originals, messages)
@@ -164,7 +166,7 @@ class Transcript:
                 del column[kept:]
         self._add(messages[kept:])
 
-    def _add(self, messages: Iterable[Any]) -> None:
+    def _add(self, messages: Iterable[Message]) -> None:
         for message in messages:
             size = json_size(message)
             assistant = isinstance(message, dict) and message.get("role") == "assistant"
@@ -176,7 +178,7 @@ class Transcript:
             self.assistants += assistant
 
 
-def _shared_prefix(seen: list[Any], messages: list[Any]) -> int:
+def _shared_prefix(seen: list[Message], messages: list[Message]) -> int:
     n = min(len(seen), len(messages))
     if n and seen[n - 1] is messages[n - 1] and all(map(operator.is_, seen, messages)):
         return n  # the common case: the conversation only grew
@@ -197,7 +199,7 @@ class Transcripts:
     def __len__(self) -> int:
         return len(self._kept)
 
-    def of(self, messages: list[Any]) -> Transcript:
+    def of(self, messages: list[Message]) -> Transcript:
         """The transcript of ``messages``, brought up to date (a new one for an unknown
         conversation)."""
         if not messages:
@@ -218,7 +220,7 @@ class Transcripts:
         transcript.catch_up(messages)
         return transcript
 
-    def forget(self, messages: list[Any]) -> None:
+    def forget(self, messages: list[Message]) -> None:
         """Drop what is kept of the conversation ``messages`` belongs to."""
         if messages:
             transcript = self._kept.get(id(messages[0]))

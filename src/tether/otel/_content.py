@@ -23,13 +23,15 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from ..models import ContentBlock, Message, SystemPrompt, is_known
 
-def messages_json(messages: Sequence[dict[str, Any]]) -> str:
+
+def messages_json(messages: Sequence[Message]) -> str:
     """``messages`` as the JSON of ``gen_ai.input.messages``."""
     return _dumps([_message(m) for m in messages])
 
 
-def output_json(message: dict[str, Any], finish_reason: str | None) -> str:
+def output_json(message: Message, finish_reason: str | None) -> str:
     """An answer as the JSON of ``gen_ai.output.messages``."""
     out = _message(message)
     if finish_reason is not None:
@@ -37,7 +39,7 @@ def output_json(message: dict[str, Any], finish_reason: str | None) -> str:
     return _dumps([out])
 
 
-def system_json(system: Any) -> str | None:
+def system_json(system: SystemPrompt) -> str | None:
     """A system prompt as the JSON of ``gen_ai.system_instructions``, if there is one."""
     if system is None or system == "":
         return None
@@ -51,7 +53,7 @@ def value_json(value: Any) -> str:
     return value if isinstance(value, str) else _dumps(value)
 
 
-def _message(message: dict[str, Any]) -> dict[str, Any]:
+def _message(message: Message) -> dict[str, Any]:
     content = message.get("content")
     if isinstance(content, str):
         parts = [{"type": "text", "content": content}]
@@ -62,26 +64,26 @@ def _message(message: dict[str, Any]) -> dict[str, Any]:
     return {"role": message.get("role", ""), "parts": parts}
 
 
-def _part(block: dict[str, Any]) -> dict[str, Any]:
-    kind = block.get("type")
-    if kind == "text":
-        return {"type": "text", "content": block.get("text", "")}
-    if kind == "tool_use":
-        return {
-            "type": "tool_call",
-            "id": block.get("id"),
-            "name": block.get("name"),
-            "arguments": block.get("input"),
-        }
-    if kind == "tool_result":
-        return {
-            "type": "tool_call_response",
-            "id": block.get("tool_use_id"),
-            "response": block.get("content"),
-        }
-    if kind == "thinking":
-        return {"type": "reasoning", "content": block.get("thinking", "")}
-    return {"type": str(kind)}
+def _part(block: ContentBlock) -> dict[str, Any]:
+    if is_known(block):
+        if block["type"] == "text":
+            return {"type": "text", "content": block.get("text", "")}
+        if block["type"] == "tool_use":
+            return {
+                "type": "tool_call",
+                "id": block.get("id"),
+                "name": block.get("name"),
+                "arguments": block.get("input"),
+            }
+        if block["type"] == "tool_result":
+            return {
+                "type": "tool_call_response",
+                "id": block.get("tool_use_id"),
+                "response": block.get("content"),
+            }
+        if block["type"] == "thinking":
+            return {"type": "reasoning", "content": block.get("thinking", "")}
+    return {"type": str(block.get("type"))}
 
 
 def _dumps(value: Any) -> str:

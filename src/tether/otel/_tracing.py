@@ -41,7 +41,7 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 from .._errors import ModelError
 from .._version import __version__
 from ..journal import Event, ToolFailed, ToolResult, Waiting
-from ..models import ModelReply
+from ..models import Message, ModelReply
 from ._content import messages_json, output_json, system_json, value_json
 from ._metrics import Instruments, input_tokens
 
@@ -176,7 +176,7 @@ class _DriveSpan:
         span.end()
 
     @contextmanager
-    def chat(self, *, system: Any, messages: Sequence[dict[str, Any]]) -> Iterator[_ChatSpan]:
+    def chat(self, *, system: Any, messages: Sequence[Message]) -> Iterator[_ChatSpan]:
         otel = self.otel
         provider = otel.provider_name
         common: dict[str, Any] = {

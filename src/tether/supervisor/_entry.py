@@ -13,11 +13,12 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Any, final
+from typing import final
 
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 
+from ..models import Message
 from ._state import RunState, RunStatus
 from ._status import Standing
 
@@ -34,7 +35,7 @@ class RunView:
     run_id: str
     status: RunStatus
     reason: str
-    messages: list[dict[str, Any]]
+    messages: list[Message]
     model_calls: int
     tool_calls: int
     input_tokens: int

@@ -43,7 +43,7 @@ from ..journal import (
     ToolStarted,
     Waiting,
 )
-from ..models import text_sink
+from ..models import Message, ToolDefinition, blocks_of, text_sink, tool_uses
 from ..tools import ToolContext, ToolSpec
 from ._answers import fold_inbox
 from ._attempt import attempt as run_attempt
@@ -51,7 +51,7 @@ from ._attempt import interrupted
 from ._attempt import verify as verify_landed
 from ._budgets import budget_problem
 from ._children import look_at_children
-from ._manifest import CONTRACT, contract_decision, contract_found
+from ._manifest import CONTRACT, contract_decision, contract_found, system_of
 from ._manifest import build_manifest as build_manifest
 from ._manifest import manifest_problem as manifest_problem
 from ._replay import Run, Verify, plan_turn
@@ -364,7 +364,7 @@ class _Drive:
                 stop_details=reply.stop_details,
             )
         ]
-        uses = [b for b in message["content"] if b.get("type") == "tool_use"]
+        uses = tool_uses(blocks_of(message))
         settled = act_on_stop(reply.stop_reason, uses)
         starts = [] if settled else starts_with_answer(state, rt, uses)
         await self._append([*records, *settled, *starts])
@@ -373,12 +373,12 @@ class _Drive:
 
     async def _ask(
         self,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]],
+        messages: list[Message],
+        tools: list[ToolDefinition],
         chat: ChatTelemetry | None,
     ) -> Any:
         reply = await self.rt.model(
-            system=self.state.manifest.system_prompt, messages=messages, tools=tools
+            system=system_of(self.state.manifest), messages=messages, tools=tools
         )
         if chat is not None:  # its record is the next one: no other step writes meanwhile
             chat.answered(reply, seq=len(self.journal.events))

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import msgspec
 
@@ -39,6 +40,12 @@ def build_manifest(
     )
 
 
+def system_of(manifest: Manifest) -> SystemPrompt:
+    """The system prompt a run pinned, as its model is given it (checked when the run
+    started: text, text blocks or none)."""
+    return cast("SystemPrompt", manifest.system_prompt)
+
+
 def _system_blocks(system: SystemPrompt) -> list[dict[str, Any]] | None:
     if system is None or isinstance(system, str):
         return None
@@ -54,7 +61,7 @@ def _system_blocks(system: SystemPrompt) -> list[dict[str, Any]] | None:
     return copied
 
 
-def _system_hash(system: str | list[dict[str, Any]] | None) -> str:
+def _system_hash(system: str | Sequence[Mapping[str, object]] | None) -> str:
     if system is None or isinstance(system, str):
         return _sha256(system or "")
     return _sha256(msgspec.json.encode(system).decode())

@@ -10,11 +10,11 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
-from typing import Any
 
 from .._backoff import MODEL_RETRY
 from .._errors import ModelError, ModelResponseError, ToolArgumentsError
 from ..journal import Event, ModelFailed, Parked, RunFinished, ToolResult, ToolStarted, Usage
+from ..models import Message, ToolUseBlock, blocks_of, tool_uses
 from ._budgets import budget_problem
 from ._replay import SAFE_TO_REPEAT
 from ._resume import pinned_approval
@@ -27,7 +27,7 @@ MALFORMED_LIMIT = 3
 log = logging.getLogger("tether.supervisor")
 
 
-def act_on_stop(stop_reason: str | None, uses: list[dict[str, Any]]) -> list[Event]:
+def act_on_stop(stop_reason: str | None, uses: list[ToolUseBlock]) -> list[Event]:
     """What an answer's stop reason decides at once, journaled in the answer's own group so a
     crash in between cannot split the two.
 
@@ -84,7 +84,7 @@ SAFE_CALL_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 nothing that means anything in a path, a URL, an HTML attribute or a run id."""
 
 
-def safe_call_ids(message: dict[str, Any], state: RunState, run_id: str) -> None:
+def safe_call_ids(message: Message, state: RunState, run_id: str) -> None:
     """Give each call of ``message`` a safe id no earlier call of the run had (docs/design.md
     invariants 10 and 13), before the answer is journaled, so that replay, the model's later
     requests and every ``tool_result`` use the new id.
@@ -100,8 +100,7 @@ def safe_call_ids(message: dict[str, Any], state: RunState, run_id: str) -> None
     becomes ``call_0-t3`` (the turn's number).
     """
     turn = state.model_calls + 1
-    blocks = message["content"]
-    uses = [b for b in blocks if b.get("type") == "tool_use"]
+    uses = tool_uses(blocks_of(message))
     here = {b["id"] for b in uses}  # (not a copy of the run's)
     for block in uses:
         given = block["id"]
@@ -133,9 +132,7 @@ def _renamed(call_id: str) -> str:
     return f"{kept}-{digest}"
 
 
-def starts_with_answer(
-    state: RunState, rt: Runtime, uses: list[dict[str, Any]]
-) -> list[ToolStarted]:
+def starts_with_answer(state: RunState, rt: Runtime, uses: list[ToolUseBlock]) -> list[ToolStarted]:
     """The ``tool_started`` records to write in the same group as the model's answer.
 
     That saves one sync per call, and is done only where it changes nothing a person could

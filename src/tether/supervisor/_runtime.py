@@ -19,7 +19,7 @@ import anyio
 
 from .._errors import UnknownToolError
 from ..journal import AnyEvent, Manifest, ToolResult, Waiting
-from ..models import Model
+from ..models import Model, ToolDefinition
 from ..tools import ToolRegistry, ToolSpec
 from ._alone import StepGate
 from ._state import RunState
@@ -82,7 +82,7 @@ class Runtime:
     cascade: Callable[[RunState], Awaitable[None]] = _no_cascade
     taker: Callable[[Manifest], Awaitable[str | None]] = _no_taker  # see _fleet
     telemetry: RunTelemetry | None = None
-    definitions: dict[tuple[tuple[str, str, str], ...], list[dict[str, Any]]] = field(
+    definitions: dict[tuple[tuple[str, str, str], ...], list[ToolDefinition]] = field(
         default_factory=dict
     )
 
@@ -119,7 +119,7 @@ def spec_for(state: RunState, rt: Runtime, name: str) -> ToolSpec | None:
     return None
 
 
-def definitions(rt: Runtime, manifest: Manifest) -> list[dict[str, Any]]:
+def definitions(rt: Runtime, manifest: Manifest) -> list[ToolDefinition]:
     """The tool definitions a run pinned, built once per pinned set (not per model call)."""
     if not manifest.tools:
         return []

@@ -39,6 +39,17 @@ from ..journal import (
     Waiting,
 )
 from ..journal._records import FIRST_DRIVE, result_text
+from ..models import (
+    ContentBlock,
+    Conversation,
+    Message,
+    ToolResultBlock,
+    blocks_of,
+    message_of,
+    messages_of,
+    text_of,
+    tool_uses,
+)
 
 _PROGRESS = (
     ModelResponse,
@@ -146,7 +157,7 @@ class RunState:
 
     run_id: str = ""
     started: RunStarted | None = None
-    messages: list[dict[str, Any]] = field(default_factory=list)
+    messages: Conversation = field(default_factory=list)
     calls: dict[str, Call] = field(default_factory=dict)
     model_calls: int = 0
     tool_calls: int = 0
@@ -214,7 +225,7 @@ class RunState:
         content = self.messages[-1].get("content")
         if isinstance(content, str):
             return content
-        texts = [b.get("text", "") for b in content or [] if b.get("type") == "text"]
+        texts = text_of(content or [])
         return "".join(texts) if texts else None
 
     def catch_up(self, events: Sequence[AnyEvent], blobs: dict[str, Any] | None = None) -> None:
@@ -250,7 +261,7 @@ class RunState:
             case RunStarted():
                 self.run_id = event.run_id
                 self.started = event
-                self.messages = [dict(m) for m in event.messages]
+                self.messages = messages_of([dict(m) for m in event.messages])
             case Waiting():
                 self._call(event.call_id).waiting = event
             case ChildEnded():
@@ -322,15 +333,14 @@ class RunState:
             self.parked = None  # parked for the contract it has accepted now
 
     def _answer(self, event: ModelResponse) -> None:
-        self.messages.append(event.message)
+        self.messages.append(message_of(event.message))
         self.model_calls += 1
         self.model_failures = 0
         self.last_model_failure = None
         self._count(event.usage)
         self.calls = {
             b["id"]: Call(id=b["id"], name=b["name"], input=b.get("input"), started_at=event.at)
-            for b in _blocks(event.message)
-            if b.get("type") == "tool_use"
+            for b in tool_uses(blocks_of(message_of(event.message)))
         }
         self.call_ids.update(self.calls)
         self.open_calls = len(self.calls)
@@ -363,28 +373,23 @@ class RunState:
         except KeyError:
             raise ValueError(f"event refers to unknown tool call {call_id!r}") from None
 
-    def _results_message(self, blobs: dict[str, Any]) -> dict[str, Any]:
-        blocks = []
+    def _results_message(self, blobs: dict[str, Any]) -> Message:
+        blocks: list[ContentBlock] = []
         for call in self.calls.values():
             result = call.result
             assert result is not None
             content = result.content
             if result.blob is not None:
                 content = blobs.get(result.blob.digest, result.blob.summary)
-            blocks.append(
-                {
-                    "type": "tool_result",
-                    "tool_use_id": call.id,
-                    "content": content if result.blocks else result_text(content),
-                    "is_error": not result.ok,
-                }
-            )
+            block: ToolResultBlock = {
+                "type": "tool_result",
+                "tool_use_id": call.id,
+                # Blocks a tool returned, as its result recorded them (checked when it ran).
+                "content": content if result.blocks else result_text(content),
+                "is_error": not result.ok,
+            }
+            blocks.append(block)
         return {"role": "user", "content": blocks}
-
-
-def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
-    content = message.get("content")
-    return content if isinstance(content, list) else []
 
 
 def fold(events: Sequence[AnyEvent], blobs: dict[str, Any] | None = None) -> RunState:

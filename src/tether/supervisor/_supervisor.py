@@ -26,7 +26,7 @@ import anyio
 from .._errors import RunExistsError, RunNotFoundError, RunStateError
 from ..journal import Budgets, JournalHandle, RunStarted, Store, Waiting
 from ..journal._records import Resolution
-from ..models import Model, SystemPrompt
+from ..models import Message, Model, SystemPrompt
 from ..tools import ToolRegistry
 from . import _verbs as verbs
 from ._answers import Recorded, record_answer
@@ -238,7 +238,7 @@ class Supervisor:
     async def start(
         self,
         run_id: str,
-        prompt: str | Sequence[dict[str, Any]],
+        prompt: str | Sequence[Message],
         *,
         system: SystemPrompt = None,
         budgets: Budgets | None = None,

@@ -27,7 +27,7 @@ from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from ..journal import Event
-from ..models import ModelReply
+from ..models import Message, ModelReply
 
 
 class ChatTelemetry(Protocol):
@@ -50,7 +50,7 @@ class DriveTelemetry(Protocol):
     """One drive of one run in this process."""
 
     def chat(
-        self, *, system: Any, messages: Sequence[dict[str, Any]]
+        self, *, system: Any, messages: Sequence[Message]
     ) -> AbstractContextManager[ChatTelemetry]:
         """Around one model call with this conversation."""
         ...

@@ -4,8 +4,8 @@ nothing at all when tracing is off (see ``_telemetry`` for the seam and what it 
 from __future__ import annotations
 
 from contextlib import AbstractContextManager, nullcontext
-from typing import Any
 
+from ..models import Message
 from ..tools import ToolSpec
 from ._resume import cause_of, was_interrupted
 from ._runtime import Interruption, Runtime
@@ -32,7 +32,7 @@ def open_drive(
 
 
 def chat_scope(
-    trace: DriveTelemetry | None, state: RunState, messages: list[dict[str, Any]]
+    trace: DriveTelemetry | None, state: RunState, messages: list[Message]
 ) -> AbstractContextManager[ChatTelemetry | None]:
     """Around one model call: its report, or nothing."""
     if trace is None:

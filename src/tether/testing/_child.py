@@ -35,7 +35,7 @@ from .._errors import JournalLockedError, RunNotFoundError
 from .._failpoints import Hook, killer_from_environment, set_hook
 from .._store_url import is_postgres, store_for
 from ..journal import FileStore, Store
-from ..models import Model, ModelReply, SystemPrompt
+from ..models import Message, Model, ModelReply, SystemPrompt, ToolDefinition
 from ..supervisor import RunStatus, Supervisor, fold, run_status
 from ._scenario import Scenario, load_target
 from ._timeline import Narrator
@@ -86,8 +86,8 @@ class _CountingModel:
         self,
         *,
         system: SystemPrompt,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]],
+        messages: list[Message],
+        tools: list[ToolDefinition],
     ) -> ModelReply:
         reply = await self._inner(system=system, messages=messages, tools=tools)
         fd = os.open(self._log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, TypeAlias
 
 from ..journal import Budgets, Decision, Repinned, Resolved, Signal, ToolPin
-from ..models import Model, SystemPrompt
+from ..models import Message, Model, SystemPrompt
 from ..supervisor._verbs import repin_record
 from ..tools import ToolRegistry
 
@@ -196,7 +196,7 @@ class Scenario:
     """
 
     build: Callable[[], tuple[Model, ToolRegistry]]
-    prompt: str | Sequence[dict[str, Any]]
+    prompt: str | Sequence[Message]
     ledger: Callable[[], Mapping[str, int] | Iterable[str]]
     run_id: str = "crashtest"
     system: SystemPrompt = None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager
-from typing import Any, TypeVar, final, overload
+from typing import TYPE_CHECKING, Any, TypeVar, final, overload
 
 from .._errors import ToolDefinitionError, UnknownToolError
 from ..journal import ToolPin
@@ -14,6 +14,9 @@ from ._schema_tool import ArgsValidator, build_schema_spec
 from ._sources import ToolSource
 from ._spec import GivenOptions, ToolFunction, ToolSpec, build_spec
 from ._waits import Wait, sleep_for
+
+if TYPE_CHECKING:
+    from ..models import ToolDefinition
 
 _F = TypeVar("_F", bound=ToolFunction)
 
@@ -422,7 +425,7 @@ class ToolRegistry:
 
     def definitions(
         self, pins: Iterable[ToolPin | tuple[str, str]] | None = None
-    ) -> list[dict[str, Any]]:
+    ) -> list[ToolDefinition]:
         """Anthropic tool definitions (``{"name", "description", "input_schema"}``).
 
         Args:

@@ -9,7 +9,7 @@ import math
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, final
+from typing import TYPE_CHECKING, Any, TypeVar, cast, final
 
 import msgspec
 
@@ -20,6 +20,9 @@ from ._context import ToolContext
 from ._policy import ApprovalTimeout, ApprovalTimeoutName, PolicyName, ReplayPolicy
 from ._signature import args_type, input_schema, read_signature, type_name
 from ._waits import Wait
+
+if TYPE_CHECKING:
+    from ..models import CacheControl, ToolDefinition
 
 ToolFunction = Callable[..., Awaitable[Any]]
 """An ``async def`` function registered as a tool, or as a tool's ``verify`` function."""
@@ -94,7 +97,7 @@ class ToolSpec:
         schema: dict[str, Any] = json.loads(self._schema_json)
         return schema
 
-    def definition(self, cache_control: dict[str, Any] | None = None) -> dict[str, Any]:
+    def definition(self, cache_control: dict[str, Any] | None = None) -> ToolDefinition:
         """This tool as an Anthropic Messages API tool definition.
 
         Args:
@@ -103,12 +106,15 @@ class ToolSpec:
         Returns:
             ``{"name", "description", "input_schema"}``; ``description`` is left out when empty.
         """
-        out: dict[str, Any] = {"name": self.name}
+        schema = self.input_schema
+        out: ToolDefinition
         if self.description:
-            out["description"] = self.description
-        out["input_schema"] = self.input_schema
+            out = {"name": self.name, "description": self.description, "input_schema": schema}
+        else:
+            out = {"name": self.name, "input_schema": schema}
         if cache_control is not None:
-            out["cache_control"] = dict(cache_control)
+            # Checked when the tool was registered: a dict with a string "type".
+            out["cache_control"] = cast("CacheControl", dict(cache_control))
         return out
 
     def pin(self) -> ToolPin:

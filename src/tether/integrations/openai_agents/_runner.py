@@ -15,7 +15,7 @@ from pydantic_core import to_jsonable_python
 
 from ..._errors import RunStateError, ToolDefinitionError
 from ...journal import Budgets
-from ...models import ModelReply, SystemPrompt
+from ...models import Message, ModelReply, SystemPrompt, ToolDefinition
 from ...supervisor import RunStatus, Supervisor, WorkerApp
 from ...tools import ReplayPolicy, ToolContext, ToolRegistry
 from ...tools._adapters import ToolOptions
@@ -69,8 +69,8 @@ class AgentsStepModel:
         self,
         *,
         system: SystemPrompt,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]],
+        messages: list[Message],
+        tools: list[ToolDefinition],
     ) -> ModelReply:
         """Replay the run from ``messages`` and return its next step (``system`` and ``tools``
         are not read: the agents have their own).

@@ -11,7 +11,7 @@ from pydantic_ai.run import AgentRunResult
 
 from ..._errors import RunStateError
 from ...journal import Budgets
-from ...models import ModelReply, SystemPrompt
+from ...models import Message, ModelReply, SystemPrompt, ToolDefinition
 from ...supervisor import RunStatus, Supervisor, WorkerApp
 from ...tools import ToolRegistry
 from .._steps import ToolSettings, add_continue_tool, read_steps, tool_options
@@ -54,8 +54,8 @@ class AgentStepModel:
         self,
         *,
         system: SystemPrompt,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]],
+        messages: list[Message],
+        tools: list[ToolDefinition],
     ) -> ModelReply:
         """Replay the agent's run from ``messages`` and return its next step (see
         ``tether.integrations``' steps). ``tools`` is not read: the agent offers its own.
