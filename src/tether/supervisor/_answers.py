@@ -34,6 +34,7 @@ from ..journal import (
     Signal,
     Store,
 )
+from ..journal._stamp import dated
 from ._budgets import budget_problem
 from ._runtime import Mailbox
 from ._state import RunState, RunStatus, fold
@@ -236,7 +237,7 @@ async def record_answer(
         record = checked(state)
         if record is None:
             return Recorded(build(state), state, repeated=True)
-        (written,) = await journal.append([record])
+        (written,) = await journal.append(dated([record], clock()))
     return Recorded(written, state)
 
 
