@@ -242,3 +242,22 @@ def test_both_clocks_are_clocks() -> None:
     assert isinstance(VirtualClock(), Clock)
     assert isinstance(SystemClock(), Clock)
     assert abs(SystemClock().time() - time.time()) < 60
+
+
+async def test_a_timeout_on_the_clock_cuts_a_longer_sleep_short() -> None:
+    """A deadline of 60 s around an hour's sleep, both on the clock: the sleep is cancelled
+    at 60 s, when the alarm wakes, though the sleeper was due to look at the loop next."""
+    clock = VirtualClock(start=0.0, autojump_threshold=0)
+    with anyio.CancelScope() as outer:
+        async with anyio.create_task_group() as tg:
+
+            async def alarm() -> None:
+                await clock.sleep(60)
+                outer.cancel()
+
+            tg.start_soon(alarm)
+            await clock.sleep(3600)
+            pytest.fail("the hour's sleep outlived its deadline")
+    assert outer.cancelled_caught
+    assert clock.time() == 60.0
+    assert clock.sleepers == 0

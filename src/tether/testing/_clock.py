@@ -166,11 +166,11 @@ class VirtualClock:
         if seconds <= 0:
             return
         me = _Sleeper(self._now + seconds)
+        before = self._top()
         heapq.heappush(self._heap, (me.deadline, next(self._order), me))
         self._changes += 1
-        top = self._top()
-        if top is not None and top is not me:
-            self._poke(top)
+        if before is not None and self._top() is me:
+            self._poke(before)  # no longer the first due: it stops watching for idleness
         try:
             while not me.woken:
                 if self._threshold is not None and self._top() is me:
@@ -227,6 +227,11 @@ class VirtualClock:
             if idle_since is None or self._changes != seen:
                 idle_since, seen = real, self._changes
             if real - idle_since >= self._threshold:
+                # A cancellation of this sleeper that has not been delivered yet (it was
+                # scheduled to run when it came) is taken now, before time moves for it.
+                await anyio.lowlevel.checkpoint_if_cancelled()
+                if me.woken or self._top() is not me or not _others_blocked():
+                    continue
                 self._now = max(self._now, me.deadline)
                 self._changes += 1
                 self._wake_due()
