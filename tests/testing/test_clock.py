@@ -261,3 +261,13 @@ async def test_a_timeout_on_the_clock_cuts_a_longer_sleep_short() -> None:
     assert outer.cancelled_caught
     assert clock.time() == 60.0
     assert clock.sleepers == 0
+
+
+async def test_two_autojumping_clocks_in_one_loop_do_not_hold_each_other_back() -> None:
+    first, second = VirtualClock(start=0.0), VirtualClock(start=0.0)
+    first.autojump_threshold = second.autojump_threshold = 0
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(first.sleep, 100)
+            tg.start_soon(second.sleep, 200)
+    assert (first.time(), second.time()) == (100.0, 200.0)

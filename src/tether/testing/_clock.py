@@ -41,10 +41,14 @@ import anyio.lowlevel
 START = 1_767_225_600.0
 """The default start: 2026-01-01 00:00:00 UTC (a fixed time, so runs are reproducible)."""
 
+BUSY_TURNS = 16
+"""Looks the first sleeper takes at each turn of the loop while some task is still running,
+before it waits ``BUSY_POLL`` between looks."""
+
 BUSY_POLL = 0.001
-"""Real seconds the first sleeper waits between looks while some task is still running. A
-real wait, not a bare checkpoint: it blocks, so two clocks in one loop never keep each other
-from seeing the loop idle."""
+"""Real seconds the first sleeper waits between looks once ``BUSY_TURNS`` are spent. A real
+wait, not a bare checkpoint: it blocks, so two clocks in one loop never keep each other from
+seeing the loop idle."""
 
 IDLE_POLL = 0.01
 """Real seconds between looks while the loop is idle and a threshold has not passed yet."""
@@ -218,11 +222,17 @@ class VirtualClock:
         due earlier came, or autojump was turned off)."""
         idle_since: float | None = None
         seen = self._changes
+        busy = 0
         while not me.woken and self._threshold is not None and self._top() is me:
             if not _others_blocked():
                 idle_since = None
-                await self._pause(me, BUSY_POLL)
+                busy += 1
+                if busy <= BUSY_TURNS:
+                    await anyio.lowlevel.checkpoint()  # the others run a step: look again
+                else:
+                    await self._pause(me, BUSY_POLL)
                 continue
+            busy = 0
             real = time.monotonic()
             if idle_since is None or self._changes != seen:
                 idle_since, seen = real, self._changes
