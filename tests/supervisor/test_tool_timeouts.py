@@ -216,7 +216,10 @@ async def test_retries_back_off_between_attempts(tmp_path: pathlib.Path) -> None
     # Each attempt started at the retry time the failure before it named, not a moment before.
     events = await read_events(tmp_path, RUN)
     failures, starts = of_type(events, ToolFailed), of_type(events, ToolStarted)
-    assert [f.retry_at - f.at for f in failures] == [1.0, 2.0, 4.0]
+    delays = (1.0, 2.0, 4.0)
+    assert [f.retry_at for f in failures] == [
+        f.at + d for f, d in zip(failures, delays, strict=True)
+    ]
     assert [f.retry_at for f in failures] == [s.at for s in starts[1:]]
 
 
