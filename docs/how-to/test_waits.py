@@ -42,9 +42,9 @@ def test_the_follow_up_waits_a_day_and_not_a_second_less(tmp_path: pathlib.Path)
         store = tether.FileStore(tmp_path)
         async with tether.Supervisor(store, model=model, tools=tools, clock=clock) as sup:
             await sup.start("o-1", "Follow up on order o-1.")
-            assert await sup.wait("o-1", timeout=10) is RunStatus.WAITING
+            assert await sup.wait("o-1", timeout=10) is RunStatus.SLEEPING
             clock.advance(DAY - 1)
-            assert (await sup.inspect("o-1")).status is RunStatus.WAITING
+            assert (await sup.inspect("o-1")).status is RunStatus.SLEEPING
             clock.advance(1)
             assert await done(sup)
 
