@@ -210,16 +210,20 @@ async def test_a_parked_run_waits_across_processes_and_is_not_a_restart(
     assert view.final_text == "finished"
 
 
+def jumping(
+    root: pathlib.Path, model: tether.ScriptedModel, tools: tether.ToolRegistry
+) -> Supervisor:
+    """A supervisor whose clock jumps to the next deadline whenever everything waits."""
+    return Supervisor(
+        tether.FileStore(root), model=model, tools=tools, clock=VirtualClock(autojump_threshold=0)
+    )
+
+
 async def test_an_unanswered_approval_is_rejected_at_its_deadline(tmp_path: pathlib.Path) -> None:
     ran: list[str] = []
     model = refund_model()
     tools = refund_tools(ran, approval_timeout=0.2)
-    async with Supervisor(
-        tether.FileStore(tmp_path),
-        model=model,
-        tools=tools,
-        clock=VirtualClock(autojump_threshold=0),
-    ) as sup:
+    async with jumping(tmp_path, model, tools) as sup:
         await sup.start(RUN, "refund o-1")
         assert await sup.wait(RUN, timeout=WAIT) is RunStatus.WAITING_FOR_APPROVAL
         await wait_for(sup, RUN, RunStatus.DONE, timeout=5)
@@ -246,12 +250,7 @@ async def test_an_unanswered_approval_can_escalate_at_its_deadline(
     ran: list[str] = []
     model = refund_model()
     tools = refund_tools(ran, approval_timeout=0.2, on_approval_timeout="escalate")
-    async with Supervisor(
-        tether.FileStore(tmp_path),
-        model=model,
-        tools=tools,
-        clock=VirtualClock(autojump_threshold=0),
-    ) as sup:
+    async with jumping(tmp_path, model, tools) as sup:
         await sup.start(RUN, "refund o-1")
         assert await sup.wait(RUN, timeout=WAIT) is RunStatus.WAITING_FOR_APPROVAL
         await wait_for(sup, RUN, RunStatus.NEEDS_ATTENTION, timeout=5)

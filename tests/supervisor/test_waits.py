@@ -28,6 +28,7 @@ import tether
 from tether.journal import Resumed, Signal, Waiting
 from tether.supervisor import RunStatus, Supervisor
 from tether.testing import VirtualClock
+from tether.testing._clock import START
 
 from ._helpers import WAIT, of_type, read_events, result_of
 
@@ -86,6 +87,8 @@ async def test_a_call_that_sleeps_parks_the_run_and_wakes_on_time(tmp_path: path
     assert result.content == "o-1 checked again"
     assert result.at == waiting.until
     assert tasks < 20
+    # Every record is dated by the supervisor's clock, none by the real one.
+    assert all(START <= e.at <= clock.time() for e in events)
 
 
 async def _rest(clock: VirtualClock) -> None:
@@ -128,8 +131,12 @@ async def test_a_signal_before_or_during_the_wait_is_the_calls_result(
             await _until_reason(sup, "await_payment (toolu_1) waiting for event payment.o-1")
             await sup.signal(RUN, "payment.o-1", {"amount": 40}, signal_id="evt_1")
         assert await _until(sup, RunStatus.DONE) is RunStatus.DONE
-    result = result_of(await read_events(tmp_path, RUN), "toolu_1")
+    events = await read_events(tmp_path, RUN)
+    result = result_of(events, "toolu_1")
     assert (result.ok, result.content, result.signal_id) == (True, {"amount": 40}, "evt_1")
+    (signal_,) = of_type(events, Signal)  # an answer, dated by the clock too
+    assert signal_.at == (START if when == "before" else START + 3600)
+    assert all(START <= e.at <= clock.time() for e in events)
 
 
 async def _until_reason(sup: Supervisor, reason: str) -> None:
