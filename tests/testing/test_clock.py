@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import pathlib
 import time
 
 import anyio
@@ -13,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import tether
 from tether.supervisor import Clock, SystemClock
 from tether.testing import VirtualClock
 
@@ -271,3 +273,12 @@ async def test_two_autojumping_clocks_in_one_loop_do_not_hold_each_other_back() 
             tg.start_soon(first.sleep, 100)
             tg.start_soon(second.sleep, 200)
     assert (first.time(), second.time()) == (100.0, 200.0)
+
+
+def test_a_supervisor_refuses_a_clock_that_is_not_one(tmp_path: pathlib.Path) -> None:
+    with pytest.raises(TypeError, match=r"clock must be a tether.supervisor.Clock .* got <built"):
+        tether.Supervisor(
+            tether.FileStore(tmp_path),
+            model=tether.ScriptedModel(["hi"]),
+            clock=time.time,  # type: ignore[arg-type]
+        )

@@ -109,6 +109,10 @@ class Supervisor:
             through an hour-long wait in milliseconds. Polling the store (sweeps) and
             PostgreSQL leases stay on real time.
         jitter: the jitter source of backoff (``[0, 1)``), injectable for tests.
+
+    Raises:
+        ValueError: ``sweep_interval`` is not more than 0.
+        TypeError: ``clock`` is not a ``Clock`` (a bare ``time.time`` is not one).
     """
 
     def __init__(
@@ -134,6 +138,11 @@ class Supervisor:
     ) -> None:
         if sweep_interval is not None and not sweep_interval > 0:
             raise ValueError(f"sweep_interval must be more than 0 seconds, got {sweep_interval!r}")
+        if not isinstance(clock, Clock):
+            raise TypeError(
+                "clock must be a tether.supervisor.Clock (with time() and async sleep()), such "
+                f"as SystemClock() or tether.testing.VirtualClock(), got {clock!r}"
+            )
         self._store = store
         self._rt = Runtime(
             model=model,
