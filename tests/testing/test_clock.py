@@ -282,3 +282,10 @@ def test_a_supervisor_refuses_a_clock_that_is_not_one(tmp_path: pathlib.Path) ->
             model=tether.ScriptedModel(["hi"]),
             clock=time.time,  # type: ignore[arg-type]
         )
+
+
+async def test_a_sleep_forever_is_no_time_to_jump_to() -> None:
+    clock = VirtualClock(start=0.0, autojump_threshold=0)
+    with anyio.move_on_after(0.1):  # real time
+        await clock.sleep(math.inf)
+    assert clock.time() == 0.0

@@ -177,8 +177,8 @@ class VirtualClock:
             self._poke(before)  # no longer the first due: it stops watching for idleness
         try:
             while not me.woken:
-                if self._threshold is not None and self._top() is me:
-                    await self._jump_when_idle(me)
+                if self._threshold is not None and self._top() is me and me.deadline < math.inf:
+                    await self._jump_when_idle(me)  # (a sleep forever is no time to jump to)
                 else:
                     me.nudge = anyio.Event()
                     await me.nudge.wait()
