@@ -1,8 +1,8 @@
 """Stamping events for any store: each gets its ``seq`` and ``at``, and its encoding is checked.
 
 A store dates an event it is given without an ``at`` with the real time. A writer that keeps
-its own clock (the supervisor's, which a test may make virtual) dates its events first
-(``dated``), so the journal says the time that writer's deadlines are reckoned in.
+its own clock (the supervisor's, which a test may make virtual) dates its events first, so the
+journal says the time that writer's deadlines are reckoned in.
 
 ``queueable`` applies the same check to an answer queued for later (an inbox), before it is
 acknowledged: one that the journal would refuse when its holder records it is refused now.
@@ -36,12 +36,6 @@ def stamp_events(
             raise RecordTooLargeError(where, len(data), MAX_PAYLOAD)
         payloads.append(data)
     return stamped, payloads
-
-
-def dated(events: Iterable[Event], now: float) -> list[Event]:
-    """``events``, each with its ``at`` set to ``now`` unless it has one already."""
-    replace = msgspec.structs.replace
-    return [ev if ev.at else replace(ev, at=now) for ev in events]
 
 
 def stamp(events: Iterable[Event], first_seq: int) -> list[AnyEvent]:

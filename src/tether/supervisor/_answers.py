@@ -34,8 +34,8 @@ from ..journal import (
     Signal,
     Store,
 )
-from ..journal._stamp import dated
 from ._budgets import budget_problem
+from ._clock import dated
 from ._runtime import Mailbox
 from ._state import RunState, RunStatus, fold
 from ._status import approval_deadline, pinned_tool, run_status

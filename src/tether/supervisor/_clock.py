@@ -11,10 +11,13 @@ follow the database's time) stays on real time.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Protocol, TypeVar, final, runtime_checkable
 
 import anyio
+import msgspec
+
+from ..journal import Event
 
 T = TypeVar("T")
 
@@ -77,3 +80,10 @@ async def within(
             tg.cancel_scope.cancel()
             return False, value
     return True, None
+
+
+def dated(events: Iterable[Event], now: float) -> list[Event]:
+    """``events``, each with its ``at`` set to ``now`` (the supervisor's clock) unless it has
+    one already; a store dates only the records that come without one."""
+    replace = msgspec.structs.replace
+    return [ev if ev.at else replace(ev, at=now) for ev in events]

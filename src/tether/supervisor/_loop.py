@@ -43,7 +43,6 @@ from ..journal import (
     ToolStarted,
     Waiting,
 )
-from ..journal._stamp import dated
 from ..models import Message, ToolDefinition, blocks_of, text_sink, tool_uses
 from ..tools import ToolContext, ToolSpec
 from ._answers import fold_inbox
@@ -52,6 +51,7 @@ from ._attempt import interrupted
 from ._attempt import verify as verify_landed
 from ._budgets import budget_problem
 from ._children import look_at_children
+from ._clock import dated
 from ._manifest import CONTRACT, contract_decision, contract_found, system_of
 from ._manifest import build_manifest as build_manifest
 from ._manifest import manifest_problem as manifest_problem

@@ -25,13 +25,12 @@ import anyio
 from .._errors import RunExistsError, RunNotFoundError, RunStateError
 from ..journal import Budgets, JournalHandle, RunStarted, Store, Waiting
 from ..journal._records import Resolution
-from ..journal._stamp import dated
 from ..models import Message, Model, SystemPrompt
 from ..tools import ToolRegistry
 from . import _verbs as verbs
 from ._answers import Recorded, record_answer
 from ._children import child_ended, child_started
-from ._clock import Clock, SystemClock
+from ._clock import Clock, SystemClock, dated
 from ._entry import Board
 from ._entry import Entry as _Entry
 from ._entry import RunView as RunView
