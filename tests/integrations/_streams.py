@@ -8,9 +8,9 @@ from typing import Any
 import tether
 from tether.journal import ModelFailed, ModelResponse
 from tether.supervisor import Supervisor
+from tether.testing import VirtualClock
 
 from ..supervisor._helpers import of_type, read_events
-from ..supervisor.test_claude_answers import no_wait
 
 RUN = "run-stream"
 PROMPT = "How much was order A-1?"
@@ -41,5 +41,5 @@ def watched(root: Path, app: Any, seen: list[str]) -> Supervisor:
         tools=app.tools,
         on_text=lambda run_id, text: seen.append(text),
         sweep_interval=None,
-        sleep=no_wait,
+        clock=VirtualClock(autojump_threshold=0),
     )

@@ -31,9 +31,10 @@ from tether.journal import ModelFailed, ModelResponse, Resumed, Usage
 from tether.journal._records import FIRST_DRIVE
 from tether.models import Model
 from tether.supervisor import RunStatus, Supervisor
+from tether.testing import VirtualClock
 
 from ..supervisor._helpers import WAIT, of_type, read_events
-from ..supervisor.test_claude_answers import mail_tools, no_wait
+from ..supervisor.test_claude_answers import mail_tools
 from . import _chat_api as chat
 from . import _messages_api as messages
 from . import _messages_sse
@@ -271,7 +272,9 @@ async def supervised(
         server.cut(*cuts)
         model = adapter.model(server.url, http, timeout)
         store = tether.FileStore(root)
-        async with Supervisor(store, model=model, tools=mail_tools(sent), sleep=no_wait) as sup:
+        async with Supervisor(
+            store, model=model, tools=mail_tools(sent), clock=VirtualClock(autojump_threshold=0)
+        ) as sup:
             yield sup, api, server, sent
 
 
@@ -323,7 +326,10 @@ async def test_streams_cut_short_again_and_again_never_crash_the_run(tmp_path: P
         server.cut(*drops)
         model = adapter.model(server.url, http, WAIT)
         async with Supervisor(
-            tether.FileStore(tmp_path), model=model, tools=mail_tools(sent), sleep=no_wait
+            tether.FileStore(tmp_path),
+            model=model,
+            tools=mail_tools(sent),
+            clock=VirtualClock(autojump_threshold=0),
         ) as sup:
             await sup.start(RUN, "Tell Dana her refund is on its way.")
             assert await sup.wait(RUN, timeout=WAIT) is RunStatus.DONE

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import pathlib
 import sys
-import time
 from collections import Counter
 from typing import Any
 
@@ -22,6 +21,7 @@ from tether.journal import AnyEvent, Signal, ToolResult, Waiting
 from tether.models import Message
 from tether.postgres import PostgresStore
 from tether.supervisor import RunStatus, Supervisor
+from tether.testing import VirtualClock
 
 from ..supervisor import test_children, test_waits
 from ..supervisor._helpers import STORE_ENV, of_type, result_of
@@ -45,13 +45,13 @@ async def _until(sup: Supervisor, want: RunStatus, run_id: str = RUN) -> None:
 
 
 def _sleep_then_send(ledger: Counter[str]) -> tuple[tether.ScriptedModel, tether.ToolRegistry]:
-    """Sleep 1 s, then send one email (counted in ``ledger``)."""
+    """Sleep an hour, then send one email (counted in ``ledger``)."""
     tools = tether.ToolRegistry()
 
     @tools.tool(policy="rerun")
     async def check_later(order: str) -> tether.Wait:
         """Check an order again in a while."""
-        return tether.sleep_for(1.0, result=f"{order} checked again")
+        return tether.sleep_for(3600, result=f"{order} checked again")
 
     @tools.tool(policy="idempotency_key")
     async def send_email(to: str, ctx: tether.ToolContext) -> str:
@@ -73,19 +73,21 @@ def _sleep_then_send(ledger: Counter[str]) -> tuple[tether.ScriptedModel, tether
 def test_a_sleep_outlives_its_process_and_wakes_in_a_later_one(
     tmp_path: pathlib.Path, pg_dsn: str, pg_schema: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The file test's scenario on PostgreSQL: SIGKILLed during a 2 s sleep, the run is not
+    """The file test's scenario on PostgreSQL: SIGKILLed during an hour's sleep, the run is not
     woken early by a worker started at once, and one started after the wake time (nobody alive
-    then) goes on at once."""
+    then) goes on at once. The kill is real; the hour is virtual (the workers' clocks), while
+    the killed worker's lease runs out on the database's real time."""
     monkeypatch.setenv(STORE_ENV, f"{pg_dsn}#{pg_schema}_early")
     test_waits._start_and_kill(tmp_path / "early")
-    assert test_waits._resume(tmp_path / "early") >= 2.0
+    slept, moved = test_waits._resume(tmp_path / "early")
+    assert slept >= 3600
+    assert moved < 3600
 
     monkeypatch.setenv(STORE_ENV, f"{pg_dsn}#{pg_schema}_late")
     test_waits._start_and_kill(tmp_path / "late")
-    time.sleep(2.2)
-    began = time.monotonic()
-    assert test_waits._resume(tmp_path / "late") >= 2.0
-    assert time.monotonic() - began < 2.0  # a process start (and a lease to expire), no sleep
+    slept, moved = test_waits._resume(tmp_path / "late", later=2 * 3600)
+    assert slept >= 3600
+    assert moved == 0  # a process start (and a lease to expire), not another sleep
 
 
 async def test_a_timer_fires_in_whichever_worker_claims_the_run_first(
@@ -96,20 +98,29 @@ async def test_a_timer_fires_in_whichever_worker_claims_the_run_first(
     for run_id, leave in (("run-both", False), ("run-other", True)):
         ledger: Counter[str] = Counter()
         model, tools = _sleep_then_send(ledger)
+        clock = VirtualClock()  # the two workers' one clock: the hour passes for both at once
         async with Supervisor(
-            PostgresStore(pg_dsn, schema=pg_schema), model=model, tools=tools, sweep_interval=0.1
+            PostgresStore(pg_dsn, schema=pg_schema),
+            model=model,
+            tools=tools,
+            sweep_interval=0.1,
+            clock=clock,
         ) as second:
             async with Supervisor(
                 PostgresStore(pg_dsn, schema=pg_schema),
                 model=model,
                 tools=tools,
                 sweep_interval=0.1,
+                clock=clock,
             ) as first:
                 await first.start(run_id, "check o-1")
                 await _until(first, RunStatus.SLEEPING, run_id)
                 await _until(second, RunStatus.SLEEPING, run_id)  # its sweep saw it park
                 if not leave:
+                    clock.advance(3600)
                     await _until(first, RunStatus.DONE, run_id)
+            if leave:
+                clock.advance(3600)
             await _until(second, RunStatus.DONE, run_id)
         events = await _events(pg_dsn, pg_schema, run_id)
         (waiting,) = of_type(events, Waiting)
@@ -159,8 +170,13 @@ async def test_a_signal_sent_from_elsewhere_wakes_the_worker_at_once(
             "paid",
         ]
     )
+    clock = VirtualClock()
     async with Supervisor(
-        PostgresStore(pg_dsn, schema=pg_schema), model=model, tools=tools, sweep_interval=600
+        PostgresStore(pg_dsn, schema=pg_schema),
+        model=model,
+        tools=tools,
+        sweep_interval=600,
+        clock=clock,
     ) as sup:
         await sup.start(RUN, "settle o-1")
         assert await sup.wait(RUN, timeout=WAIT) is RunStatus.SLEEPING
@@ -175,6 +191,10 @@ async def test_a_signal_sent_from_elsewhere_wakes_the_worker_at_once(
         ]
         assert outs[0].startswith(b"recorded: signal payment.o-1 (evt_1)")
         assert outs[1].startswith(b"already recorded: signal payment.o-1 (evt_1)")
+        with anyio.fail_after(WAIT):  # the second wait, which the duplicate does not end
+            while "await_payment (toolu_2)" not in (await sup.inspect(RUN)).reason:
+                await anyio.sleep(0.02)
+        clock.advance(1.0)  # its timeout
         await _until(sup, RunStatus.DONE)
     events = await _events(pg_dsn, pg_schema)
     assert result_of(events, "toolu_1").content == "paid"

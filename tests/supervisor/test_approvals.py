@@ -6,6 +6,7 @@ import asyncio
 import pathlib
 import subprocess
 import sys
+import time
 from typing import Any
 
 import anyio
@@ -15,6 +16,7 @@ import tether
 from tether._errors import RunStateError
 from tether.journal import Decision, Escalated, Resumed, ToolStarted
 from tether.supervisor import RunStatus, Supervisor
+from tether.testing import VirtualClock
 
 from ._helpers import (
     WAIT,
@@ -208,11 +210,20 @@ async def test_a_parked_run_waits_across_processes_and_is_not_a_restart(
     assert view.final_text == "finished"
 
 
+def jumping(
+    root: pathlib.Path, model: tether.ScriptedModel, tools: tether.ToolRegistry
+) -> Supervisor:
+    """A supervisor whose clock jumps to the next deadline whenever everything waits."""
+    return Supervisor(
+        tether.FileStore(root), model=model, tools=tools, clock=VirtualClock(autojump_threshold=0)
+    )
+
+
 async def test_an_unanswered_approval_is_rejected_at_its_deadline(tmp_path: pathlib.Path) -> None:
     ran: list[str] = []
     model = refund_model()
     tools = refund_tools(ran, approval_timeout=0.2)
-    async with Supervisor(tether.FileStore(tmp_path), model=model, tools=tools) as sup:
+    async with jumping(tmp_path, model, tools) as sup:
         await sup.start(RUN, "refund o-1")
         assert await sup.wait(RUN, timeout=WAIT) is RunStatus.WAITING_FOR_APPROVAL
         await wait_for(sup, RUN, RunStatus.DONE, timeout=5)
@@ -223,7 +234,7 @@ async def test_an_unanswered_approval_is_rejected_at_its_deadline(tmp_path: path
     (decision,) = of_type(events, Decision)
     assert (decision.approved, decision.by) == (False, "tether")
     assert "deadline" in decision.note
-    assert decision.at - events[1].at >= 0.2
+    assert decision.at - events[1].at >= 0.2  # never early
     block = results_by_id(view.messages)[CALL]
     assert block["is_error"] is True
     assert "rejected by tether" in block["content"]
@@ -239,7 +250,7 @@ async def test_an_unanswered_approval_can_escalate_at_its_deadline(
     ran: list[str] = []
     model = refund_model()
     tools = refund_tools(ran, approval_timeout=0.2, on_approval_timeout="escalate")
-    async with Supervisor(tether.FileStore(tmp_path), model=model, tools=tools) as sup:
+    async with jumping(tmp_path, model, tools) as sup:
         await sup.start(RUN, "refund o-1")
         assert await sup.wait(RUN, timeout=WAIT) is RunStatus.WAITING_FOR_APPROVAL
         await wait_for(sup, RUN, RunStatus.NEEDS_ATTENTION, timeout=5)
@@ -262,13 +273,17 @@ async def test_an_unanswered_approval_can_escalate_at_its_deadline(
 async def test_the_deadline_fires_in_a_later_process(tmp_path: pathlib.Path) -> None:
     ran: list[str] = []
     tools = refund_tools(ran, approval_timeout=0.3)
-    async with Supervisor(tether.FileStore(tmp_path), model=refund_model(), tools=tools) as sup:
+    clock = VirtualClock()
+    async with Supervisor(
+        tether.FileStore(tmp_path), model=refund_model(), tools=tools, clock=clock
+    ) as sup:
         await sup.start(RUN, "refund o-1")
         assert await sup.wait(RUN, timeout=WAIT) is RunStatus.WAITING_FOR_APPROVAL
 
     model = refund_model()
-    async with Supervisor(tether.FileStore(tmp_path), model=model, tools=tools) as sup:
+    async with Supervisor(tether.FileStore(tmp_path), model=model, tools=tools, clock=clock) as sup:
         assert await sup.wait(RUN, timeout=WAIT) is RunStatus.WAITING_FOR_APPROVAL
+        clock.advance(0.3)  # the deadline comes while this later process runs
         await wait_for(sup, RUN, RunStatus.DONE, timeout=5)
     (decision,) = of_type(await read_events(tmp_path, RUN), Decision)
     assert decision.by == "tether"
@@ -279,11 +294,15 @@ async def test_the_deadline_fires_in_a_later_process(tmp_path: pathlib.Path) -> 
     ran2: list[str] = []
     tools2 = refund_tools(ran2, approval_timeout=0.1)
     root2 = tmp_path / "second"
-    async with Supervisor(tether.FileStore(root2), model=refund_model(), tools=tools2) as sup:
+    async with Supervisor(
+        tether.FileStore(root2), model=refund_model(), tools=tools2, clock=clock
+    ) as sup:
         await sup.start(RUN, "refund o-1")
         assert await sup.wait(RUN, timeout=WAIT) is RunStatus.WAITING_FOR_APPROVAL
-    await anyio.sleep(0.15)
-    async with Supervisor(tether.FileStore(root2), model=refund_model(), tools=tools2) as sup:
+    clock.advance(0.15)  # with no process running
+    async with Supervisor(
+        tether.FileStore(root2), model=refund_model(), tools=tools2, clock=clock
+    ) as sup:
         assert await sup.wait(RUN, timeout=WAIT) is RunStatus.DONE
     assert ran2 == []
 
@@ -291,7 +310,10 @@ async def test_the_deadline_fires_in_a_later_process(tmp_path: pathlib.Path) -> 
 async def test_an_approval_deadline_is_not_a_restart(tmp_path: pathlib.Path) -> None:
     ran: list[str] = []
     tools = refund_tools(ran, approval_timeout=0.2)
-    async with Supervisor(tether.FileStore(tmp_path), model=refund_model(), tools=tools) as sup:
+    clock = VirtualClock(autojump_threshold=0)
+    async with Supervisor(
+        tether.FileStore(tmp_path), model=refund_model(), tools=tools, clock=clock
+    ) as sup:
         await sup.start(RUN, "refund o-1", budgets=tether.Budgets(max_restarts=0))
         assert await sup.wait(RUN, timeout=WAIT) is RunStatus.WAITING_FOR_APPROVAL
         with anyio.fail_after(5):
@@ -385,18 +407,23 @@ async def test_an_approval_after_the_approval_deadline_does_not_run_the_call(
     would leave it) is not acted on either: the deadline wins."""
     ran: list[str] = []
     tools = refund_tools(ran, approval_timeout=0.2)
-    async with Supervisor(tether.FileStore(tmp_path), model=refund_model(), tools=tools) as sup:
+    clock = VirtualClock()
+    async with Supervisor(
+        tether.FileStore(tmp_path), model=refund_model(), tools=tools, clock=clock
+    ) as sup:
         await sup.start(RUN, "refund o-1")
         assert await sup.wait(RUN, timeout=WAIT) is RunStatus.WAITING_FOR_APPROVAL
-    await anyio.sleep(0.3)
+    clock.advance(0.3)
     async with Supervisor(
-        tether.FileStore(tmp_path), model=refund_model(), tools=tools, resume=False
+        tether.FileStore(tmp_path), model=refund_model(), tools=tools, resume=False, clock=clock
     ) as sup:
         with pytest.raises(RunStateError, match="approval deadline of call 'toolu_03'"):
             await sup.decide(RUN, CALL, approved=True, by="priya")
     async with tether.FileStore(tmp_path) as store, await store.open(RUN) as journal:
-        await journal.append([Decision(call_id=CALL, approved=True, by="priya")])
-    async with Supervisor(tether.FileStore(tmp_path), model=refund_model(), tools=tools) as sup:
+        await journal.append([Decision(call_id=CALL, approved=True, by="priya", at=clock.time())])
+    async with Supervisor(
+        tether.FileStore(tmp_path), model=refund_model(), tools=tools, clock=clock
+    ) as sup:
         assert await sup.wait(RUN, timeout=WAIT) is RunStatus.DONE
     assert ran == []
     events = await read_events(tmp_path, RUN)
@@ -411,10 +438,13 @@ def test_the_cli_refuses_an_approval_after_its_deadline(tmp_path: pathlib.Path) 
     tools = refund_tools(ran, approval_timeout=0.2)
 
     async def park() -> None:
-        async with Supervisor(tether.FileStore(tmp_path), model=refund_model(), tools=tools) as sup:
+        # Parked an hour ago (the command line reads the real clock), with a 0.2 s deadline.
+        clock = VirtualClock(start=time.time() - 3600)
+        async with Supervisor(
+            tether.FileStore(tmp_path), model=refund_model(), tools=tools, clock=clock
+        ) as sup:
             await sup.start(RUN, "refund o-1")
             assert await sup.wait(RUN, timeout=WAIT) is RunStatus.WAITING_FOR_APPROVAL
-        await anyio.sleep(0.3)
 
     anyio.run(park)
     approve = subprocess.run(

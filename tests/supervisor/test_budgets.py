@@ -3,6 +3,7 @@ the journal so that a restart cannot reset them."""
 
 from __future__ import annotations
 
+import itertools
 import pathlib
 from typing import Any
 
@@ -18,12 +19,14 @@ from tether.journal import (
     Resumed,
     Retried,
     RunFinished,
+    RunStarted,
     Suspended,
     ToolStarted,
     Usage,
 )
 from tether.models import Message, ModelReply, SystemPrompt, ToolDefinition
 from tether.supervisor import RunStatus, Supervisor
+from tether.testing import VirtualClock
 
 from ._helpers import WAIT, of_type, read_events
 
@@ -31,15 +34,17 @@ use = tether.ScriptedModel.tool_use
 RUN = "run-1"
 
 
-def step_tools(ran: list[str], *, sleep: float = 0.0) -> tether.ToolRegistry:
+def step_tools(
+    ran: list[str], *, sleep: float = 0.0, clock: VirtualClock | None = None
+) -> tether.ToolRegistry:
     tools = tether.ToolRegistry()
 
     @tools.tool(policy="rerun")
     async def step(name: str) -> str:
-        """Do one step."""
+        """Do one step (taking ``sleep`` seconds of ``clock``'s time)."""
         ran.append(name)
-        if sleep:
-            await anyio.sleep(sleep)
+        if sleep and clock is not None:
+            await clock.sleep(sleep)
         return f"did {name}"
 
     @tools.tool(policy="rerun", approval=True)
@@ -129,10 +134,12 @@ async def test_token_budget(tmp_path: pathlib.Path) -> None:
 async def test_deadline(tmp_path: pathlib.Path) -> None:
     ran: list[str] = []
     model = tether.ScriptedModel([*steps("slow"), "done"])
-    view = await finish(tmp_path, model, step_tools(ran, sleep=0.3), Budgets(deadline_s=0.2))
+    clock = VirtualClock(autojump_threshold=0)
+    tools = step_tools(ran, sleep=3600, clock=clock)
+    view = await finish(tmp_path, model, tools, Budgets(deadline_s=1800), clock=clock)
 
     assert view.status is RunStatus.FAILED
-    assert view.reason == "deadline of 0.2 s passed"
+    assert view.reason == "deadline of 1800 s passed"
     assert ran == ["slow"]
     assert model.calls == 1
     await assert_failed_in_journal(tmp_path, view.reason)
@@ -358,10 +365,16 @@ async def test_an_approval_after_the_runs_deadline_does_not_run_the_tool(
 ) -> None:
     ran: list[str] = []
     model = tether.ScriptedModel([[use("toolu_g", "gated_step", {"name": "g"})], "done"])
-    async with Supervisor(tether.FileStore(tmp_path), model=model, tools=step_tools(ran)) as sup:
+    clock = VirtualClock()
+    async with Supervisor(
+        tether.FileStore(tmp_path), model=model, tools=step_tools(ran), clock=clock
+    ) as sup:
         await sup.start(RUN, "go", budgets=Budgets(deadline_s=0.2))
         assert await sup.wait(RUN, timeout=WAIT) is RunStatus.WAITING_FOR_APPROVAL
-        await anyio.sleep(0.4)
+        clock.advance(0.4)
+        with anyio.fail_after(WAIT):  # the timer saw the deadline pass
+            while (await sup.inspect(RUN)).status is not RunStatus.FAILED:
+                await anyio.sleep(0.02)
         # The deadline fired while the run was parked: the late approval is refused.
         with pytest.raises(RunStateError, match=r"already finished \(failed\)"):
             await sup.decide(RUN, "toolu_g", approved=True, by="priya")
@@ -384,26 +397,22 @@ async def test_a_parked_run_fails_at_its_deadline_with_nobody_touching_it(
         return "sent"
 
     model = tether.ScriptedModel([[tether.ScriptedModel.tool_use("t1", "send", {"text": "x"})]])
-    budgets = tether.Budgets(deadline_s=0.3)
-    async with Supervisor(tether.FileStore(tmp_path), model=model, tools=tools) as sup:
+    budgets = tether.Budgets(deadline_s=3 * 3600)
+    clock = VirtualClock(autojump_threshold=0)  # nobody touches it: time jumps to the deadline
+    async with Supervisor(tether.FileStore(tmp_path), model=model, tools=tools, clock=clock) as sup:
         await sup.start("run-1", "go", budgets=budgets)
         assert await sup.wait("run-1", timeout=WAIT) is RunStatus.WAITING_FOR_APPROVAL
         with anyio.fail_after(WAIT):
             while (await sup.inspect("run-1")).status is not RunStatus.FAILED:
                 await anyio.sleep(0.05)
         view = await sup.inspect("run-1")
-    assert "deadline of 0.3 s passed while waiting_for_approval" in view.reason
+    assert "deadline of 10800 s passed while waiting_for_approval" in view.reason
+    assert clock.time() == (await read_events(tmp_path, "run-1"))[0].at + 3 * 3600
 
 
 async def test_restart_backoff_doubles_with_jitter_on_an_injected_clock(
     tmp_path: pathlib.Path,
 ) -> None:
-    delays: list[float] = []
-
-    async def no_wait(seconds: float) -> None:
-        delays.append(seconds)
-        await anyio.lowlevel.checkpoint()
-
     class Exploding:
         name = "exploding"
         params: dict[str, Any] = {}  # noqa: RUF012 - a fixed, empty parameter set
@@ -423,14 +432,17 @@ async def test_restart_backoff_doubles_with_jitter_on_an_injected_clock(
         max_restarts=4,
         restart_backoff=1.0,
         max_backoff=5.0,
-        sleep=no_wait,
+        clock=VirtualClock(autojump_threshold=0),
         jitter=lambda: 0.5,  # 0.5 + 0.5 = no jitter at all
     )
     async with sup:
         await sup.start(RUN, "go")
         assert await sup.wait(RUN, timeout=WAIT) is RunStatus.NEEDS_ATTENTION
-    # One wait before each of the five restarts; the fifth exceeds the limit of four.
-    assert delays == [1.0, 2.0, 4.0, 5.0, 5.0]
+    # One wait before each restart, on the virtual clock (nothing else moves it): the journal's
+    # times are the delays exactly; the fifth restart exceeds the limit of four.
+    events = await read_events(tmp_path, RUN)
+    times = [e.at for e in events if isinstance(e, RunStarted | Resumed)]
+    assert [b - a for a, b in itertools.pairwise(times)] == [1.0, 2.0, 4.0, 5.0, 5.0]
 
 
 async def test_a_run_without_budgets_stops_at_the_default_model_call_limit(

@@ -24,6 +24,7 @@ import tether
 from tether.journal import ModelFailed, ModelResponse, ToolStarted
 from tether.models import TextBlock
 from tether.supervisor import RunStatus, Supervisor
+from tether.testing import VirtualClock
 
 from ..models._messages_api import (
     MessagesAPI,
@@ -62,10 +63,6 @@ async def claude(api: MessagesAPI, **options: Any) -> AsyncIterator[tether.Anthr
         yield tether.AnthropicModel(MODEL, client=client, **{"max_tokens": 2048, **options})
 
 
-async def no_wait(seconds: float) -> None:
-    return None
-
-
 async def drive(
     root: pathlib.Path,
     api: MessagesAPI,
@@ -77,7 +74,11 @@ async def drive(
     async with (
         claude(api, **options) as model,
         Supervisor(
-            tether.FileStore(root), model=model, tools=tools, on_text=on_text, sleep=no_wait
+            tether.FileStore(root),
+            model=model,
+            tools=tools,
+            on_text=on_text,
+            clock=VirtualClock(autojump_threshold=0),
         ) as sup,
     ):
         with contextlib.suppress(tether.RunExistsError):  # resumed
@@ -197,7 +198,9 @@ async def test_a_stream_that_breaks_off_is_asked_again_and_nothing_partial_is_ke
 
     async with (
         claude(api, max_tokens=32_000) as model,
-        Supervisor(tether.FileStore(tmp_path), model=model, sleep=no_wait) as sup,
+        Supervisor(
+            tether.FileStore(tmp_path), model=model, clock=VirtualClock(autojump_threshold=0)
+        ) as sup,
     ):
         await sup.start(RUN, "hi")
         assert await sup.wait(RUN, timeout=WAIT) is RunStatus.DONE

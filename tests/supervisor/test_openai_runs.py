@@ -26,6 +26,7 @@ import pytest
 import tether
 from tether.journal import ModelFailed, ModelResponse, Parked, ToolResult, ToolStarted
 from tether.supervisor import RunStatus, Supervisor
+from tether.testing import VirtualClock
 
 from ..models import _chat_api as chat
 from ..models import _responses_api as responses
@@ -49,10 +50,6 @@ def refund_tools(refunds: list[tuple[str, str]]) -> tether.ToolRegistry:
     return tools
 
 
-async def no_wait(seconds: float) -> None:
-    return None
-
-
 @asynccontextmanager
 async def openai_model(api: FakeAPI[Any], **options: Any) -> AsyncIterator[tether.OpenAIModel]:
     kind: Literal["chat", "responses"] = "chat" if isinstance(api, chat.ChatAPI) else "responses"
@@ -68,7 +65,11 @@ async def drive(
     async with (
         openai_model(api, **options) as model,
         Supervisor(
-            tether.FileStore(root), model=model, tools=tools, sleep=no_wait, on_text=on_text
+            tether.FileStore(root),
+            model=model,
+            tools=tools,
+            clock=VirtualClock(autojump_threshold=0),
+            on_text=on_text,
         ) as sup,
     ):
         with contextlib.suppress(tether.RunExistsError):  # resumed
@@ -282,14 +283,10 @@ async def test_rate_limits_and_server_errors_are_asked_again_a_400_parks(
         api = chat.ChatAPI(*errors, chat.answer("Hello."))
     else:
         api = responses.ResponsesAPI(*errors, responses.answer("Hello."))
-    waits: list[float] = []
-
-    async def sleep(seconds: float) -> None:
-        waits.append(seconds)
-
+    clock = VirtualClock(autojump_threshold=0)
     async with (
         openai_model(api) as model,
-        Supervisor(tether.FileStore(tmp_path), model=model, sleep=sleep, jitter=lambda: 0.5) as sup,
+        Supervisor(tether.FileStore(tmp_path), model=model, clock=clock, jitter=lambda: 0.5) as sup,
     ):
         await sup.start(RUN, "hi")
         assert await sup.wait(RUN, timeout=WAIT) is RunStatus.NEEDS_ATTENTION
@@ -305,9 +302,9 @@ async def test_rate_limits_and_server_errors_are_asked_again_a_400_parks(
     failed = of_type(events, ModelFailed)
     assert [f.kind for f in failed] == ["transient", "transient"]
     assert failed[0].error.startswith("HTTP 429 rate_limit_exceeded: Rate limit reached")
-    assert failed[0].retry_at == pytest.approx(failed[0].at + 7.0, abs=0.5)
-    assert waits[:2] == [pytest.approx(7.0, abs=0.5), pytest.approx(2.0, abs=0.5)]
-    assert len(of_type(events, Parked)) == 1
+    (parked,) = of_type(events, Parked)  # the third request: each went out at its retry time
+    assert failed[0].retry_at == failed[0].at + 7.0 == failed[1].at
+    assert failed[1].retry_at == failed[1].at + 2.0 == parked.at
 
 
 @pytest.mark.parametrize(

@@ -6,29 +6,16 @@ from __future__ import annotations
 import anyio
 
 from tether.supervisor._timers import COMPACT_SLACK, Timers
-
-
-class VirtualClock:
-    """Time that passes only when slept through."""
-
-    def __init__(self) -> None:
-        self.now = 1_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        self.now += max(seconds, 0.0)
-        await anyio.sleep(0)
+from tether.testing import VirtualClock
 
 
 async def test_forgotten_wake_ups_never_fire_and_leave_the_heap() -> None:
-    clock = VirtualClock()
+    clock = VirtualClock(start=1_000.0, autojump_threshold=0)
     fired: list[str] = []
-    timers = Timers(clock, clock.sleep, fired.append)
+    timers = Timers(clock.time, clock.sleep, fired.append)
     runs = [f"run-{i:03d}" for i in range(4 * COMPACT_SLACK)]
     for i, run_id in enumerate(runs):
-        timers.at(clock.now + 10 + i, run_id)
+        timers.at(clock.time() + 10 + i, run_id)
     finished = runs[: 3 * COMPACT_SLACK]
     for run_id in finished:
         timers.forget(run_id)
@@ -39,14 +26,15 @@ async def test_forgotten_wake_ups_never_fire_and_leave_the_heap() -> None:
         tg.start_soon(timers.serve)
         with anyio.fail_after(5):
             while len(fired) < COMPACT_SLACK:
-                await anyio.sleep(0)
+                await anyio.sleep(0.001)  # blocked (not spinning), so the clock can jump
         tg.cancel_scope.cancel()
     assert fired == runs[3 * COMPACT_SLACK :]
     assert len(timers) == 0
+    assert clock.time() == 1_000.0 + 10 + len(runs) - 1  # each fired at its time, in turn
 
 
 async def test_a_wake_up_forgotten_while_the_timer_sleeps_on_it_does_not_fire() -> None:
-    clock = VirtualClock()
+    clock = VirtualClock(start=1_000.0, autojump_threshold=0)
     fired: list[str] = []
     release = anyio.Event()
 
@@ -54,9 +42,9 @@ async def test_a_wake_up_forgotten_while_the_timer_sleeps_on_it_does_not_fire() 
         await release.wait()
         await clock.sleep(seconds)
 
-    timers = Timers(clock, slow_sleep, fired.append)
-    timers.at(clock.now + 5, "finished")
-    timers.at(clock.now + 6, "parked")
+    timers = Timers(clock.time, slow_sleep, fired.append)
+    timers.at(clock.time() + 5, "finished")
+    timers.at(clock.time() + 6, "parked")
     async with anyio.create_task_group() as tg:
         tg.start_soon(timers.serve)
         await anyio.wait_all_tasks_blocked()  # asleep until "finished" is due
@@ -64,6 +52,6 @@ async def test_a_wake_up_forgotten_while_the_timer_sleeps_on_it_does_not_fire() 
         release.set()
         with anyio.fail_after(5):
             while not fired:
-                await anyio.sleep(0)
+                await anyio.sleep(0.001)  # blocked (not spinning), so the clock can jump
         tg.cancel_scope.cancel()
     assert fired == ["parked"]

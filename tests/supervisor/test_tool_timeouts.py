@@ -4,6 +4,10 @@ A timed-out attempt has an unknown outcome, so it goes through the tool's replay
 call whose process died (run again, verified, or escalated) while retries are left. An
 exception in ``retry_on`` is a known failure: it runs again whatever the policy. Every attempt
 is journaled (``tool_started``, ``tool_failed``) and counted in the tool budget.
+
+Timeouts and backoff are the subject, so the supervisors run on a ``VirtualClock`` that jumps
+whenever everything waits: a slow tool sleeps an hour on it against a minute's timeout, and
+the journal's times are exact.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import pytest
 import tether
 from tether.journal import Budgets, Escalated, ToolFailed, ToolResult, ToolStarted
 from tether.supervisor import RunStatus, Supervisor
+from tether.testing import VirtualClock
 
 from ._helpers import WAIT, of_type, read_events, result_of
 
@@ -25,29 +30,37 @@ RUN = "run-1"
 CALL = "toolu_01"
 
 
-async def no_wait(seconds: float) -> None:
-    await anyio.lowlevel.checkpoint()
+@pytest.fixture
+def clock() -> VirtualClock:
+    return VirtualClock(autojump_threshold=0)
 
 
 async def run_to_rest(
-    root: pathlib.Path, tools: tether.ToolRegistry, args: dict[str, Any], **budgets: Any
+    root: pathlib.Path,
+    tools: tether.ToolRegistry,
+    args: dict[str, Any],
+    clock: VirtualClock | None = None,
+    **budgets: Any,
 ) -> Any:
     model = tether.ScriptedModel([[use(CALL, "act", args)], "all done"])
-    async with Supervisor(tether.FileStore(root), model=model, tools=tools, sleep=no_wait) as sup:
+    clock = clock or VirtualClock(autojump_threshold=0)
+    async with Supervisor(tether.FileStore(root), model=model, tools=tools, clock=clock) as sup:
         await sup.start(RUN, "go", budgets=Budgets(**budgets))
         await sup.wait(RUN, timeout=WAIT)
         return await sup.inspect(RUN)
 
 
-def slow_then_quick(attempts: list[int], *, slow_until: int, **options: Any) -> Any:
+def slow_then_quick(
+    attempts: list[int], *, slow_until: int, clock: VirtualClock, **options: Any
+) -> Any:
     tools = tether.ToolRegistry()
 
-    @tools.tool(timeout=0.05, **options)
+    @tools.tool(timeout=60, **options)
     async def act(item: str, ctx: tether.ToolContext) -> str:
         """Act on an item."""
         attempts.append(ctx.attempt)
         if ctx.attempt <= slow_until:
-            await anyio.sleep(10)
+            await clock.sleep(3600)
         return f"acted on {item} (attempt {ctx.attempt})"
 
     return tools
@@ -55,11 +68,11 @@ def slow_then_quick(attempts: list[int], *, slow_until: int, **options: Any) -> 
 
 @pytest.mark.parametrize("policy", ["rerun", "idempotency_key"])
 async def test_a_timed_out_call_safe_to_repeat_runs_again(
-    tmp_path: pathlib.Path, policy: str
+    tmp_path: pathlib.Path, policy: str, clock: VirtualClock
 ) -> None:
     attempts: list[int] = []
-    tools = slow_then_quick(attempts, slow_until=2, policy=policy, retries=2)
-    view = await run_to_rest(tmp_path, tools, {"item": "a"})
+    tools = slow_then_quick(attempts, slow_until=2, policy=policy, retries=2, clock=clock)
+    view = await run_to_rest(tmp_path, tools, {"item": "a"}, clock)
 
     assert view.status is RunStatus.DONE
     assert attempts == [1, 2, 3]
@@ -67,43 +80,43 @@ async def test_a_timed_out_call_safe_to_repeat_runs_again(
     assert [e.attempt for e in of_type(events, ToolStarted)] == [1, 2, 3]
     failed = of_type(events, ToolFailed)
     assert [(f.attempt, f.timed_out) for f in failed] == [(1, True), (2, True)]
-    assert failed[0].error == "timed out after 0.05 s"
+    assert failed[0].error == "timed out after 60 s"
     assert result_of(events, CALL).content == "acted on a (attempt 3)"
     assert view.tool_calls == 3  # every attempt counts in the tool budget
 
 
 async def test_a_call_that_keeps_timing_out_gets_an_error_result_when_retries_run_out(
-    tmp_path: pathlib.Path,
+    tmp_path: pathlib.Path, clock: VirtualClock
 ) -> None:
     attempts: list[int] = []
-    tools = slow_then_quick(attempts, slow_until=99, policy="rerun", retries=1)
-    view = await run_to_rest(tmp_path, tools, {"item": "a"})
+    tools = slow_then_quick(attempts, slow_until=99, policy="rerun", retries=1, clock=clock)
+    view = await run_to_rest(tmp_path, tools, {"item": "a"}, clock)
 
     assert view.status is RunStatus.DONE  # the model heard the error and answered
     assert attempts == [1, 2]
     result = result_of(await read_events(tmp_path, RUN), CALL)
     assert not result.ok
-    assert result.content == "timed out after 0.05 s (after 2 attempts)"
+    assert result.content == "timed out after 60 s (after 2 attempts)"
 
 
 async def test_a_timed_out_escalate_call_goes_to_a_person_and_is_not_run_again(
-    tmp_path: pathlib.Path,
+    tmp_path: pathlib.Path, clock: VirtualClock
 ) -> None:
     attempts: list[int] = []
-    tools = slow_then_quick(attempts, slow_until=99, policy="escalate", retries=3)
-    view = await run_to_rest(tmp_path, tools, {"item": "a"})
+    tools = slow_then_quick(attempts, slow_until=99, policy="escalate", retries=3, clock=clock)
+    view = await run_to_rest(tmp_path, tools, {"item": "a"}, clock)
 
     assert view.status is RunStatus.NEEDS_ATTENTION
     assert view.pending == (CALL,)
     assert attempts == [1]  # its outcome is unknown: running it again could repeat it
-    reason = "act attempt 1 ended without a result (timed out after 0.05 s); outcome unknown"
+    reason = "act attempt 1 ended without a result (timed out after 60 s); outcome unknown"
     assert reason in view.reason
     (escalated,) = of_type(await read_events(tmp_path, RUN), Escalated)
     assert escalated.call_id == CALL
 
 
 async def test_a_timed_out_verify_call_is_verified_before_it_runs_again(
-    tmp_path: pathlib.Path,
+    tmp_path: pathlib.Path, clock: VirtualClock
 ) -> None:
     attempts: list[int] = []
     landed: set[str] = set()
@@ -114,17 +127,17 @@ async def test_a_timed_out_verify_call_is_verified_before_it_runs_again(
         verified.append(ctx.attempt)
         return f"found {item}" if item in landed else None
 
-    @tools.tool(policy="verify", verify=check, timeout=0.05, retries=2)
+    @tools.tool(policy="verify", verify=check, timeout=60, retries=2)
     async def act(item: str, ctx: tether.ToolContext) -> str:
         """Act on an item."""
         attempts.append(ctx.attempt)
         if ctx.attempt == 1:
-            await anyio.sleep(10)  # times out without landing
+            await clock.sleep(3600)  # times out without landing
         landed.add(item)
-        await anyio.sleep(10)  # times out after landing: the verify finds it
+        await clock.sleep(3600)  # times out after landing: the verify finds it
         return "unreachable"
 
-    view = await run_to_rest(tmp_path, tools, {"item": "a"})
+    view = await run_to_rest(tmp_path, tools, {"item": "a"}, clock)
     assert view.status is RunStatus.DONE
     assert attempts == [1, 2]
     assert verified == [1, 2]
@@ -169,21 +182,18 @@ async def test_an_error_not_in_retry_on_is_the_result_at_once(tmp_path: pathlib.
     assert (result.ok, result.content) == (False, "ValueError: no such item")
 
 
-async def test_retries_count_against_the_tool_budget(tmp_path: pathlib.Path) -> None:
+async def test_retries_count_against_the_tool_budget(
+    tmp_path: pathlib.Path, clock: VirtualClock
+) -> None:
     attempts: list[int] = []
-    tools = slow_then_quick(attempts, slow_until=99, policy="rerun", retries=5)
-    view = await run_to_rest(tmp_path, tools, {"item": "a"}, max_tool_calls=2)
+    tools = slow_then_quick(attempts, slow_until=99, policy="rerun", retries=5, clock=clock)
+    view = await run_to_rest(tmp_path, tools, {"item": "a"}, clock, max_tool_calls=2)
     assert view.status is RunStatus.FAILED
     assert "tool call budget exhausted: 2 made, 1 more needed, limit 2" in view.reason
     assert attempts == [1, 2]
 
 
 async def test_retries_back_off_between_attempts(tmp_path: pathlib.Path) -> None:
-    waits: list[float] = []
-
-    async def sleep(seconds: float) -> None:
-        waits.append(seconds)
-
     tools = tether.ToolRegistry()
 
     @tools.tool(policy="rerun", retries=3, retry_on=ConnectionError)
@@ -195,11 +205,22 @@ async def test_retries_back_off_between_attempts(tmp_path: pathlib.Path) -> None
 
     model = tether.ScriptedModel([[use(CALL, "act", {"item": "a"})], "ok"])
     async with Supervisor(
-        tether.FileStore(tmp_path), model=model, tools=tools, sleep=sleep, jitter=lambda: 0.5
+        tether.FileStore(tmp_path),
+        model=model,
+        tools=tools,
+        clock=VirtualClock(autojump_threshold=0),
+        jitter=lambda: 0.5,
     ) as sup:
         await sup.start(RUN, "go")
         assert await sup.wait(RUN, timeout=WAIT) is RunStatus.DONE
-    assert [round(w) for w in waits] == [1, 2, 4]
+    # Each attempt started at the retry time the failure before it named, not a moment before.
+    events = await read_events(tmp_path, RUN)
+    failures, starts = of_type(events, ToolFailed), of_type(events, ToolStarted)
+    delays = (1.0, 2.0, 4.0)
+    assert [f.retry_at for f in failures] == [
+        f.at + d for f, d in zip(failures, delays, strict=True)
+    ]
+    assert [f.retry_at for f in failures] == [s.at for s in starts[1:]]
 
 
 async def test_a_raising_verify_is_its_calls_error_and_spares_a_slow_sibling(

@@ -7,22 +7,18 @@ from __future__ import annotations
 import pathlib
 from typing import Any
 
-import anyio
 import pytest
 
 import tether
 from tether.journal import Escalated, ToolFailed, ToolStarted
 from tether.supervisor import RunStatus, Supervisor
+from tether.testing import VirtualClock
 
 from ._helpers import WAIT, of_type, read_events, result_of
 
 use = tether.ScriptedModel.tool_use
 RUN = "run-1"
 CALL = "toolu_01"
-
-
-async def no_wait(seconds: float) -> None:
-    await anyio.lowlevel.checkpoint()
 
 
 def lost_once(attempts: list[int], **options: Any) -> tether.ToolRegistry:
@@ -41,7 +37,9 @@ def lost_once(attempts: list[int], **options: Any) -> tether.ToolRegistry:
 
 async def run_to_rest(root: pathlib.Path, tools: tether.ToolRegistry) -> Any:
     model = tether.ScriptedModel([[use(CALL, "act", {"item": "a"})], "all done"])
-    async with Supervisor(tether.FileStore(root), model=model, tools=tools, sleep=no_wait) as sup:
+    async with Supervisor(
+        tether.FileStore(root), model=model, tools=tools, clock=VirtualClock(autojump_threshold=0)
+    ) as sup:
         await sup.start(RUN, "go")
         await sup.wait(RUN, timeout=WAIT)
         return await sup.inspect(RUN)

@@ -1,5 +1,9 @@
 """Stamping events for any store: each gets its ``seq`` and ``at``, and its encoding is checked.
 
+A store dates an event it is given without an ``at`` with the real time. A writer that keeps
+its own clock (the supervisor's, which a test may make virtual) dates its events first, so the
+journal says the time that writer's deadlines are reckoned in.
+
 ``queueable`` applies the same check to an answer queued for later (an inbox), before it is
 acknowledged: one that the journal would refuse when its holder records it is refused now.
 """

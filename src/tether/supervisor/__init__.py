@@ -18,10 +18,12 @@ from ._status import Standing as Standing
 from ._status import run_status as run_status
 
 ON_DEMAND = {
+    "Clock": "tether.supervisor._clock",
     "RunTelemetry": "tether.supervisor._telemetry",
     "RunView": "tether.supervisor._supervisor",
     "StatusChange": "tether.supervisor._supervisor",
     "Supervisor": "tether.supervisor._supervisor",
+    "SystemClock": "tether.supervisor._clock",
     "WorkerApp": "tether.supervisor._worker",
     "load_app": "tether.supervisor._worker",
     "run_worker": "tether.supervisor._worker",
@@ -30,6 +32,8 @@ ON_DEMAND = {
 needs (``tether runs``, the console); the runtime comes with the first ``Supervisor``."""
 
 if TYPE_CHECKING:
+    from ._clock import Clock as Clock
+    from ._clock import SystemClock as SystemClock
     from ._supervisor import RunView as RunView
     from ._supervisor import StatusChange as StatusChange
     from ._supervisor import Supervisor as Supervisor
@@ -46,6 +50,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "Clock",
     "RunState",
     "RunStatus",
     "RunTelemetry",
@@ -53,6 +58,7 @@ __all__ = [
     "Standing",
     "StatusChange",
     "Supervisor",
+    "SystemClock",
     "WorkerApp",
     "fold",
     "load_app",

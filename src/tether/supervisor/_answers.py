@@ -35,6 +35,7 @@ from ..journal import (
     Store,
 )
 from ._budgets import budget_problem
+from ._clock import dated
 from ._runtime import Mailbox
 from ._state import RunState, RunStatus, fold
 from ._status import approval_deadline, pinned_tool, run_status
@@ -236,7 +237,7 @@ async def record_answer(
         record = checked(state)
         if record is None:
             return Recorded(build(state), state, repeated=True)
-        (written,) = await journal.append([record])
+        (written,) = await journal.append(dated([record], clock()))
     return Recorded(written, state)
 
 

@@ -27,6 +27,7 @@ from .._errors import OutcomeUnknownError
 from ..journal import MAX_RUN_ID_LEN as MAX_RUN_ID
 from ..journal import Event, ToolFailed, ToolResult, Waiting
 from ..tools import ContentBlocks, ToolContext, ToolSpec, Wait
+from ._clock import Clock, within
 from ._state import Call, RunState
 
 _CHILD_PART = re.compile(r"[A-Za-z0-9._-]+")
@@ -37,14 +38,15 @@ async def attempt(
     spec: ToolSpec,
     ctx: ToolContext,
     *,
-    clock: Callable[[], float],
+    clock: Clock,
     jitter: Callable[[], float],
 ) -> Event:
     """Run one attempt (``ctx.attempt``) of ``call`` and return the record of how it ended.
 
-    A timeout (``spec.timeout``), ``OutcomeUnknownError`` and an exception in ``spec.retry_on``
-    give ``tool_failed`` (what comes next is the call's replay decision); anything else the
-    tool raises is an error result.
+    A timeout (``spec.timeout``, on ``clock``), ``OutcomeUnknownError`` and an exception in
+    ``spec.retry_on`` give ``tool_failed`` (what comes next is the call's replay decision);
+    anything else the tool raises is an error result. A wait the tool asks for with a
+    duration (``sleep_for``, a ``wait_for`` timeout) is fixed in ``clock``'s time here.
 
     On cancellation (the run's own): propagates; the attempt's outcome stays unknown.
     """
@@ -52,12 +54,13 @@ async def attempt(
         if spec.timeout is None:  # no cancel scope to pay for (most tools)
             content = await spec.invoke(call.input, ctx)
         else:
-            with anyio.move_on_after(spec.timeout) as scope:
-                content = await spec.invoke(call.input, ctx)
-            if scope.cancelled_caught:
+            timed_out, content = await within(
+                clock, spec.timeout, lambda: spec.invoke(call.input, ctx)
+            )
+            if timed_out:
                 error = f"timed out after {spec.timeout:g} s"
                 return failed(call, spec, ctx, error, timed_out=True, clock=clock, jitter=jitter)
-        return ok_result(call, content, ctx.attempt, ctx.run_id)
+        return ok_result(call, content, ctx.attempt, ctx.run_id, now=clock.time())
     except anyio.get_cancelled_exc_class():
         if cancelled_from_outside():
             raise
@@ -78,7 +81,7 @@ def failed(
     error: str,
     *,
     timed_out: bool,
-    clock: Callable[[], float],
+    clock: Clock,
     jitter: Callable[[], float],
 ) -> ToolFailed:
     """The ``tool_failed`` record of an attempt, with when the next may go (backoff)."""
@@ -89,7 +92,7 @@ def failed(
         attempt=ctx.attempt,
         error=error,
         timed_out=timed_out,
-        retry_at=clock() + delay,
+        retry_at=clock.time() + delay,
     )
 
 
@@ -104,10 +107,11 @@ def cancelled_from_outside() -> bool:
     return task is not None and task.cancelling() > 0
 
 
-def ok_result(call: Call, content: Any, attempt: int, run_id: str) -> Event:
+def ok_result(call: Call, content: Any, attempt: int, run_id: str, *, now: float) -> Event:
     """How a tool's attempt that returned ``content`` ended: its result (content blocks kept
     as blocks), or the wait it asked for (``sleep_until``, ``wait_for``, ``start_child``: the
-    child's run id is made here, from the run's and the call's)."""
+    child's run id is made here, from the run's and the call's; a wait for a duration ends
+    that long after ``now``, the supervisor's time)."""
     if isinstance(content, Wait):
         child = content.child
         if child is not None:
@@ -115,7 +119,7 @@ def ok_result(call: Call, content: Any, attempt: int, run_id: str) -> Event:
         return Waiting(
             call_id=call.id,
             attempt=attempt,
-            until=content.until,
+            until=content.deadline(now),
             event=content.event,
             result=content.result,
             ok=content.ok,
@@ -143,7 +147,14 @@ def error_result(call: Call, message: str) -> ToolResult:
 
 
 async def verify(
-    call: Call, spec: ToolSpec, ctx: ToolContext, *, then_run: bool, otherwise: str, run_id: str
+    call: Call,
+    spec: ToolSpec,
+    ctx: ToolContext,
+    *,
+    then_run: bool,
+    otherwise: str,
+    run_id: str,
+    now: Callable[[], float],
 ) -> Event | None:
     """Ask the tool's ``verify`` function whether the call's last attempt landed: the result to
     record (what it found, ``otherwise`` when it found nothing, or the error it raised), or
@@ -161,7 +172,7 @@ async def verify(
     except BaseException as exc:  # that call's error, never its siblings' cancellation
         return error_result(call, f"verify failed: {type(exc).__name__}: {exc}")
     if landed is not None:
-        return ok_result(call, landed, call.attempts, run_id)
+        return ok_result(call, landed, call.attempts, run_id, now=now())
     return None if then_run else error_result(call, otherwise)
 
 

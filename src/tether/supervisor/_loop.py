@@ -51,6 +51,7 @@ from ._attempt import interrupted
 from ._attempt import verify as verify_landed
 from ._budgets import budget_problem
 from ._children import look_at_children
+from ._clock import dated
 from ._manifest import CONTRACT, contract_decision, contract_found, system_of
 from ._manifest import build_manifest as build_manifest
 from ._manifest import manifest_problem as manifest_problem
@@ -307,7 +308,10 @@ class _Drive:
         if journal.broken or not stopped_mid_work(self.state, self.rt.clock()):
             return
         try:
-            await journal.append([Suspended(reason=reason, host=self.rt.host, pid=os.getpid())])
+            suspended = Suspended(
+                reason=reason, host=self.rt.host, pid=os.getpid(), at=self.rt.clock()
+            )
+            await journal.append([suspended])
         except Exception as exc:  # a broken handle or a lost lease: the next owner charges it
             log.debug("run %s: could not record the suspension: %s", journal.run_id, exc)
 
@@ -452,7 +456,9 @@ class _Drive:
         await journal.fence()  # a worker paused past its lease must not act for the run any more
         ctx = ToolContext(run_id=journal.run_id, call_id=call.id, attempt=attempt)
         with tool_scope(self.trace, call, spec, attempt, seq=seq, dangling=dangling) as traced:
-            outcome = await run_attempt(call, spec, ctx, clock=self.rt.clock, jitter=self.rt.jitter)
+            outcome = await run_attempt(
+                call, spec, ctx, clock=self.rt.wall_clock, jitter=self.rt.jitter
+            )
             failpoint("tool_returned")
             (saved,) = await self._append_for_call([outcome])
             if traced is not None:
@@ -468,7 +474,13 @@ class _Drive:
         seq = call.started_seq
         with tool_scope(self.trace, call, spec, call.attempts, seq=seq, dangling=True, verify=True):
             result = await verify_landed(
-                call, spec, ctx, then_run=step.then_run, otherwise=step.otherwise, run_id=ctx.run_id
+                call,
+                spec,
+                ctx,
+                then_run=step.then_run,
+                otherwise=step.otherwise,
+                run_id=ctx.run_id,
+                now=self.rt.clock,
             )
         if result is None:  # it did not land: run it again
             await self._run_call(call, spec, call.attempts + 1)
@@ -538,7 +550,7 @@ class _Drive:
         if self.resume_record is not None:  # the drive's first write: say what it resumed from
             records = [self.resume_record, *records]
             self.resume_record = None
-        await self.journal.append(records)
+        await self.journal.append(dated(records, self.rt.clock()))
         await self._catch_up()
 
     async def _append_for_call(self, records: list[Event]) -> list[AnyEvent]:
@@ -550,7 +562,7 @@ class _Drive:
         """
         if self.resume_record is not None:
             raise RuntimeError("a tool call's record would come before the drive's resume record")
-        return await self.journal.append(records)
+        return await self.journal.append(dated(records, self.rt.clock()))
 
     async def _catch_up(self) -> None:
         """Fold new durable events, with the content of any blob they refer to.

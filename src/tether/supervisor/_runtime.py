@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import random
 import socket
-import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -22,6 +21,7 @@ from ..journal import AnyEvent, Manifest, ToolResult, Waiting
 from ..models import Model, ToolDefinition
 from ..tools import ToolRegistry, ToolSpec
 from ._alone import StepGate
+from ._clock import Clock, SystemClock
 from ._state import RunState
 from ._telemetry import RunTelemetry
 
@@ -67,8 +67,7 @@ class Runtime:
     app_version: str = ""
     strict_app_version: bool = False
     model_gate: anyio.Semaphore | None = None
-    clock: Callable[[], float] = time.time
-    sleep: Callable[[float], Awaitable[None]] = anyio.sleep
+    wall_clock: Clock = field(default_factory=SystemClock)
     jitter: Callable[[], float] = random.random
     host: str = field(default_factory=socket.gethostname)
     mailbox: Mailbox | None = None
@@ -85,6 +84,16 @@ class Runtime:
     definitions: dict[tuple[tuple[str, str, str], ...], list[ToolDefinition]] = field(
         default_factory=dict
     )
+
+    @property
+    def clock(self) -> Callable[[], float]:
+        """Wall-clock time, from ``wall_clock`` (deadlines, retry times, records' ``at``)."""
+        return self.wall_clock.time
+
+    @property
+    def sleep(self) -> Callable[[float], Awaitable[None]]:
+        """Waiting on ``wall_clock`` (backoff, a wait's time)."""
+        return self.wall_clock.sleep
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import random
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import AsyncExitStack
 from typing import Any, final
@@ -31,6 +30,7 @@ from ..tools import ToolRegistry
 from . import _verbs as verbs
 from ._answers import Recorded, record_answer
 from ._children import child_ended, child_started
+from ._clock import Clock, SystemClock, dated
 from ._entry import Board
 from ._entry import Entry as _Entry
 from ._entry import RunView as RunView
@@ -46,6 +46,8 @@ from ._tasks import RunTasks
 from ._telemetry import RunTelemetry
 
 log = logging.getLogger("tether.supervisor")
+
+SYSTEM_CLOCK = SystemClock()
 
 REMOTE_POLL = 0.2
 """Seconds between looks at the journal of a run that another process is advancing."""
@@ -99,8 +101,17 @@ class Supervisor:
         telemetry: where the runs' work is reported: ``tether.otel.OpenTelemetry()`` for
             spans and metrics per the GenAI semantic conventions; ``None`` (the default)
             reports nothing and imports nothing.
-        clock, sleep, jitter: wall-clock time (deadlines, retry times), waiting (backoff,
-            timers) and the jitter source (``[0, 1)``), injectable so tests need not wait.
+        clock: where every time the supervisor derives comes from and how it waits: the
+            deadlines of runs, approvals and waits, durable timers, backoff and retry times, a
+            tool's ``timeout``, and the ``at`` of each record it appends. ``SystemClock()``
+            (the default) is real time; ``tether.testing.VirtualClock`` lets a test skip
+            through an hour-long wait in milliseconds. Polling the store (sweeps) and
+            PostgreSQL leases stay on real time.
+        jitter: the jitter source of backoff (``[0, 1)``), injectable for tests.
+
+    Raises:
+        ValueError: ``sweep_interval`` is not more than 0.
+        TypeError: ``clock`` is not a ``Clock`` (a bare ``time.time`` is not one).
     """
 
     def __init__(
@@ -121,12 +132,16 @@ class Supervisor:
         resume: bool = True,
         on_text: Callable[[str, str], None] | None = None,
         telemetry: RunTelemetry | None = None,
-        clock: Callable[[], float] = time.time,
-        sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
+        clock: Clock = SYSTEM_CLOCK,
         jitter: Callable[[], float] = random.random,
     ) -> None:
         if sweep_interval is not None and not sweep_interval > 0:
             raise ValueError(f"sweep_interval must be more than 0 seconds, got {sweep_interval!r}")
+        if not isinstance(clock, Clock):
+            raise TypeError(
+                "clock must be a tether.supervisor.Clock (with time() and async sleep()), such "
+                f"as SystemClock() or tether.testing.VirtualClock(), got {clock!r}"
+            )
         self._store = store
         self._rt = Runtime(
             model=model,
@@ -136,8 +151,7 @@ class Supervisor:
             app_version=app_version,
             strict_app_version=strict_app_version,
             model_gate=anyio.Semaphore(model_concurrency) if model_concurrency else None,
-            clock=clock,
-            sleep=sleep,
+            wall_clock=clock,
             jitter=jitter,
             mailbox=store,
             on_text=on_text,
@@ -149,7 +163,7 @@ class Supervisor:
         self._drain_timeout = drain_timeout
         self._resume = resume
         self._sweep_interval = sweep_interval
-        self._board = Board(clock)
+        self._board = Board(clock.time)
         self._tasks = RunTasks(
             store,
             self._rt,
@@ -157,7 +171,6 @@ class Supervisor:
             limit=max_active_runs,
             backoff=restart_backoff,
             max_backoff=max_backoff,
-            sleep=sleep,
             jitter=jitter,
             tell_parent=self._tell_parent,
         )
@@ -287,6 +300,7 @@ class Supervisor:
                 messages=messages,
                 budgets=budgets or Budgets(),
                 trace=trace,
+                at=self._rt.clock(),
             )
             journal: JournalHandle | None = await self._store.create(run_id, [started])
         assert journal is not None
@@ -565,7 +579,7 @@ class Supervisor:
         # started, so a cancellation of the parent (which stops that drive first) finds it.
         with anyio.CancelScope(shield=True):
             try:
-                journal = await self._store.create(child_id, [started])
+                journal = await self._store.create(child_id, dated([started], self._rt.clock()))
             except RunExistsError:
                 return  # created before: it runs here or elsewhere, or ended already
         self._board.entry(child_id).parent = (parent.run_id, waiting.call_id)

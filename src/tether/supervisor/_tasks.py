@@ -40,7 +40,7 @@ class RunTasks:
         limit: at most this many runs advance at once (``None``: half the descriptor limit).
         backoff, max_backoff: the first delay before a crashed run (or a failed store) is
             tried again, and the cap of crash backoffs (a store's is ``STORE_RETRY_CAP``).
-        sleep, jitter: as the supervisor's (injectable).
+        jitter: as the supervisor's (injectable); waits follow ``rt``'s clock.
         tell_parent: called when a child run ends here, with its id and its parent's
             ``(run, call)``.
     """
@@ -54,7 +54,6 @@ class RunTasks:
         limit: int | None,
         backoff: float,
         max_backoff: float,
-        sleep: Callable[[float], Awaitable[None]],
         jitter: Callable[[], float],
         tell_parent: Callable[[str, tuple[str, str]], Awaitable[None]],
     ) -> None:
@@ -63,14 +62,13 @@ class RunTasks:
         self._board = board
         self._backoff = backoff
         self._max_backoff = max_backoff
-        self._sleep = sleep
         self._jitter = jitter
         self._tell_parent = tell_parent
         self._active = anyio.CapacityLimiter(active_limit(store, limit))
         self._handed: set[JournalHandle] = set()
         self._count = 0
         self._idle: anyio.Event | None = None
-        self.timers = Timers(rt.clock, sleep, self.wake)
+        self.timers = Timers(rt.clock, rt.sleep, self.wake)
         board.forgot = self.timers.forget  # a finished run let go wakes no more
         self.draining = False
         self.tg: anyio.abc.TaskGroup | None = None
@@ -191,7 +189,7 @@ class RunTasks:
             alone=alone,
             crash_backoff=Backoff(self._backoff, self._max_backoff),
             store_backoff=Backoff(self._backoff, STORE_RETRY_CAP),
-            sleep=self._sleep,
+            sleep=self._rt.sleep,
             jitter=self._jitter,
         )
         if outcome is OWNED_ELSEWHERE:

@@ -12,13 +12,18 @@ processes, and compare its side effects, final answer and model calls with an un
 ``assert_strands_nothing`` and ``check_journals`` are ``tether check --app`` for a test: a
 change of the application that would strand a run in flight fails the suite before it ships.
 
+``VirtualClock`` is wall-clock time that moves only when a test says (``advance``) or when
+every task waits (autojump, as trio's ``MockClock``): ``Supervisor(clock=VirtualClock(...))``
+makes the supervisor's deadlines, timers, backoff and record times follow it, so a test of an
+hour-long wait takes milliseconds.
+
 ``PostgresServer`` starts a throwaway PostgreSQL server (the binaries on ``PATH``) for tests and
 benchmarks that need one, and removes it afterwards.
 
-The crash-test names are imported on first use, so a process that only needs the fault layer
-does not pay for the harness. The runtime never imports this package (its failpoints are its
-own, ``tether._failpoints``); the crash-point killer here is loaded only in a process whose
-environment arms it.
+The crash-test names and the clock are imported on first use, so a process that only needs
+the fault layer does not pay for the harness. The runtime never imports this package (its
+failpoints are its own, ``tether._failpoints``); the crash-point killer here is loaded only in
+a process whose environment arms it.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from .._public import publish as _publish
 from ._faults import FaultyFileOps as FaultyFileOps
 
 if TYPE_CHECKING:
+    from ._clock import VirtualClock as VirtualClock
     from ._crashtest import assert_crash_safe as assert_crash_safe
     from ._crashtest import run_crashtest as run_crashtest
     from ._deploys import assert_strands_nothing as assert_strands_nothing
@@ -62,6 +68,7 @@ _HARNESS = {
     "Report": "_report",
     "Scenario": "_scenario",
     "Stranded": "_scenario",
+    "VirtualClock": "_clock",
     "accept_contracts": "_scenario",
     "approve_all": "_scenario",
     "assert_crash_safe": "_crashtest",
@@ -71,7 +78,7 @@ _HARNESS = {
     "leave_parked": "_scenario",
     "run_crashtest": "_crashtest",
 }
-"""The crash-test names, and the module each is defined in: loaded on first use."""
+"""The names loaded on first use, and the module each is defined in."""
 
 
 def __getattr__(name: str) -> Any:
@@ -97,6 +104,7 @@ __all__ = [
     "Report",
     "Scenario",
     "Stranded",
+    "VirtualClock",
     "accept_contracts",
     "approve_all",
     "assert_crash_safe",

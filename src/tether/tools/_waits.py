@@ -14,7 +14,6 @@ from __future__ import annotations
 import datetime as dt
 import math
 import re
-import time
 from typing import Any, Literal, final
 
 import msgspec
@@ -25,9 +24,13 @@ _EVENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}")
 @final
 class Wait:
     """A call's wait, as a tool returns it (build it with ``sleep_until``, ``sleep_for`` or
-    ``wait_for``)."""
+    ``wait_for``).
 
-    __slots__ = ("child", "event", "ok", "result", "until")
+    It ends at wall-clock ``until``, or ``delay`` seconds after the supervisor records it (in
+    the supervisor's clock, which a test may make virtual), or never by itself (both ``None``).
+    """
+
+    __slots__ = ("child", "delay", "event", "ok", "result", "until")
 
     def __init__(
         self,
@@ -37,16 +40,23 @@ class Wait:
         result: Any,
         ok: bool,
         child: dict[str, Any] | None = None,
+        delay: float | None = None,
     ) -> None:
         self.until = until
         self.event = event
         self.result = result
         self.ok = ok
         self.child = child
+        self.delay = delay
 
     def __repr__(self) -> str:
         what = f"event {self.event!r}" if self.event is not None else "time"
-        return f"Wait({what}, until={self.until!r})"
+        when = f"until={self.until!r}" if self.delay is None else f"delay={self.delay!r}"
+        return f"Wait({what}, {when})"
+
+    def deadline(self, now: float) -> float | None:
+        """When the wait ends by itself, for a wait recorded at wall-clock ``now``."""
+        return self.until if self.delay is None else now + self.delay
 
     def plain(self) -> Wait:
         """This wait with its result as plain JSON values (what the journal keeps).
@@ -58,7 +68,14 @@ class Wait:
             result, child = msgspec.json.decode(msgspec.json.encode([self.result, self.child]))
         except (TypeError, ValueError, OverflowError) as exc:
             raise TypeError(f"a wait's result must be JSON-able: {exc}") from exc
-        return Wait(until=self.until, event=self.event, result=result, ok=self.ok, child=child)
+        return Wait(
+            until=self.until,
+            event=self.event,
+            result=result,
+            ok=self.ok,
+            child=child,
+            delay=self.delay,
+        )
 
 
 def sleep_until(when: float | dt.datetime, *, result: Any = None) -> Wait:
@@ -72,15 +89,16 @@ def sleep_until(when: float | dt.datetime, *, result: Any = None) -> Wait:
 
 
 def sleep_for(seconds: float, *, result: Any = None) -> Wait:
-    """Make the call wait ``seconds`` from now (the wake time is journaled, so a restart does
-    not start the wait again); then ``result`` is its result.
+    """Make the call wait ``seconds`` from now (the supervisor's now, on its clock: the wake
+    time is journaled, so a restart does not start the wait again); then ``result`` is its
+    result.
 
     Raises:
         ValueError: ``seconds`` is negative or not finite.
     """
     if not (isinstance(seconds, int | float) and math.isfinite(seconds) and seconds >= 0):
         raise ValueError(f"seconds must be a finite number >= 0, got {seconds!r}")
-    return Wait(until=time.time() + seconds, event=None, result=result, ok=True)
+    return Wait(until=None, event=None, result=result, ok=True, delay=float(seconds))
 
 
 def wait_for(
@@ -95,7 +113,8 @@ def wait_for(
 
     Args:
         event: the event's name: 1 to 128 letters, digits and ``._:/-``.
-        timeout: seconds to wait at most, from now; ``None`` waits for as long as it takes.
+        timeout: seconds to wait at most, from now (on the supervisor's clock); ``None``
+            waits for as long as it takes.
         on_timeout: what the call gets when the time is up: ``"error"`` (an error result
             saying so, or ``result`` if given) or ``"result"`` (``result`` as a good result).
         result: the call's result on timeout.
@@ -113,8 +132,8 @@ def wait_for(
         raise ValueError(f"on_timeout must be 'error' or 'result', got {on_timeout!r}")
     if on_timeout == "error" and result is None and timeout is not None:
         result = f"no {event!r} event within {timeout:g} s"
-    until = None if timeout is None else time.time() + timeout
-    return Wait(until=until, event=event, result=result, ok=on_timeout == "result")
+    delay = None if timeout is None else float(timeout)
+    return Wait(until=None, event=event, result=result, ok=on_timeout == "result", delay=delay)
 
 
 def start_child(
