@@ -57,15 +57,21 @@ from ._messages import message_of as message_of
 from ._messages import messages_of as messages_of
 from ._messages import text_of as text_of
 from ._messages import tool_uses as tool_uses
-from ._scripted import ScriptedModel as ScriptedModel
-from ._scripted import StoppedAnswer as StoppedAnswer
 
-ON_DEMAND = {"AnthropicModel": "tether.models._anthropic", "OpenAIModel": "tether.models._openai"}
-"""The adapters, imported when first used (each SDK only when first called)."""
+ON_DEMAND = {
+    "AnthropicModel": "tether.models._anthropic",
+    "OpenAIModel": "tether.models._openai",
+    "ScriptedModel": "tether.models._scripted",
+    "StoppedAnswer": "tether.models._scripted",
+}
+"""The models, imported when first used (each SDK only when first called): reading a journal
+needs the message types alone."""
 
 if TYPE_CHECKING:
     from ._anthropic import AnthropicModel as AnthropicModel
     from ._openai import OpenAIModel as OpenAIModel
+    from ._scripted import ScriptedModel as ScriptedModel
+    from ._scripted import StoppedAnswer as StoppedAnswer
 else:
     __getattr__ = _on_demand(__name__, globals(), ON_DEMAND)
 
