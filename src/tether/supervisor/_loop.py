@@ -32,7 +32,6 @@ from .._backoff import sleep_unless
 from .._errors import LeaseLostError, ModelError
 from .._failpoints import failpoint
 from ..journal import (
-    AnyEvent,
     Event,
     JournalHandle,
     ModelResponse,
@@ -424,8 +423,12 @@ class _Drive:
             return
         counted = await self._enter_step()
         try:
-            if len(runs) == 1:  # the common case: no task group to pay for
-                await self._carry_out(*runs[0])
+            if len(runs) == 1:  # the common case: no task group (nor a coroutine) to pay for
+                call, spec, step = runs[0]
+                if isinstance(step, Run):
+                    await self._run_call(call, spec, step.attempt)
+                else:
+                    await self._verify_call(call, spec, step)
             else:
                 async with anyio.create_task_group() as tg:
                     for call, spec, step in runs:
@@ -448,9 +451,11 @@ class _Drive:
             dangling, seq = False, call.started_seq
         else:
             dangling = call.dangling  # the attempt before this one never ended
-            (started,) = await self._append_for_call(
-                [ToolStarted(call_id=call.id, name=call.name, attempt=attempt)]
+            self._check_call_record()
+            record = ToolStarted(
+                call_id=call.id, name=call.name, attempt=attempt, at=self.rt.clock()
             )
+            (started,) = await journal.append([record])
             seq = started.seq
         failpoint("tool_started")
         await journal.fence()  # a worker paused past its lease must not act for the run any more
@@ -460,7 +465,8 @@ class _Drive:
                 call, spec, ctx, clock=self.rt.wall_clock, jitter=self.rt.jitter
             )
             failpoint("tool_returned")
-            (saved,) = await self._append_for_call([outcome])
+            self._check_call_record()
+            (saved,) = await journal.append(dated([outcome], self.rt.clock()))
             if traced is not None:
                 traced.ended(saved, seq=saved.seq)
         failpoint("result_saved")
@@ -485,7 +491,8 @@ class _Drive:
         if result is None:  # it did not land: run it again
             await self._run_call(call, spec, call.attempts + 1)
             return
-        await self._append_for_call([result])
+        self._check_call_record()
+        await journal.append(dated([result], self.rt.clock()))
         failpoint("result_saved")
 
     # ------------------------------------------------------------------ plumbing
@@ -553,8 +560,9 @@ class _Drive:
         await self.journal.append(dated(records, self.rt.clock()))
         await self._catch_up()
 
-    async def _append_for_call(self, records: list[Event]) -> list[AnyEvent]:
-        """Append what one tool call says about itself; returns the records as written.
+    def _check_call_record(self) -> None:
+        """Before a tool call appends what it says about itself (straight to the journal: no
+        coroutine of its own per record, which the cyclic collector would meet in flight).
 
         Calls of one step run side by side, so they neither fold (the step catches up once
         they are all over) nor can be a drive's first write: a call starts only after its step
@@ -562,7 +570,6 @@ class _Drive:
         """
         if self.resume_record is not None:
             raise RuntimeError("a tool call's record would come before the drive's resume record")
-        return await self.journal.append(dated(records, self.rt.clock()))
 
     async def _catch_up(self) -> None:
         """Fold new durable events, with the content of any blob they refer to.
