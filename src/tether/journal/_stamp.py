@@ -48,6 +48,15 @@ def stamp(events: Iterable[Event], first_seq: int) -> list[AnyEvent]:
     ]
 
 
+def stamp_in_place(events: list[Event], first_seq: int) -> list[AnyEvent]:
+    """``stamp``, replacing each event of ``events`` by its stamped copy; returns ``events``."""
+    now = time.time()
+    replace = msgspec.structs.replace
+    for i, ev in enumerate(events):
+        events[i] = replace(ev, seq=first_seq + i, at=ev.at or now)
+    return events  # type: ignore[return-value]  # (every item is stamped now)
+
+
 STAMP_ROOM = 16
 """Bytes an event may grow by when stamped (``seq`` and ``at`` set): an answer queued with
 ``seq`` -1 must still fit a frame once its holder gives it a real ``seq``."""
