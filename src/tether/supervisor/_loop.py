@@ -24,7 +24,7 @@ import logging
 import os
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import Any, cast
 
 import anyio
 
@@ -42,7 +42,7 @@ from ..journal import (
     ToolStarted,
     Waiting,
 )
-from ..models import Message, ToolDefinition, blocks_of, text_sink, tool_uses
+from ..models import blocks_of, text_sink, tool_uses
 from ..tools import ToolContext, ToolSpec
 from ._answers import fold_inbox
 from ._attempt import attempt as run_attempt
@@ -54,7 +54,7 @@ from ._clock import dated
 from ._manifest import CONTRACT, contract_decision, contract_found, system_of
 from ._manifest import build_manifest as build_manifest
 from ._manifest import manifest_problem as manifest_problem
-from ._replay import Run, Verify, plan_turn
+from ._replay import RetryAt, Run, Verify, plan_turn
 from ._reply import act_on_stop, model_failed, safe_call_ids, starts_with_answer
 from ._resume import resumed, stopped_mid_work, was_interrupted
 from ._runtime import Interruption as Interruption
@@ -337,15 +337,20 @@ class _Drive:
         counted = await self._enter_step()
         token = None if rt.on_text is None else text_sink.set(partial(rt.on_text, state.run_id))
         failed: ModelError | None = None
+        system = system_of(state.manifest)
+        # The model is awaited here, not in a coroutine of its own: with many runs in flight,
+        # every object a step holds across an await is one the cyclic collector meets.
         try:
             if rt.model_gate is not None:
                 async with rt.model_gate:
                     self._check_stopping()
-                    with chat_scope(self.trace, self.state, messages) as chat:
-                        reply = await self._ask(messages, tools, chat)
+                    with chat_scope(self.trace, state, messages) as chat:
+                        reply = await rt.model(system=system, messages=messages, tools=tools)
+                        self._answered(chat, reply)
             else:
-                with chat_scope(self.trace, self.state, messages) as chat:
-                    reply = await self._ask(messages, tools, chat)
+                with chat_scope(self.trace, state, messages) as chat:
+                    reply = await rt.model(system=system, messages=messages, tools=tools)
+                    self._answered(chat, reply)
         except ModelError as exc:
             failed = exc
         finally:
@@ -353,6 +358,7 @@ class _Drive:
                 text_sink.reset(token)
             if counted:
                 rt.gate.leave_step()
+        del messages, tools  # not held while the answer's records sync
         if failed is not None:  # ask again later, ask again now, or park the run
             await self._append(model_failed(state, rt, self.journal.run_id, failed))
             return
@@ -361,7 +367,7 @@ class _Drive:
         safe_call_ids(message, state, self.journal.run_id)
         records: list[Event] = [
             ModelResponse(
-                message=message,
+                message=cast("dict[str, Any]", message),  # a Message is the record's JSON dict
                 usage=reply.usage,
                 stop_reason=reply.stop_reason,
                 stop_details=reply.stop_details,
@@ -370,22 +376,16 @@ class _Drive:
         uses = tool_uses(blocks_of(message))
         settled = act_on_stop(reply.stop_reason, uses)
         starts = [] if settled else starts_with_answer(state, rt, uses)
-        await self._append([*records, *settled, *starts])
+        del reply, uses
+        records += settled
+        records += starts
+        await self._append(records)
         self.prestarted.update(s.call_id for s in starts)
         failpoint("model_saved")
 
-    async def _ask(
-        self,
-        messages: list[Message],
-        tools: list[ToolDefinition],
-        chat: ChatTelemetry | None,
-    ) -> Any:
-        reply = await self.rt.model(
-            system=system_of(self.state.manifest), messages=messages, tools=tools
-        )
+    def _answered(self, chat: ChatTelemetry | None, reply: Any) -> None:
         if chat is not None:  # its record is the next one: no other step writes meanwhile
             chat.answered(reply, seq=len(self.journal.events))
-        return reply
 
     # ------------------------------------------------------------------ tools
 
@@ -408,15 +408,18 @@ class _Drive:
             # Nothing to do before the next retry time: wait for it, then run what is due.
             due = min(step.when for _, _, step in later)
             await self._pause_until(due)
-            runs = [(c, spec, Run(step.attempt)) for c, spec, step in later if step.when <= due]
+            runs = _due(later, due)
         if not runs:
             raise RuntimeError(
                 f"run {self.journal.run_id!r}: the run is running but no call can advance"
             )
+        # Nothing of the plan but its runs is held while the calls run (and no closure over
+        # this frame's variables: each would be a cell the cyclic collector meets in flight).
+        del turn, later
         self._check_stopping()
         if await self._cancelled_meanwhile():
             return
-        starting = sum(1 for c, _, s in runs if isinstance(s, Run) and c.id not in self.prestarted)
+        starting = _starting(runs, self.prestarted)
         over = budget_problem(state, rt.clock(), for_model=False, starting=starting)
         if over is not None:
             await self._finish(RunStatus.FAILED, over)
@@ -582,3 +585,15 @@ class _Drive:
     async def _finish(self, status: RunStatus, reason: str) -> Standing:
         await self._append([RunFinished(status=status.value, reason=reason)])
         return Standing(status, reason)
+
+
+def _due(
+    later: list[tuple[Call, ToolSpec, RetryAt]], due: float
+) -> list[tuple[Call, ToolSpec, Run | Verify]]:
+    """The calls of ``later`` whose retry time has come by ``due``, as runs of their attempt."""
+    return [(c, spec, Run(step.attempt)) for c, spec, step in later if step.when <= due]
+
+
+def _starting(runs: list[tuple[Call, ToolSpec, Run | Verify]], prestarted: set[str]) -> int:
+    """How many of ``runs`` start an attempt not started yet (what a tool-call budget counts)."""
+    return sum(1 for c, _, s in runs if isinstance(s, Run) and c.id not in prestarted)
