@@ -14,6 +14,15 @@ Rules for evolving the vocabulary (the format version lives in the file header):
 4. A reader ignores fields it does not know (msgspec's default), so an older tether can read a
    journal from a newer one as long as the header's format version is unchanged. Changes that
    older readers must not misread bump ``FORMAT_VERSION`` in ``_format.py``.
+
+Records are left out of the cyclic garbage collector (``gc=False``): a run holds every event
+of its journal, and each tracked one would be walked by every collection of the process. That
+is msgspec's rule to keep: an instance must never be part of a reference cycle (one could
+then never be freed). Records are frozen, and their fields hold plain data made for them
+(decoded from a file, a tool's result round-tripped through JSON, a model's reply turned into
+a message), so nothing reachable from a record refers back to it; a new record type or field
+must keep it so (``tests/journal/test_records_untracked.py``). The containers inside a record
+(a message's dicts and lists) are still tracked.
 """
 
 from __future__ import annotations
