@@ -20,8 +20,18 @@ import msgspec
 import pytest
 
 import tether
-from tether.journal import FileStore, Manifest, ModelResponse, RunStarted
-from tether.journal._records import EVENT_TYPES, BlobRef, Budgets, ToolPin, Usage
+from tether.journal import (
+    BlobRef,
+    Budgets,
+    FileStore,
+    Manifest,
+    ModelResponse,
+    RunStarted,
+    ToolPin,
+    Usage,
+)
+from tether.journal._records import EVENT_TYPES
+from tether.models import ContentBlock, Message
 
 RECORD_TYPES: tuple[type[msgspec.Struct], ...] = (
     *EVENT_TYPES,
@@ -76,7 +86,7 @@ def _agent() -> tuple[tether.ScriptedModel, tether.ToolRegistry]:
         """Look a key up."""
         return {"key": key, "found": [MARK, {"nested": MARK}]}
 
-    def script(messages: list[dict[str, Any]]) -> list[dict[str, Any]] | str:
+    def script(messages: list[Message]) -> list[ContentBlock] | str:
         turn = sum(1 for m in messages if m["role"] == "assistant")
         if turn < 3:
             return [tether.ScriptedModel.tool_use(f"t{turn}", "lookup", {"key": MARK})]
