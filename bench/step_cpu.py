@@ -23,7 +23,9 @@ The kinds, from what a user gets to the bare runtime:
   process (``tune_collector``: ``gc.freeze()`` and a first-generation threshold of 10,000).
 
 Tries take turns (the kinds in order, then reversed), ``--repeat`` rounds per number of runs,
-and each case reports its median try and the min-max of its tries. The ratios the project
+and each case reports its median try, the min-max of its tries, the collections of its first
+try by generation and the median CPU its collections took per step (``gc.callbacks``). The
+ratios the project
 holds itself to: ``defaults`` ÷ ``bare`` at 100 runs (at most 1.25) and ``defaults`` at 1,000
 runs ÷ ``defaults`` at 100 (at most 1.15), each also given per round (paired tries).
 
@@ -291,6 +293,7 @@ def summarize(
                 "us_per_step": statistics.median(per_step),
                 "tries_us": per_step,
                 "gc_collections": results[0]["gc_collections"],
+                "gc_us": statistics.median(sum(r["gc_us_per_step"]) for r in results),
                 "io_uring": results[0]["io_uring"],
             }
         )
@@ -323,12 +326,15 @@ def summarize(
 
 
 def format_report(report: dict[str, Any]) -> str:
-    lines = ["case                         µs/step (median)  tries            gc gen0/1/2"]
+    lines = [
+        "case                         µs/step (median)  tries            gc gen0/1/2  gc µs/step"
+    ]
     for c in sorted(report["cases"], key=lambda c: (c["runs"], c["kind"])):
         tries = ", ".join(f"{t:.0f}" for t in c["tries_us"])
         gcs = "/".join(str(n) for n in c["gc_collections"])
         case = f"{c['kind']:<16} {c['runs']:>5} runs"
-        lines.append(f"{case}  {c['us_per_step']:8.1f}  {tries:<16} {gcs}")
+        gc_us = f"{c['gc_us']:10.1f}" if "gc_us" in c else ""
+        lines.append(f"{case}  {c['us_per_step']:8.1f}  {tries:<16} {gcs:<12} {gc_us}")
     lines.append("")
     for name, r in report["ratios"].items():
         verdict = "met" if r["ratio"] <= r["target"] else "MISSED"

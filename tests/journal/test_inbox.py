@@ -34,6 +34,7 @@ from tether.journal._inbox import (
     inbox_header,
     scan_inbox,
 )
+from tether.journal._store import INLINE_LOOKS
 from tether.journal.lowlevel import FileOps
 
 from .._disk import fill_disk
@@ -86,6 +87,29 @@ async def test_take_returns_answers_oldest_first_and_clear_keeps_those_posted_si
         assert not await store.has_inbox(RUN)
         assert await store.take_inbox(RUN) == []
     assert os.listdir(tmp_path / "runs") == [f"{RUN}.journal"]
+
+
+@pytest.mark.parametrize("runs", [3, INLINE_LOOKS + 6], ids=["on the loop", "in a thread"])
+async def test_inbox_versions_name_the_runs_with_answers_and_change_with_each_post(
+    tmp_path: pathlib.Path, runs: int
+) -> None:
+    """A few runs are looked at on the event loop (by name in the open ``runs/``), many in a
+    thread (by path): either way only regular inboxes count, and a post changes the version."""
+    ids = [f"run-{i:03d}" for i in range(runs)]
+    async with FileStore(tmp_path) as store:
+        for run_id in ids:
+            await new_run(store, run_id)
+        assert await store.inbox_versions(ids) == {}
+        await store.post(ids[0], answer("ann"))
+        await store.post(ids[-1], answer("bob"))
+        os.mkdir(inbox_of(tmp_path, ids[1]))  # not a regular file: no answers in it
+        first = await store.inbox_versions(ids)
+        assert sorted(first) == [ids[0], ids[-1]]
+        await store.post(ids[0], answer("cy"))
+        again = await store.inbox_versions(ids)
+        assert again[ids[0]] != first[ids[0]]
+        assert again[ids[-1]] == first[ids[-1]]
+        assert await store.inbox_versions(ids[:1]) == {ids[0]: again[ids[0]]}
 
 
 async def test_the_inbox_is_framed_like_a_journal_under_its_own_magic(

@@ -14,6 +14,15 @@ Rules for evolving the vocabulary (the format version lives in the file header):
 4. A reader ignores fields it does not know (msgspec's default), so an older tether can read a
    journal from a newer one as long as the header's format version is unchanged. Changes that
    older readers must not misread bump ``FORMAT_VERSION`` in ``_format.py``.
+
+Records are left out of the cyclic garbage collector (``gc=False``): a run holds every event
+of its journal, and each tracked one would be walked by every collection of the process. That
+is msgspec's rule to keep: an instance must never be part of a reference cycle (one could
+then never be freed). Records are frozen, and their fields hold plain data made for them
+(decoded from a file, a tool's result round-tripped through JSON, a model's reply turned into
+a message), so nothing reachable from a record refers back to it; a new record type or field
+must keep it so (``tests/journal/test_records_untracked.py``). The containers inside a record
+(a message's dicts and lists) are still tracked.
 """
 
 from __future__ import annotations
@@ -33,14 +42,14 @@ JSONValue = Any
 """A value msgspec can encode: ``None``, bool, int, float, str, lists and str-keyed dicts."""
 
 
-class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
+class Event(msgspec.Struct, frozen=True, kw_only=True, gc=False, tag_field="type"):
     """Base of every journal event. Never instantiated itself."""
 
     seq: int = -1
     at: float = 0.0
 
 
-class Usage(msgspec.Struct, frozen=True, kw_only=True):
+class Usage(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """Tokens one model call consumed.
 
     ``input_tokens`` counts input read neither from nor into the prompt cache; the cache's two
@@ -69,7 +78,7 @@ class Usage(msgspec.Struct, frozen=True, kw_only=True):
         )
 
 
-class ToolPin(msgspec.Struct, frozen=True, kw_only=True):
+class ToolPin(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """The contract of one tool a run started with.
 
     ``approval`` and ``approval_timeout`` are recorded so that tools reading a journal without
@@ -90,7 +99,7 @@ class ToolPin(msgspec.Struct, frozen=True, kw_only=True):
     input_schema: dict[str, JSONValue] | None = None
 
 
-class Manifest(msgspec.Struct, frozen=True, kw_only=True):
+class Manifest(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """Everything a run pins when it starts, checked again on every resume.
 
     A system prompt given as text is ``system``; one given as a list of blocks (to put
@@ -118,7 +127,7 @@ DEFAULT_MAX_MODEL_CALLS = 100
 costs at most this many calls. ``Budgets(max_model_calls=None)`` is unlimited on purpose."""
 
 
-class Budgets(msgspec.Struct, frozen=True, kw_only=True):
+class Budgets(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """Limits of one run, counted from its journal so that restarts cannot reset them.
 
     ``None`` means unlimited. ``deadline_s`` is wall-clock seconds from the run's start.
@@ -136,7 +145,7 @@ class Budgets(msgspec.Struct, frozen=True, kw_only=True):
     max_restarts: int | None = None
 
 
-class BlobRef(msgspec.Struct, frozen=True, kw_only=True):
+class BlobRef(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """A payload kept in the content-addressed blob store instead of the journal."""
 
     digest: str

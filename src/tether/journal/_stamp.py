@@ -40,12 +40,17 @@ def stamp_events(
 
 def stamp(events: Iterable[Event], first_seq: int) -> list[AnyEvent]:
     """``events`` with contiguous ``seq`` from ``first_seq`` and ``at`` (now, unless set)."""
+    return stamp_in_place(list(events), first_seq)
+
+
+def stamp_in_place(events: list[Event], first_seq: int) -> list[AnyEvent]:
+    """``stamp``, replacing each event of ``events`` by its stamped copy; returns ``events``
+    (an append's own list, so that it holds one list of its events, not two)."""
     now = time.time()
     replace = msgspec.structs.replace
-    return [
-        replace(ev, seq=seq, at=ev.at or now)  # type: ignore[misc]
-        for seq, ev in enumerate(events, first_seq)
-    ]
+    for i, ev in enumerate(events):
+        events[i] = replace(ev, seq=first_seq + i, at=ev.at or now)
+    return events  # type: ignore[return-value]  # (every item is stamped now)
 
 
 STAMP_ROOM = 16

@@ -473,11 +473,14 @@ class FileStore:
         """Of ``run_ids``, those whose inbox holds answers, each with a version that changes
         when the inbox does (its size and modification time: one ``lstat`` per run)."""
 
-        def look() -> dict[str, Hashable]:
+        def look(dir_fd: int | None) -> dict[str, Hashable]:
             found: dict[str, Hashable] = {}
             for run_id in run_ids:
                 try:
-                    st = os.lstat(inbox_path(self.runs_dir, run_id))
+                    if dir_fd is None:
+                        st = os.lstat(inbox_path(self.runs_dir, run_id))
+                    else:
+                        st = os.lstat(f"{run_id}.inbox", dir_fd=dir_fd)
                 except (FileNotFoundError, NotADirectoryError):
                     continue
                 if stat.S_ISREG(st.st_mode):
@@ -485,8 +488,11 @@ class FileStore:
             return found
 
         if len(run_ids) <= INLINE_LOOKS:
-            return look()
-        return await anyio.to_thread.run_sync(look)
+            # On the event loop, which is also where the store closes its directory: the names
+            # are looked up in the open ``runs/`` (a run's drive looks before each of its calls,
+            # and the kernel then walks one path component, not the whole path).
+            return look(self._dir_fd)
+        return await anyio.to_thread.run_sync(look, None)
 
     async def clear_inbox(self, run_id: str, count: int) -> None:
         """Drop the first ``count`` events of the run's inbox (they are in the journal now)."""

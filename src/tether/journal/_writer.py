@@ -47,7 +47,7 @@ from ._format import HEADER_SIZE, MAX_PAYLOAD, encode_group, encode_header
 from ._leftovers import keep_torn_tail
 from ._reader import Scan, scan
 from ._records import ENCODER, AnyEvent, Event, ToolResult
-from ._stamp import stamp
+from ._stamp import stamp_in_place
 from ._target import CommitTarget
 
 if TYPE_CHECKING:
@@ -137,12 +137,13 @@ class JournalFile(CommitTarget):
 
 def frame_events(events: list[Event], first_seq: int, path: str) -> tuple[list[AnyEvent], bytes]:
     """Stamp ``events`` (``stamp``) and frame them as one group, each encoded straight into
-    the group's buffer (``encode_group``).
+    the group's buffer (``encode_group``). ``events`` is the caller's own list, stamped in
+    place and returned: an append in flight holds one list of its events, not two.
 
     Raises:
         RecordTooLargeError: an encoded event exceeds the frame limit.
     """
-    stamped = stamp(events, first_seq)
+    stamped = stamp_in_place(events, first_seq)
     group, sizes = encode_group(stamped, ENCODER.encode_into)
     for size in sizes:
         if size > MAX_PAYLOAD:

@@ -24,7 +24,7 @@ import logging
 import os
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import Any, cast
 
 import anyio
 
@@ -32,7 +32,6 @@ from .._backoff import sleep_unless
 from .._errors import LeaseLostError, ModelError
 from .._failpoints import failpoint
 from ..journal import (
-    AnyEvent,
     Event,
     JournalHandle,
     ModelResponse,
@@ -43,7 +42,7 @@ from ..journal import (
     ToolStarted,
     Waiting,
 )
-from ..models import Message, ToolDefinition, blocks_of, text_sink, tool_uses
+from ..models import blocks_of, text_sink, tool_uses
 from ..tools import ToolContext, ToolSpec
 from ._answers import fold_inbox
 from ._attempt import attempt as run_attempt
@@ -55,7 +54,7 @@ from ._clock import dated
 from ._manifest import CONTRACT, contract_decision, contract_found, system_of
 from ._manifest import build_manifest as build_manifest
 from ._manifest import manifest_problem as manifest_problem
-from ._replay import Run, Verify, plan_turn
+from ._replay import RetryAt, Run, Verify, plan_turn
 from ._reply import act_on_stop, model_failed, safe_call_ids, starts_with_answer
 from ._resume import resumed, stopped_mid_work, was_interrupted
 from ._runtime import Interruption as Interruption
@@ -338,15 +337,20 @@ class _Drive:
         counted = await self._enter_step()
         token = None if rt.on_text is None else text_sink.set(partial(rt.on_text, state.run_id))
         failed: ModelError | None = None
+        system = system_of(state.manifest)
+        # The model is awaited here, not in a coroutine of its own: with many runs in flight,
+        # every object a step holds across an await is one the cyclic collector meets.
         try:
             if rt.model_gate is not None:
                 async with rt.model_gate:
                     self._check_stopping()
-                    with chat_scope(self.trace, self.state, messages) as chat:
-                        reply = await self._ask(messages, tools, chat)
+                    with chat_scope(self.trace, state, messages) as chat:
+                        reply = await rt.model(system=system, messages=messages, tools=tools)
+                        self._answered(chat, reply)
             else:
-                with chat_scope(self.trace, self.state, messages) as chat:
-                    reply = await self._ask(messages, tools, chat)
+                with chat_scope(self.trace, state, messages) as chat:
+                    reply = await rt.model(system=system, messages=messages, tools=tools)
+                    self._answered(chat, reply)
         except ModelError as exc:
             failed = exc
         finally:
@@ -354,6 +358,7 @@ class _Drive:
                 text_sink.reset(token)
             if counted:
                 rt.gate.leave_step()
+        del messages, tools  # not held while the answer's records sync
         if failed is not None:  # ask again later, ask again now, or park the run
             await self._append(model_failed(state, rt, self.journal.run_id, failed))
             return
@@ -362,7 +367,7 @@ class _Drive:
         safe_call_ids(message, state, self.journal.run_id)
         records: list[Event] = [
             ModelResponse(
-                message=message,
+                message=cast("dict[str, Any]", message),  # a Message is the record's JSON dict
                 usage=reply.usage,
                 stop_reason=reply.stop_reason,
                 stop_details=reply.stop_details,
@@ -371,22 +376,16 @@ class _Drive:
         uses = tool_uses(blocks_of(message))
         settled = act_on_stop(reply.stop_reason, uses)
         starts = [] if settled else starts_with_answer(state, rt, uses)
-        await self._append([*records, *settled, *starts])
+        del reply, uses
+        records += settled
+        records += starts
+        await self._append(records)
         self.prestarted.update(s.call_id for s in starts)
         failpoint("model_saved")
 
-    async def _ask(
-        self,
-        messages: list[Message],
-        tools: list[ToolDefinition],
-        chat: ChatTelemetry | None,
-    ) -> Any:
-        reply = await self.rt.model(
-            system=system_of(self.state.manifest), messages=messages, tools=tools
-        )
+    def _answered(self, chat: ChatTelemetry | None, reply: Any) -> None:
         if chat is not None:  # its record is the next one: no other step writes meanwhile
             chat.answered(reply, seq=len(self.journal.events))
-        return reply
 
     # ------------------------------------------------------------------ tools
 
@@ -409,23 +408,30 @@ class _Drive:
             # Nothing to do before the next retry time: wait for it, then run what is due.
             due = min(step.when for _, _, step in later)
             await self._pause_until(due)
-            runs = [(c, spec, Run(step.attempt)) for c, spec, step in later if step.when <= due]
+            runs = _due(later, due)
         if not runs:
             raise RuntimeError(
                 f"run {self.journal.run_id!r}: the run is running but no call can advance"
             )
+        # Nothing of the plan but its runs is held while the calls run (and no closure over
+        # this frame's variables: each would be a cell the cyclic collector meets in flight).
+        del turn, later
         self._check_stopping()
         if await self._cancelled_meanwhile():
             return
-        starting = sum(1 for c, _, s in runs if isinstance(s, Run) and c.id not in self.prestarted)
+        starting = _starting(runs, self.prestarted)
         over = budget_problem(state, rt.clock(), for_model=False, starting=starting)
         if over is not None:
             await self._finish(RunStatus.FAILED, over)
             return
         counted = await self._enter_step()
         try:
-            if len(runs) == 1:  # the common case: no task group to pay for
-                await self._carry_out(*runs[0])
+            if len(runs) == 1:  # the common case: no task group (nor a coroutine) to pay for
+                call, spec, step = runs[0]
+                if isinstance(step, Run):
+                    await self._run_call(call, spec, step.attempt)
+                else:
+                    await self._verify_call(call, spec, step)
             else:
                 async with anyio.create_task_group() as tg:
                     for call, spec, step in runs:
@@ -448,9 +454,11 @@ class _Drive:
             dangling, seq = False, call.started_seq
         else:
             dangling = call.dangling  # the attempt before this one never ended
-            (started,) = await self._append_for_call(
-                [ToolStarted(call_id=call.id, name=call.name, attempt=attempt)]
+            self._check_call_record()
+            record = ToolStarted(
+                call_id=call.id, name=call.name, attempt=attempt, at=self.rt.clock()
             )
+            (started,) = await journal.append([record])
             seq = started.seq
         failpoint("tool_started")
         await journal.fence()  # a worker paused past its lease must not act for the run any more
@@ -460,7 +468,8 @@ class _Drive:
                 call, spec, ctx, clock=self.rt.wall_clock, jitter=self.rt.jitter
             )
             failpoint("tool_returned")
-            (saved,) = await self._append_for_call([outcome])
+            self._check_call_record()
+            (saved,) = await journal.append(dated([outcome], self.rt.clock()))
             if traced is not None:
                 traced.ended(saved, seq=saved.seq)
         failpoint("result_saved")
@@ -485,7 +494,8 @@ class _Drive:
         if result is None:  # it did not land: run it again
             await self._run_call(call, spec, call.attempts + 1)
             return
-        await self._append_for_call([result])
+        self._check_call_record()
+        await journal.append(dated([result], self.rt.clock()))
         failpoint("result_saved")
 
     # ------------------------------------------------------------------ plumbing
@@ -553,8 +563,9 @@ class _Drive:
         await self.journal.append(dated(records, self.rt.clock()))
         await self._catch_up()
 
-    async def _append_for_call(self, records: list[Event]) -> list[AnyEvent]:
-        """Append what one tool call says about itself; returns the records as written.
+    def _check_call_record(self) -> None:
+        """Before a tool call appends what it says about itself (straight to the journal: no
+        coroutine of its own per record, which the cyclic collector would meet in flight).
 
         Calls of one step run side by side, so they neither fold (the step catches up once
         they are all over) nor can be a drive's first write: a call starts only after its step
@@ -562,7 +573,6 @@ class _Drive:
         """
         if self.resume_record is not None:
             raise RuntimeError("a tool call's record would come before the drive's resume record")
-        return await self.journal.append(dated(records, self.rt.clock()))
 
     async def _catch_up(self) -> None:
         """Fold new durable events, with the content of any blob they refer to.
@@ -575,3 +585,15 @@ class _Drive:
     async def _finish(self, status: RunStatus, reason: str) -> Standing:
         await self._append([RunFinished(status=status.value, reason=reason)])
         return Standing(status, reason)
+
+
+def _due(
+    later: list[tuple[Call, ToolSpec, RetryAt]], due: float
+) -> list[tuple[Call, ToolSpec, Run | Verify]]:
+    """The calls of ``later`` whose retry time has come by ``due``, as runs of their attempt."""
+    return [(c, spec, Run(step.attempt)) for c, spec, step in later if step.when <= due]
+
+
+def _starting(runs: list[tuple[Call, ToolSpec, Run | Verify]], prestarted: set[str]) -> int:
+    """How many of ``runs`` start an attempt not started yet (what a tool-call budget counts)."""
+    return sum(1 for c, _, s in runs if isinstance(s, Run) and c.id not in prestarted)

@@ -31,6 +31,11 @@ class Standing:
     wake_at: float | None = None
 
 
+_RUNNING = Standing(RunStatus.RUNNING)
+"""Where every run with work to do stands: one shared (frozen) value, asked for before each
+step of every run, rather than a new object the cyclic collector meets in flight."""
+
+
 def run_status(state: RunState, now: float) -> Standing:
     """The status the journal implies at wall-clock time ``now``.
 
@@ -44,7 +49,7 @@ def run_status(state: RunState, now: float) -> Standing:
     if state.parked is not None:
         return Standing(RunStatus.NEEDS_ATTENTION, state.parked.reason, (), deadline)
     if not state.turn_open:
-        return Standing(RunStatus.RUNNING)
+        return _RUNNING
     escalated: list[Call] = []
     waiting: list[Call] = []
     resting: list[tuple[Call, str]] = []  # waiting for a time or an event
@@ -64,7 +69,7 @@ def run_status(state: RunState, now: float) -> Standing:
             continue
         until = approval_wait(state, call, now)
         if until is None:
-            return Standing(RunStatus.RUNNING)
+            return _RUNNING
         waiting.append(call)
         if until != float("inf"):
             wake_at = until if wake_at is None else min(wake_at, until)

@@ -12,6 +12,10 @@ from ._runtime import Interruption, Runtime
 from ._state import Call, RunState
 from ._telemetry import ChatTelemetry, DriveTelemetry, ToolTelemetry
 
+_UNTRACED: AbstractContextManager[None] = nullcontext()
+"""The scope of a call when tracing is off: one shared do-nothing manager (it holds no state,
+so it can be entered by any number of calls at once), not one allocated per call."""
+
 
 def open_drive(
     rt: Runtime, state: RunState, run_id: str, *, fresh: bool, prior: Interruption | None
@@ -36,7 +40,7 @@ def chat_scope(
 ) -> AbstractContextManager[ChatTelemetry | None]:
     """Around one model call: its report, or nothing."""
     if trace is None:
-        return nullcontext()
+        return _UNTRACED
     return trace.chat(system=state.manifest.system_prompt, messages=messages)
 
 
@@ -52,7 +56,7 @@ def tool_scope(
 ) -> AbstractContextManager[ToolTelemetry | None]:
     """Around one tool attempt (or ``verify`` check): its report, or nothing."""
     if trace is None:
-        return nullcontext()
+        return _UNTRACED
     return trace.tool(
         name=call.name,
         call_id=call.id,
