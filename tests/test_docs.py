@@ -16,7 +16,7 @@ from tests.docs.test_pages import PageRun
 
 README = REPO / "README.md"
 INSTALL = "python3 -m venv .venv && . .venv/bin/activate && pip install -e '.[test]' && tether demo"
-TESTS = "python -m pytest -q"
+TESTS = "python -m pytest -q -n 2"
 
 
 def test_the_readme_is_short() -> None:
