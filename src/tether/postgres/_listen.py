@@ -16,6 +16,8 @@ from ._connection import SESSION_SETTINGS
 
 log = logging.getLogger("tether.postgres")
 
+KEEPALIVE_TIMEOUT = 5.0
+"""Seconds the listener's keepalive statement may take before the connection counts as lost."""
 LISTEN_KEEPALIVE = 5.0
 """Seconds between the listener's looks at its connection (``SELECT 1``)."""
 
@@ -52,7 +54,11 @@ class Changes:
                 await conn.add_listener(self._channel, self._notified)
                 while True:
                     await anyio.sleep(LISTEN_KEEPALIVE)
-                    await conn.execute("SELECT 1")
+                    # Not cancelled halfway: a connection terminated with a statement in
+                    # flight leaves the driver a future nobody retrieves (an ERROR logged at
+                    # a clean stop). The keepalive takes a moment, or its timeout.
+                    with anyio.CancelScope(shield=True):
+                        await conn.execute("SELECT 1", timeout=KEEPALIVE_TIMEOUT)
             except Exception as exc:
                 log.warning("change listener disconnected (%s); reconnecting", exc)
                 self._notified()  # something may have changed while nobody listened
