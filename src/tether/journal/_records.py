@@ -225,7 +225,7 @@ class Escalated(Event, frozen=True, kw_only=True, tag="escalated"):
 Resolution = Literal["succeeded", "retry", "failed"]
 """What a person says of an escalated call: it ``succeeded``, should run again, or ``failed``."""
 
-RESOLUTIONS: tuple[Resolution, ...] = ("succeeded", "retry", "failed")
+RESOLUTIONS: tuple[Resolution, ...] = typing.get_args(Resolution)
 
 
 class Resolved(Event, frozen=True, kw_only=True, tag="resolved"):
