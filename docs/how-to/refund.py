@@ -97,13 +97,15 @@ async def main(order: str) -> None:
             await sup.start(order, f"Refund order {order}")
         shown = None
         while True:  # until the run ends, or waits for something only the world can send
-            status = await sup.wait(order)
-            view = await sup.inspect(order)
+            await sup.wait(order)
+            view = await sup.inspect(order)  # one read: its status and reason agree
+            if not view.status.resting:
+                continue  # it woke between the two looks
             reason = view.final_text or view.reason
-            if (status, reason) != shown:
-                print(f"{order}: {status.value} {reason}", flush=True)
-                shown = (status, reason)
-            if status is not tether.RunStatus.SLEEPING or "waiting for event" in view.reason:
+            if (view.status, reason) != shown:
+                print(f"{order}: {view.status.value} {reason}", flush=True)
+                shown = (view.status, reason)
+            if view.status is not tether.RunStatus.SLEEPING or "waiting for event" in reason:
                 break
             await anyio.sleep(0.1)  # a sleep or a child run: the supervisor wakes it
 
