@@ -3,8 +3,9 @@
 An answer queued for a held run used to wait for the run's next pause, so a run that never
 rests ran on for good after ``tether cancel`` said "queued". Now the holder notices a queued
 cancellation before its next model or tool call (a directory store looks at the inbox before
-each one), and within about a second while a call is in flight (it looks twice a second, and
-at a PostgreSQL ``NOTIFY``): the call in flight is cancelled and recorded as interrupted, no
+each one, unless its inotify watch says the inbox is unchanged), and within about a second
+while a call is in flight (it looks twice a second, and at once when the directory store's
+watch or a PostgreSQL ``NOTIFY`` says an inbox changed): the call in flight is cancelled and recorded as interrupted, no
 new call starts, the run ends ``cancelled``, and so do its children.
 
 The in-process tests here cancel through a second store object (its own descriptors, as
@@ -77,7 +78,18 @@ async def _until(check: Any, what: str) -> None:
             await anyio.sleep(0.005)
 
 
-async def test_a_queued_cancel_stops_a_call_in_flight(tmp_path: pathlib.Path) -> None:
+@pytest.fixture(params=["watched", "unwatched"])
+def watch(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """With the store's watch of its directory (Linux inotify: a call looks at the inbox only
+    when it changed), and without (every call looks)."""
+    if request.param == "unwatched":
+        monkeypatch.setattr("tether.journal._store.open_watch", lambda directory: None)
+    elif sys.platform != "linux":
+        pytest.skip("inotify is Linux's")
+    return str(request.param)
+
+
+async def test_a_queued_cancel_stops_a_call_in_flight(tmp_path: pathlib.Path, watch: str) -> None:
     world = World(hold=True)
     model = tether.ScriptedModel(never_rests)
     async with Supervisor(FileStore(tmp_path), model=model, tools=world.tools()) as sup:
@@ -102,7 +114,27 @@ async def test_a_queued_cancel_stops_a_call_in_flight(tmp_path: pathlib.Path) ->
     assert not (tmp_path / "runs" / f"{RUN}.inbox").exists()
 
 
-async def test_a_queued_cancel_starts_no_new_call(tmp_path: pathlib.Path) -> None:
+async def test_the_watch_halts_a_call_in_flight_without_waiting_for_the_poll(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store's watch wakes the holder when a cancellation is queued: with the twice-a-second
+    poll turned into an hourly one, the call in flight is still halted."""
+    if sys.platform != "linux":
+        pytest.skip("inotify is Linux's")
+    monkeypatch.setattr("tether.supervisor._halts.HALT_POLL", 3600.0)
+    world = World(hold=True)
+    model = tether.ScriptedModel(never_rests)
+    async with Supervisor(FileStore(tmp_path), model=model, tools=world.tools()) as sup:
+        await sup.start(RUN, "go")
+        with anyio.fail_after(WAIT):
+            await world.in_flight.wait()
+        async with FileStore(tmp_path) as other:
+            assert (await operate.cancel(other, RUN, reason="runaway")).queued
+        assert await sup.wait(RUN, timeout=WAIT) is RunStatus.CANCELLED
+    assert world.sent == [0]
+
+
+async def test_a_queued_cancel_starts_no_new_call(tmp_path: pathlib.Path, watch: str) -> None:
     world = World(hold=False)
     model = tether.ScriptedModel(never_rests)
     async with Supervisor(FileStore(tmp_path), model=model, tools=world.tools()) as sup:

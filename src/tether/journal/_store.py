@@ -50,7 +50,7 @@ from ._records import ENCODER, AnyEvent, BlobRef, Event, ToolResult
 from ._redact import Redactor, SecretRedactor
 from ._runid import check_run_id
 from ._shared import SharedEntry
-from ._watch import RemovalWatch, open_watch
+from ._watch import RunsWatch, open_watch
 from ._writer import (
     FileJournal,
     JournalFile,
@@ -166,7 +166,7 @@ class FileStore:
         self.descriptors = Descriptors(descriptors)
         """The store's descriptor budget (``descriptors.journals``: journals open at once)."""
         self._dir_fd: int | None = None
-        self._watch: RemovalWatch | None = None
+        self._watch: RunsWatch | None = None
         self._reported: set[tuple[str, str]] = set()
         self._adverts: dict[str, int] = {}  # this process's advertisements, by key
         self._created = 0
@@ -413,8 +413,15 @@ class FileStore:
         return stat.S_ISREG(st.st_mode)
 
     async def changed(self) -> None:
-        """Never returns: a file store learns of other processes' writes by sweeping."""
-        await anyio.sleep_forever()
+        """Return when a run's inbox changed (an answer queued by another process, say), where
+        the store watches its directory (Linux inotify, while the store is open; see
+        ``tether.journal._watch``); otherwise never: the store learns of other processes'
+        writes by sweeping."""
+        watch = self._watch
+        if watch is None:
+            await anyio.sleep_forever()
+        else:
+            await watch.inbox_changed()
 
     async def post(self, run_id: str, event: Event) -> None:
         """Queue ``event`` (a decision, resolution or cancellation) in the run's inbox, durably.
@@ -469,6 +476,14 @@ class FileStore:
     cheap_inbox_looks = True
     """``inbox_versions`` costs an ``lstat`` per run: a holder may look before every step."""
 
+    def inbox_mark(self, run_id: str) -> Hashable | None:
+        """A mark that moves whenever run ``run_id``'s inbox may have changed, while the store
+        watches its directory (``None`` where it does not: only a look can tell). A look taken
+        after the mark was ``m`` need not be taken again while the mark is ``m``; take the
+        mark first. Changes reach the mark at the event loop's next poll."""
+        watch = self._watch
+        return None if watch is None else watch.inbox_mark(run_id)
+
     async def inbox_versions(self, run_ids: Collection[str]) -> dict[str, Hashable]:
         """Of ``run_ids``, those whose inbox holds answers, each with a version that changes
         when the inbox does (its size and modification time: one ``lstat`` per run)."""
@@ -476,11 +491,13 @@ class FileStore:
         def look(dir_fd: int | None) -> dict[str, Hashable]:
             found: dict[str, Hashable] = {}
             for run_id in run_ids:
+                where = inbox_path(self.runs_dir, run_id) if dir_fd is None else f"{run_id}.inbox"
+                # Nearly every run has no inbox: a look that finds none raises nothing (an
+                # exception costs more than the system call).
+                if not os.access(where, os.F_OK, dir_fd=dir_fd, follow_symlinks=False):
+                    continue
                 try:
-                    if dir_fd is None:
-                        st = os.lstat(inbox_path(self.runs_dir, run_id))
-                    else:
-                        st = os.lstat(f"{run_id}.inbox", dir_fd=dir_fd)
+                    st = os.lstat(where, dir_fd=dir_fd)
                 except (FileNotFoundError, NotADirectoryError):
                     continue
                 if stat.S_ISREG(st.st_mode):

@@ -17,13 +17,25 @@ The kernel queues an event before the ``unlink`` or ``rename`` returns; the loop
 next poll. A batch handed to the disk before that poll can still go to the removed file (the
 next one fails).
 
+The same watch tells when a run's inbox may have changed (``inbox_mark``): a name ending in
+``.inbox`` created (``IN_CREATE``), closed after a write (``IN_CLOSE_WRITE``: a post closes the
+inbox once its record is written and synced, even when a crash ends the poster), renamed onto,
+away or removed (a ``clear``). A supervisor asks before each model or tool call whether a
+cancellation waits for the run it advances; with the watch, a run whose inbox's mark has not
+moved since it last looked costs no system call at all, where an ``lstat`` of each run's inbox
+before each call cost a third of the step's CPU at 1,000 runs (the call gives up the GIL, and
+the event loop waits to have it back). ``changed`` returns when an inbox changed, so that a
+call in flight is halted at once rather than at the next poll. Journals' writes raise no
+event: ``IN_MODIFY`` is not watched.
+
 Where inotify cannot be had (not Linux, or the per-user limit of instances is reached), every
-batch checks the name, at the cost above.
+batch checks the name, at the cost above, and every call looks at the inbox.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import struct
 import sys
@@ -32,14 +44,23 @@ from typing import TYPE_CHECKING, Protocol, final
 if TYPE_CHECKING:
     import asyncio
 
-_IN_MOVED_FROM, _IN_MOVED_TO, _IN_DELETE = 0x40, 0x80, 0x200
-_IN_DELETE_SELF, _IN_MOVE_SELF, _IN_Q_OVERFLOW, _IN_IGNORED = 0x400, 0x800, 0x4000, 0x8000
-_IN_ONLYDIR = 0x01000000
+_IN_CLOSE_WRITE, _IN_MOVED_FROM, _IN_MOVED_TO, _IN_CREATE = 0x08, 0x40, 0x80, 0x100
+_IN_DELETE, _IN_DELETE_SELF, _IN_MOVE_SELF = 0x200, 0x400, 0x800
+_IN_Q_OVERFLOW, _IN_IGNORED, _IN_ONLYDIR = 0x4000, 0x8000, 0x01000000
 _NAMES = _IN_MOVED_FROM | _IN_MOVED_TO | _IN_DELETE
+"""Events after which a held journal of that name may have lost it."""
+_WATCHED = _NAMES | _IN_CREATE | _IN_CLOSE_WRITE
+_INBOX = ".inbox"
 _EVERYTHING = _IN_DELETE_SELF | _IN_MOVE_SELF | _IN_Q_OVERFLOW | _IN_IGNORED
 """Events after which any held journal may have lost its name (the directory itself went, or
 the kernel dropped events)."""
 _EVENT = struct.Struct("iIII")  # wd, mask, cookie, len; then ``len`` bytes of name
+_MARKS = itertools.count(1)
+"""Inbox marks, increasing across every watch of the process: a new watch's first mark is past
+any mark an older one gave."""
+MAX_MARKED = 4096
+"""Runs whose inbox changed that a watch remembers by name; past that it forgets them all, and
+every run's mark moves (each looks once more)."""
 
 
 class Watched(Protocol):
@@ -49,15 +70,47 @@ class Watched(Protocol):
 
 
 @final
-class RemovalWatch:
+class RunsWatch:
     """Marks the held journals of one directory ``suspect`` when their names are removed or
-    replaced. Made by ``open_watch``, bound to the running event loop; ``close`` it."""
+    replaced, and moves the mark of a run whose inbox changed. Made by ``open_watch``, bound
+    to the running event loop; ``close`` it."""
 
     def __init__(self, fd: int, loop: asyncio.AbstractEventLoop) -> None:
+        import asyncio  # when a store opens, not when tether is imported
+
+        self._event = asyncio.Event
         self._fd = fd
         self._loop = loop
         self._held: dict[str, set[Watched]] = {}
+        self._inboxes: dict[str, int] = {}  # run id -> the mark its inbox's last change set
+        self._floor = next(_MARKS)  # every run's mark is at least this
+        self._broken = False  # the watch failed: no mark holds still any more
+        self._news = self._event()
         loop.add_reader(fd, self._read)
+
+    def inbox_mark(self, run_id: str) -> int:
+        """A number that moves whenever run ``run_id``'s inbox may have changed since this
+        watch began (and at its beginning): a caller that looked at the inbox when the mark
+        was ``m`` need not look again while it is still ``m``. Take the mark before the look:
+        a change during the look moves it."""
+        if self._broken:
+            return next(_MARKS)
+        return max(self._floor, self._inboxes.get(run_id, 0))
+
+    async def inbox_changed(self) -> None:
+        """Return when an inbox of the directory changed (or events were lost)."""
+        await self._news.wait()
+
+    def _inbox_news(self, run_id: str | None) -> None:
+        """Move the mark of ``run_id``'s inbox (``None``: of every inbox) and wake the waiters."""
+        mark = next(_MARKS)
+        if run_id is None or len(self._inboxes) >= MAX_MARKED:
+            self._inboxes.clear()
+            self._floor = mark
+        else:
+            self._inboxes[run_id] = mark
+        news, self._news = self._news, self._event()
+        news.set()
 
     def hold(self, name: str, journal: Watched) -> None:
         """Watch ``journal``, held under the file name ``name`` in the directory."""
@@ -77,7 +130,9 @@ class RemovalWatch:
             except BlockingIOError:
                 return
             except OSError:  # the watch itself failed: from now on, suspect everything
+                self._broken = True
                 self._mark_all()
+                self._inbox_news(None)
                 return
             if not data:
                 return
@@ -91,9 +146,14 @@ class RemovalWatch:
             pos += _EVENT.size + length
             if mask & _EVERYTHING:
                 self._mark_all()
+                self._inbox_news(None)
                 continue
-            for journal in self._held.get(os.fsdecode(raw.rstrip(b"\x00")), ()):
-                journal.suspect = True
+            name = os.fsdecode(raw.rstrip(b"\x00"))
+            if name.endswith(_INBOX):
+                self._inbox_news(name[: -len(_INBOX)])
+            elif mask & _NAMES:
+                for journal in self._held.get(name, ()):
+                    journal.suspect = True
 
     def _mark_all(self) -> None:
         for held in self._held.values():
@@ -101,18 +161,20 @@ class RemovalWatch:
                 journal.suspect = True
 
     def close(self) -> None:
-        """Stop watching and release the inotify descriptor. Idempotent."""
+        """Stop watching and release the inotify descriptor (waking whoever waits for news of
+        an inbox: it must look for itself now). Idempotent."""
         if self._fd < 0:
             return
+        self._inbox_news(None)
         with contextlib.suppress(ValueError, RuntimeError):  # the loop may be closed already
             self._loop.remove_reader(self._fd)
         os.close(self._fd)
         self._fd = -1
 
 
-def open_watch(directory: str) -> RemovalWatch | None:
+def open_watch(directory: str) -> RunsWatch | None:
     """A watch of ``directory`` bound to the running loop, or ``None`` where inotify is not
-    available (then every batch checks its journal's name)."""
+    available (then every batch checks its journal's name, every call looks at the inbox)."""
     if sys.platform != "linux":
         return None
     import asyncio  # asyncio and ctypes when a store opens, not when tether is imported
@@ -125,7 +187,7 @@ def open_watch(directory: str) -> RemovalWatch | None:
         return None
     if fd < 0:
         return None
-    if libc.inotify_add_watch(fd, os.fsencode(directory), _NAMES | _IN_ONLYDIR) < 0:
+    if libc.inotify_add_watch(fd, os.fsencode(directory), _WATCHED | _IN_ONLYDIR) < 0:
         os.close(fd)
         return None
-    return RemovalWatch(fd, asyncio.get_running_loop())
+    return RunsWatch(fd, asyncio.get_running_loop())

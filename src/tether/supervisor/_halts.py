@@ -51,6 +51,8 @@ class Halts:
         self._board = board
         self._seen: dict[str, Hashable] = {}
         self._cheap = bool(getattr(store, "cheap_inbox_looks", False))
+        self._mark_of = getattr(store, "inbox_mark", None)
+        self._marks: dict[str, Hashable] = {}  # each run's inbox mark at its drive's last look
         self.tg: anyio.abc.TaskGroup | None = None
 
     async def queued(self, run_id: str) -> bool:
@@ -59,10 +61,19 @@ class Halts:
 
         Where the store's look is cheap (a directory store: one ``lstat``, and the inbox read
         only when it changed) it looks now, so no call starts once a cancellation is queued.
-        Elsewhere (PostgreSQL) the store's change notification wakes ``serve`` instead.
+        A directory store that watches its directory (``FileStore.inbox_mark``) says when a
+        look can find nothing new: then there is none, not even the ``lstat`` (a cancellation
+        reaches the mark at the event loop's next poll; ``serve`` is woken by it and halts a
+        call in flight). Elsewhere (PostgreSQL) the store's change notification wakes
+        ``serve`` instead.
         """
         if not self._cheap:
             return False
+        mark = None if self._mark_of is None else self._mark_of(run_id)
+        if mark is not None:
+            if self._marks.get(run_id) == mark:
+                return False  # nothing changed in its inbox since the last look
+            self._marks[run_id] = mark  # before the look: a change during it moves the mark
         version = (await self._store.inbox_versions((run_id,))).get(run_id)
         if version is None:
             self._seen.pop(run_id, None)
@@ -90,9 +101,11 @@ class Halts:
         for child in touched:
             await self.settle(child)
 
-    async def serve(self, interval: float = HALT_POLL) -> None:
-        """Look for queued cancellations every ``interval`` seconds and at each change the
-        store reports, until cancelled; a look that fails is tried again at the next."""
+    async def serve(self, interval: float | None = None) -> None:
+        """Look for queued cancellations every ``interval`` seconds (``HALT_POLL``) and at each
+        change the store reports, until cancelled; a look that fails is tried again at the
+        next."""
+        interval = HALT_POLL if interval is None else interval
         async with anyio.create_task_group() as tg:
             self.tg = tg
             try:
@@ -115,7 +128,10 @@ class Halts:
         ]
         if not driving:
             self._seen.clear()
+            self._marks.clear()
             return
+        if len(self._marks) > len(driving):
+            self._marks = {r: self._marks[r] for r in driving if r in self._marks}
         versions = await self._store.inbox_versions(driving)
         self._seen = {r: v for r, v in self._seen.items() if r in versions}
         for run_id, version in versions.items():
@@ -173,3 +189,4 @@ class Halts:
         finally:
             self._rt.halting.discard(run_id)
             self._seen.pop(run_id, None)
+            self._marks.pop(run_id, None)
