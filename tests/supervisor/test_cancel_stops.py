@@ -5,8 +5,9 @@ rests ran on for good after ``tether cancel`` said "queued". Now the holder noti
 cancellation before its next model or tool call (a directory store looks at the inbox before
 each one, unless its inotify watch says the inbox is unchanged), and within about a second
 while a call is in flight (it looks twice a second, and at once when the directory store's
-watch or a PostgreSQL ``NOTIFY`` says an inbox changed): the call in flight is cancelled and recorded as interrupted, no
-new call starts, the run ends ``cancelled``, and so do its children.
+watch or a PostgreSQL ``NOTIFY`` says an inbox changed): the call in flight is cancelled and
+recorded as interrupted, no new call starts, the run ends ``cancelled``, and so do its
+children.
 
 The in-process tests here cancel through a second store object (its own descriptors, as
 another process has: the holder's lock refuses it, so the answer is queued); the
