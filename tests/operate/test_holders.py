@@ -20,8 +20,8 @@ async def _store(root: pathlib.Path, runs: list[str]) -> FileStore:
 
 async def test_a_look_reuses_only_what_did_not_change(tmp_path: pathlib.Path) -> None:
     store = await _store(tmp_path, ["a", "b", "c"])
-    first, _ = await look(store)
-    again, _ = await look(store, first)
+    first = (await look(store)).versions
+    again = (await look(store, first)).versions
     assert again == first
     assert all(again[r] is first[r] for r in first)  # nothing made anew
 
@@ -32,7 +32,7 @@ async def test_a_look_reuses_only_what_did_not_change(tmp_path: pathlib.Path) ->
     async with FileStore(tmp_path) as writer:
         held = await writer.open("a")  # a is held by this process now
         async with held:
-            now, _ = await look(store, again)
+            now = (await look(store, again)).versions
     assert set(now) == {"a", "b"}
     assert now["a"].held_by == os.getpid()
     assert now["a"].version == first["a"].version
@@ -40,3 +40,16 @@ async def test_a_look_reuses_only_what_did_not_change(tmp_path: pathlib.Path) ->
     assert now["b"].held_by is None
     assert now["a"] is not first["a"]
     assert now["b"] is not first["b"]
+
+
+async def test_a_look_gives_each_journals_inode_and_ctime_from_its_one_stat(
+    tmp_path: pathlib.Path,
+) -> None:
+    """What says a journal is the very file a kept summary was made from comes with its
+    version: a listing makes no second ``stat`` per journal."""
+    store = await _store(tmp_path, ["a", "b"])
+    seen = await look(store)
+    for run_id in ("a", "b"):
+        st = (tmp_path / "runs" / f"{run_id}.journal").stat()
+        assert seen.inodes[run_id] == (st.st_ino, st.st_ctime_ns)
+        assert seen.versions[run_id].version == (st.st_size, st.st_mtime_ns)

@@ -12,6 +12,7 @@ import sys
 import tempfile
 import time
 import zlib
+from typing import Any
 
 import anyio
 import msgspec
@@ -30,7 +31,7 @@ from tether.journal import (
     ToolResult,
     ToolStarted,
 )
-from tether.operate import _summary_file
+from tether.operate import _listing, _summary_file
 from tether.operate._listing import RACY_NS, Listing
 from tether.operate._summary import RunSummary
 
@@ -380,12 +381,18 @@ async def test_no_summary_is_kept_for_a_journal_with_coarse_times(
     """On a filesystem that keeps whole seconds (FAT, some network mounts) a rewrite within
     the second leaves size and times as they were: nothing is kept from such a journal."""
 
-    def whole_seconds(st: os.stat_result) -> _summary_file.Identity:
-        second = 1_000_000_000
-        mtime, ctime = st.st_mtime_ns // second * second, st.st_ctime_ns // second * second
-        return _summary_file.Identity(st.st_size, mtime, st.st_ino, ctime)
+    seen_as = _listing._identities
 
-    monkeypatch.setattr(_summary_file.Identity, "of", staticmethod(whole_seconds))
+    def whole_seconds(*args: Any) -> dict[str, _summary_file.Identity]:
+        second = 1_000_000_000
+        return {
+            run_id: _summary_file.Identity(
+                i.size, i.mtime_ns // second * second, i.ino, i.ctime_ns // second * second
+            )
+            for run_id, i in seen_as(*args).items()
+        }
+
+    monkeypatch.setattr(_listing, "_identities", whole_seconds)
     _, reads = await _list(root)
     assert reads == len(FINISHED) + 1
     assert _summary_file.load(str(root)) == {}

@@ -30,11 +30,14 @@ class Listing:
         inboxes: the runs with an inbox file.
         odd: names of entries that look like a run's files but are not regular files, and
             what each is (``a FIFO``...).
+        inodes: with the versions, each journal's ``(st_ino, st_ctime_ns)`` from the same
+            ``stat`` (with its size and time, what says a file is the very one seen before).
     """
 
     runs: dict[str, tuple[int, int]] = field(default_factory=dict)
     inboxes: set[str] = field(default_factory=set)
     odd: dict[str, str] = field(default_factory=dict)
+    inodes: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
 def list_runs_dir(runs_dir: str, *, versions: bool = False) -> Listing:
@@ -67,9 +70,11 @@ def _look_at(entry: os.DirEntry[str], listing: Listing, versions: bool) -> None:
             listing.inboxes.add(name.removesuffix(INBOX))
             return
         version = (0, 0)
+        run_id = name.removesuffix(JOURNAL)
         if versions:
             st = entry.stat(follow_symlinks=False)
             version = (st.st_size, st.st_mtime_ns)
+            listing.inodes[run_id] = (st.st_ino, st.st_ctime_ns)
     except FileNotFoundError:  # removed since the directory was read
         return
-    listing.runs[name.removesuffix(JOURNAL)] = version
+    listing.runs[run_id] = version

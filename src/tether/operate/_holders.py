@@ -89,6 +89,17 @@ class Version(NamedTuple):
     held_by: int | str | None = None
 
 
+class Look(NamedTuple):
+    """One look at a store (``look``)."""
+
+    versions: dict[str, Version]
+    odd: dict[str, str]
+    """A directory store's odd entries (``FileStore.odd_entries``)."""
+    inodes: dict[str, tuple[int, int]]
+    """A directory store's journals' ``(st_ino, st_ctime_ns)``, from the ``stat`` that gave
+    their versions (``tether.journal._listing.Listing.inodes``)."""
+
+
 async def versions(store: RunStore) -> dict[str, Version]:
     """Every run of ``store`` with its version and holder, in one look.
 
@@ -100,15 +111,11 @@ async def versions(store: RunStore) -> dict[str, Version]:
     Raises:
         OSError: the store's directory cannot be listed.
     """
-    found, _ = await look(store)
-    return found
+    return (await look(store)).versions
 
 
-async def look(
-    store: RunStore, previous: dict[str, Version] | None = None
-) -> tuple[dict[str, Version], dict[str, str]]:
-    """``versions``, and a directory store's odd entries (``FileStore.odd_entries``), from one
-    look at its directory.
+async def look(store: RunStore, previous: dict[str, Version] | None = None) -> Look:
+    """``versions``, and what else a directory store's one look at its directory gives.
 
     ``previous``: the last look's versions; a run whose version and holder are the same is
     given its ``Version`` from there, so that a look at a store where little changed makes
@@ -119,18 +126,20 @@ async def look(
         # The store's own look: it also reports each odd entry (once), as ``odd_entries`` does.
         listing = await anyio.to_thread.run_sync(lambda: store._look(versions=True))
         held = await anyio.to_thread.run_sync(_holders_in, runs_dir, list(listing.runs))
-        return _reusing(listing.runs, held, previous or {}), listing.odd
+        return Look(_reusing(listing.runs, held, previous or {}), listing.odd, listing.inodes)
     from ..postgres import PostgresStore
 
     if isinstance(store, PostgresStore):
-        return {
+        found = {
             run_id: Version(version, holder)
             for run_id, (version, holder) in (await store.run_versions()).items()
-        }, {}
-    return {
+        }
+        return Look(found, {}, {})
+    found = {
         run_id: Version((0, 0), await holder_of(store, run_id))
         for run_id in await store.list_runs()
-    }, {}
+    }
+    return Look(found, {}, {})
 
 
 def _reusing(

@@ -35,7 +35,6 @@ import anyio
 
 from .._errors import InvalidRunIdError, JournalError, RunNotFoundError
 from ..journal import AnyEvent, FileStore, Store
-from ..journal._layout import journal_path
 from . import _summary_file as summary_file
 from ._holders import Version, look
 from ._summary import RunSummary, by_status, summarize, unreadable
@@ -112,7 +111,7 @@ class Listing:
         return self._groups[1]
 
     async def _refresh(self) -> None:
-        found, odd = await look(self.store, self._versions)
+        found, odd, inodes = await look(self.store, self._versions)
         now = self.clock()
         settled = self._settled_until
         if found == self._versions and settled is not None and now < settled:
@@ -121,9 +120,9 @@ class Listing:
             run_id for run_id, version in found.items() if not self._fits(run_id, version, now)
         ]
         if stale and self.keeps_on_disk:
-            stale = await self._from_disk(stale, found)
+            stale = await self._from_disk(stale, found, inodes)
         read_at_ns = int(self.clock() * 1e9)  # mtimes are wall-clock times too
-        identities = await self._identities(stale)  # before the read: never newer than it
+        identities = _identities(stale, found, inodes)  # before the read: never newer than it
         read = await self._read(stale)
         for run_id in stale:
             events = read.get(run_id)
@@ -175,9 +174,11 @@ class Listing:
                 until = changes_at
         return until
 
-    async def _from_disk(self, stale: list[str], found: dict[str, Version]) -> list[str]:
+    async def _from_disk(
+        self, stale: list[str], found: dict[str, Version], inodes: dict[str, tuple[int, int]]
+    ) -> list[str]:
         """Take from the file what it keeps of ``stale`` runs whose journals are exactly those
-        it was made from; the runs still to read."""
+        it was made from (as the look just taken saw them); the runs still to read."""
         assert isinstance(self.store, FileStore)
         if self._disk is None:
             root = self.store.root
@@ -191,7 +192,7 @@ class Listing:
         ]
         if not candidates:
             return stale
-        now_ids = await self._identities(candidates)
+        now_ids = _identities(candidates, found, inodes)
         taken = set()
         for run_id in candidates:
             identity, summary = disk[run_id]
@@ -203,13 +204,6 @@ class Listing:
             self._kept[run_id] = _Kept(version, summary, True, identity)
             taken.add(run_id)
         return [run_id for run_id in stale if run_id not in taken]
-
-    async def _identities(self, run_ids: list[str]) -> dict[str, Identity]:
-        if not run_ids or not isinstance(self.store, FileStore):
-            return {}
-        runs_dir = self.store.runs_dir
-        paths = [(run_id, journal_path(runs_dir, run_id)) for run_id in run_ids]
-        return await anyio.to_thread.run_sync(summary_file.identities, paths)
 
     async def _to_disk(self) -> None:
         """Write the file again if it no longer keeps exactly the finished runs known now."""
@@ -266,3 +260,18 @@ class Listing:
         self._kept.pop(run_id, None)
         self._looked_at = None
         self._settled_until = None
+
+
+def _identities(
+    run_ids: list[str], found: dict[str, Version], inodes: dict[str, tuple[int, int]]
+) -> dict[str, Identity]:
+    """The identities of the journals of ``run_ids`` as the look saw them: its ``stat`` of
+    each gave the size and time (the version) and the inode and ctime, so none is made again
+    (a directory store's; another store's runs have none)."""
+    out: dict[str, Identity] = {}
+    for run_id in run_ids:
+        inode = inodes.get(run_id)
+        if inode is not None:
+            size, mtime_ns = found[run_id].version
+            out[run_id] = Identity(size, mtime_ns, inode[0], inode[1])
+    return out

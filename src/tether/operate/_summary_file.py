@@ -38,7 +38,7 @@ import stat
 import struct
 import sys
 import zlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -81,10 +81,6 @@ class Identity:
         so such a journal's summary is never kept (on a filesystem of nanoseconds, one journal
         in a million is skipped by chance, and only read again)."""
         return self.ctime_ns % 1_000_000 == 0 and self.mtime_ns % 1_000_000 == 0
-
-    @classmethod
-    def of(cls, st: os.stat_result) -> Identity:
-        return cls(st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
 
 
 class _Body(msgspec.Struct, forbid_unknown_fields=True):
@@ -209,17 +205,6 @@ def _still_named(fd: int, path: str) -> bool:
         named.st_dev,
         named.st_ino,
     )
-
-
-def identities(paths: Iterable[tuple[str, str]]) -> dict[str, Identity]:
-    """The identity of each ``(run_id, path)`` journal that exists (blocking; a ``stat`` each)."""
-    out: dict[str, Identity] = {}
-    for run_id, path in paths:
-        try:
-            out[run_id] = Identity.of(os.stat(path, follow_symlinks=False))
-        except OSError:
-            continue
-    return out
 
 
 def _fields(summary: RunSummary) -> list[Any]:
