@@ -118,10 +118,24 @@ class SecretRedactor:
     def _may_hold(self, event: Event) -> bool:
         """Whether ``event`` holds a hint (or cannot be encoded as MessagePack to say)."""
         try:
-            data = self._pack.encode(event).lower()
+            data = self._pack.encode(event)
         except (OverflowError, TypeError, msgspec.EncodeError):  # an int past 64 bits, say
             return True
-        return _holds_hint(data)
+        return _holds_hint(data.lower())
+
+    @property
+    def screens(self) -> bool:
+        """Whether ``may_change`` can tell from an event's bytes (the default patterns, whose
+        matches start with ``DEFAULT_HINTS``); otherwise only ``__call__`` can."""
+        return self._hints is not None
+
+    def may_change(self, data: bytes) -> bool:
+        """Whether this redactor may change an event whose MessagePack encoding is within
+        ``data`` (a journal's group of frames, say): ``False`` only where it certainly would
+        not (no hint in it), and always ``True`` unless ``screens``."""
+        if self._text is None:
+            return False
+        return self._hints is None or _holds_hint(data.lower())
 
     def _walk(self, value: Any, key: str = "") -> Any:
         if key == "signature" or key.startswith("encrypted"):

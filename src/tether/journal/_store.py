@@ -54,6 +54,7 @@ from ._watch import RunsWatch, open_watch
 from ._writer import (
     FileJournal,
     JournalFile,
+    Screen,
     create_file,
     frame_events,
     journal_path,
@@ -87,6 +88,25 @@ def prepare_now(
         if len(data) > blob_threshold:
             return event, data
     return event, None
+
+
+def screen_for(redact: Redactor | None, blob_threshold: int) -> Screen | None:
+    """The screen (``_writer.Screen``) of groups framed before ``prepare_now``: a group none
+    of whose payloads is larger than ``blob_threshold`` (so no tool result's content is: it is
+    within its payload) and in which the redactor finds no hint of a secret is what preparing
+    each event first would frame. ``None`` for a redactor that cannot tell from bytes (a
+    function of your own, patterns of your own): then each event is prepared first."""
+    if redact is None:
+        may_change: Callable[[bytes], bool] = lambda data: False  # noqa: E731
+    elif isinstance(redact, SecretRedactor) and redact.screens:
+        may_change = redact.may_change
+    else:
+        return None
+
+    def screen(group: bytes, sizes: list[int]) -> bool:
+        return max(sizes) <= blob_threshold and not may_change(group)
+
+    return screen
 
 
 async def to_blob(
@@ -157,6 +177,7 @@ class FileStore:
         self.blobs = FileBlobStore(os.path.join(self.root, "blobs"), self._ops)
         self.blob_threshold = blob_threshold
         self._redact: Redactor | None = SecretRedactor() if redact is _DEFAULT else redact
+        self._screen = screen_for(self._redact, blob_threshold)
         # The ring asks FileOps before each write and sync; a layer it cannot follow keeps
         # the appends on the threads.
         self._ring = io_uring and reaches_ring(self._ops)
@@ -564,6 +585,7 @@ class FileStore:
             events=events,
             prepare=self._prepare_now,
             to_blob=self._to_blob,
+            screen=self._screen,
             on_close=self._journal_closed,
         )
         self._open.add(journal)

@@ -63,6 +63,9 @@ Prepare = Callable[[Event], tuple[Event, bytes | None]]
 """Redacts an event; gives with it the encoded content to move to the blob store, if any."""
 ToBlob = Callable[[ToolResult, bytes], Awaitable[Event]]
 """Moves a tool result's content (encoded) to the blob store, durably; gives the new event."""
+Screen = Callable[[bytes, list[int]], bool]
+"""Whether a group framed from events as they were given, ``(group, payload sizes)``, is what
+preparing them first would frame: nothing in it to redact, nothing for the blob store."""
 
 
 class JournalFile(CommitTarget):
@@ -143,12 +146,23 @@ def frame_events(events: list[Event], first_seq: int, path: str) -> tuple[list[A
     Raises:
         RecordTooLargeError: an encoded event exceeds the frame limit.
     """
+    stamped, group, sizes = frame_unchecked(events, first_seq)
+    check_sizes(sizes, path)
+    return stamped, group
+
+
+def frame_unchecked(events: list[Event], first_seq: int) -> tuple[list[AnyEvent], bytes, list[int]]:
+    """``frame_events`` without the frame limit: the group and each payload's size."""
     stamped = stamp_in_place(events, first_seq)
     group, sizes = encode_group(stamped, ENCODER.encode_into)
+    return stamped, group, sizes
+
+
+def check_sizes(sizes: list[int], path: str) -> None:
+    """Raise ``RecordTooLargeError`` for a payload past the frame limit."""
     for size in sizes:
         if size > MAX_PAYLOAD:
             raise RecordTooLargeError(path, size, MAX_PAYLOAD)
-    return stamped, group
 
 
 def broken_error(path: str, cause: BaseException) -> JournalBrokenError:
@@ -308,6 +322,7 @@ class FileJournal:
         events: list[AnyEvent],
         prepare: Prepare | None = None,
         to_blob: ToBlob | None = None,
+        screen: Screen | None = None,
         on_close: Callable[[FileJournal], Awaitable[None]] | None = None,
     ) -> None:
         self._run_id = run_id
@@ -319,6 +334,7 @@ class FileJournal:
         self._landed: dict[int, list[AnyEvent]] = {}
         self._prepare = prepare
         self._to_blob = to_blob
+        self._screen = screen
         self._on_close = on_close
         self._closed = False
         self._broken: BaseException | None = None
@@ -382,11 +398,21 @@ class FileJournal:
         """
         self._check_writable()
         prepared: list[Event] = list(events)
-        if self._prepare is not None:
-            prepared = await self._prepared(prepared)
         if not prepared:
             return []
-        stamped, group = frame_events(prepared, self._next_seq, self.path)
+        if self._prepare is None:
+            stamped, group = frame_events(prepared, self._next_seq, self.path)
+        elif self._screen is None:
+            prepared = await self._prepared(prepared)
+            stamped, group = frame_events(prepared, self._next_seq, self.path)
+        else:
+            # Framed as given first: nearly every group holds no secret and no large result,
+            # and the screen of its bytes says so at less than preparing each event costs.
+            stamped, group, sizes = frame_unchecked(prepared, self._next_seq)
+            if not self._screen(group, sizes):
+                prepared = await self._prepared(stamped)  # type: ignore[arg-type]
+                stamped, group, sizes = frame_unchecked(prepared, self._next_seq)
+            check_sizes(sizes, self.path)
         # The group's fate is recorded by ``_settle`` when it is known, whether or not anyone
         # still waits: cancelling this call cancels only the wait.
         fut = self._committer.submit(self._file, group, functools.partial(self._settle, stamped))

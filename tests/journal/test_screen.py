@@ -1,0 +1,115 @@
+"""An append frames its events as given and prepares them (redaction, the blob store) only when
+the group's bytes say it must: what lands on disk is exactly what preparing every event first
+would have written.
+
+The reference is the same store with the screen turned off (``screen_for`` giving ``None``:
+every event redacted and sized before it is framed). Groups hold events with and without
+secrets, small and large tool results, in any order, so a secret or a large result anywhere in
+a group sends the whole group the careful way.
+"""
+
+from __future__ import annotations
+
+import pathlib
+from typing import Any
+
+import anyio
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tether import SecretRedactor
+from tether.journal import AnyEvent, Decision, Event, FileStore, ModelResponse, ToolResult, _store
+
+from .test_redact_hints import SECRETS
+
+THRESHOLD = 256
+
+texts = st.text(alphabet="abc xyz-_", max_size=20)
+strings = st.builds(
+    lambda before, secret, after: before + secret + after,
+    texts,
+    st.sampled_from(["", "", "", *SECRETS]),
+    texts,
+)
+large = st.builds(lambda s, n: s * n, strings, st.integers(min_value=1, max_value=40))
+events: st.SearchStrategy[Event] = st.one_of(
+    st.builds(lambda c: ToolResult(call_id="toolu_1", ok=True, content=c, at=1.0), strings),
+    st.builds(lambda c: ToolResult(call_id="toolu_2", ok=True, content=c, at=2.0), large),
+    st.builds(
+        lambda t: ModelResponse(
+            message={"role": "assistant", "content": [{"type": "text", "text": t}]}, at=3.0
+        ),
+        strings,
+    ),
+    st.builds(
+        lambda n: Decision(call_id="toolu_3", approved=True, by="priya", note=n, at=4.0), strings
+    ),
+)
+groups = st.lists(st.lists(events, min_size=1, max_size=4), min_size=1, max_size=4)
+redactors = st.sampled_from(["default", "none", "own patterns", "a function"])
+
+
+def redactor_of(kind: str) -> Any:
+    if kind == "default":
+        return SecretRedactor()
+    if kind == "none":
+        return None
+    if kind == "own patterns":
+        return SecretRedactor(extra=[r"xyz-_+"])
+    return lambda event: event  # a redactor of one's own: nothing to tell from bytes
+
+
+async def written(root: pathlib.Path, kind: str, appends: list[list[Event]]) -> list[AnyEvent]:
+    async with FileStore(root, blob_threshold=THRESHOLD, redact=redactor_of(kind)) as store:
+        async with await store.create("r") as journal:
+            for group in appends:
+                await journal.append(list(group))
+        return await store.read("r")  # a blob's reference names its content's digest
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(appends=groups, kind=redactors)
+def test_a_screened_append_writes_what_preparing_each_event_writes(
+    tmp_path_factory: pytest.TempPathFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    appends: list[list[Event]],
+    kind: str,
+) -> None:
+    screened = anyio.run(written, tmp_path_factory.mktemp("screened"), kind, appends)
+    with monkeypatch.context() as m:
+        m.setattr(_store, "screen_for", lambda redact, threshold: None)
+        prepared = anyio.run(written, tmp_path_factory.mktemp("prepared"), kind, appends)
+    assert screened == prepared
+    if kind in ("default", "own patterns"):
+        for secret in SECRETS:
+            assert secret not in repr(screened)
+
+
+async def test_no_secret_reaches_the_disk_from_any_event_of_a_group(
+    tmp_path: pathlib.Path,
+) -> None:
+    """One secret in the last event of a group: the group goes the careful way, and the raw
+    journal holds no trace of it."""
+    clean = [ToolResult(call_id=f"toolu_{i}", ok=True, content="fine") for i in range(3)]
+    secret = ToolResult(call_id="toolu_9", ok=True, content=f"key {SECRETS[0]}")
+    async with FileStore(tmp_path) as store, await store.create("r") as journal:
+        stamped = await journal.append([*clean, secret])
+    assert [e.seq for e in stamped] == [0, 1, 2, 3]
+    raw = (tmp_path / "runs" / "r.journal").read_bytes()
+    assert SECRETS[0].encode() not in raw
+    assert b"key [REDACTED]" in raw
+
+
+def test_the_default_redactor_screens_and_one_with_patterns_of_its_own_does_not() -> None:
+    assert SecretRedactor().screens
+    assert not SecretRedactor(extra=["x+"]).screens
+    assert _store.screen_for(SecretRedactor(extra=["x+"]), THRESHOLD) is None
+    assert _store.screen_for(lambda e: e, THRESHOLD) is None
+    screen = _store.screen_for(SecretRedactor(), THRESHOLD)
+    assert screen is not None
+    assert screen(b"nothing here", [12])
+    assert not screen(b"a key sk-" + b"x" * 40, [50])
+    assert not screen(b"a large one", [THRESHOLD + 1])
