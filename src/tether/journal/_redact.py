@@ -10,6 +10,11 @@ Only an event holding a hint is searched with the patterns themselves (over its 
 and only one with a match is walked and rebuilt. Other patterns have no hints: every event is
 searched with them.
 
+A directory store's journal asks even less of it (``screen_for`` in ``_store``): an append
+frames its events as given, and the hints are looked for once over the whole group's bytes
+(``may_change``); only a group holding one, or a payload large enough to hold a tool result
+for the blob store, has its events redacted (and moved) one by one and framed again.
+
 Redaction changes what replay sees: a tool argument that held a secret is replayed redacted.
 Keep secrets out of model-visible data; pass them to tools through closures or the environment.
 
