@@ -276,3 +276,37 @@ def test_tether_cancel_stops_a_run_a_worker_drives_within_3_s(
         worker.send_signal(signal.SIGTERM)
         assert worker.wait(30) == 0, log.read_text()
     assert "ignored a queued answer" not in log.read_text()
+
+
+@pytest.mark.parametrize("watched", [True, False], ids=["watched", "unwatched"])
+async def test_a_look_for_a_cancellation_cut_short_is_taken_again(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, watched: bool
+) -> None:
+    """A look at the inbox that fails (the inbox unreadable for a moment) remembers nothing:
+    the next call looks again, and finds the cancellation."""
+    if not watched:
+        monkeypatch.setattr("tether.journal._store.open_watch", lambda directory: None)
+    elif sys.platform != "linux":
+        pytest.skip("inotify is Linux's")
+    from tether.journal import Manifest, RunStarted
+    from tether.supervisor._halts import Halts
+
+    async with FileStore(tmp_path) as store:
+        journal = await store.create(
+            RUN, [RunStarted(run_id=RUN, manifest=Manifest(model="m"), messages=[])]
+        )
+        async with FileStore(tmp_path) as other:
+            await other.post(RUN, RunFinished(status="cancelled", reason="runaway"))
+        await anyio.to_thread.run_sync(lambda: None)  # the loop reads the watch's events
+        halts = Halts(store, rt=None, board=None)  # type: ignore[arg-type]  # queued needs neither
+        real_peek = store.peek_inbox
+
+        async def unreadable(run_id: str) -> list[Any]:
+            raise OSError(5, "Input/output error")
+
+        monkeypatch.setattr(store, "peek_inbox", unreadable)
+        with pytest.raises(OSError, match="Input/output"):
+            await halts.queued(RUN)
+        monkeypatch.setattr(store, "peek_inbox", real_peek)
+        assert await halts.queued(RUN)
+        await journal.aclose()

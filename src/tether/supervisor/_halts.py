@@ -74,14 +74,19 @@ class Halts:
             if self._marks.get(run_id) == mark:
                 return False  # nothing changed in its inbox since the last look
             self._marks[run_id] = mark  # before the look: a change during it moves the mark
-        version = (await self._store.inbox_versions((run_id,))).get(run_id)
-        if version is None:
+        try:
+            version = (await self._store.inbox_versions((run_id,))).get(run_id)
+            if version is None:
+                self._seen.pop(run_id, None)
+                return False
+            if self._seen.get(run_id) == version:
+                return False
+            self._seen[run_id] = version
+            return any(isinstance(a, RunFinished) for a in await self._store.peek_inbox(run_id))
+        except BaseException:  # a look cut short saw nothing: the next call looks again
+            self._marks.pop(run_id, None)
             self._seen.pop(run_id, None)
-            return False
-        if self._seen.get(run_id) == version:
-            return False
-        self._seen[run_id] = version
-        return any(isinstance(a, RunFinished) for a in await self._store.peek_inbox(run_id))
+            raise
 
     async def cascade(self, state: RunState) -> None:
         """Cancel the child runs of ``state``, cancelled just now (halting those advanced
