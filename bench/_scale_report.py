@@ -108,17 +108,27 @@ def ratios(results: list[CaseResult]) -> list[dict[str, Any]]:
         mine = table.get(f"tether/{r.latency_ms}ms/n{r.runs}")
         if mine is None or not mine.ok:
             continue
-        out.append(
-            {
-                "baseline": r.kind,
-                "latency_ms": r.latency_ms,
-                "runs": r.runs,
-                "tether_steps_per_s": round(mine.steps_per_s, 1),
-                "baseline_steps_per_s": round(r.steps_per_s, 1),
-                "ratio": round(mine.steps_per_s / r.steps_per_s, 2),
-            }
-        )
+        row: dict[str, Any] = {
+            "baseline": r.kind,
+            "latency_ms": r.latency_ms,
+            "runs": r.runs,
+            "tether_steps_per_s": round(mine.steps_per_s, 1),
+            "baseline_steps_per_s": round(r.steps_per_s, 1),
+            "ratio": round(mine.steps_per_s / r.steps_per_s, 2),
+        }
+        paired = paired_ratios(mine.samples, r.samples)
+        if paired:
+            row["paired_min"], row["paired_max"] = round(min(paired), 2), round(max(paired), 2)
+        out.append(row)
     return out
+
+
+def paired_ratios(mine: list[float] | None, theirs: list[float] | None) -> list[float]:
+    """The ratio of each round's tries (the tries of a point are kept in round order, and the
+    two systems took turns within each round); none unless both ran every round."""
+    if not mine or not theirs or len(mine) != len(theirs):
+        return []
+    return [m / t for m, t in zip(mine, theirs, strict=True) if t > 0]
 
 
 def ceilings(results: list[CaseResult]) -> list[dict[str, Any]]:
@@ -220,9 +230,10 @@ def format_ratios(rats: list[dict[str, Any]], tgts: list[Target]) -> str:
     lines = [f"{'tether steps/s vs':<30} {'tether':>9} {'other':>9} {'ratio':>8}"]
     for q in rats:
         name = f"{q['baseline']} {q['latency_ms']}ms n={q['runs']}"
+        spread = f"  ({q['paired_min']:.2f}-{q['paired_max']:.2f})" if "paired_min" in q else ""
         lines.append(
             f"{name:<30} {q['tether_steps_per_s']:>9.0f} {q['baseline_steps_per_s']:>9.0f} "
-            f"{q['ratio']:>7.2f}x"
+            f"{q['ratio']:>7.2f}x{spread}"
         )
     lines.append("")
     lines.append(f"{'target':<52} {'value':>10} {'goal':>30}  status")
