@@ -113,3 +113,27 @@ def test_the_default_redactor_screens_and_one_with_patterns_of_its_own_does_not(
     assert screen(b"nothing here", [12])
     assert not screen(b"a key sk-" + b"x" * 40, [50])
     assert not screen(b"a large one", [THRESHOLD + 1])
+
+
+async def test_a_result_past_the_frame_limit_still_goes_to_the_blob_store(
+    tmp_path: pathlib.Path,
+) -> None:
+    """Framed as given, a result larger than a frame may hold is no error: the careful way
+    moves it to the blob store, as it always did."""
+    from tether.journal._format import MAX_PAYLOAD
+
+    content = "x" * (MAX_PAYLOAD + 1024)
+    async with FileStore(tmp_path) as store, await store.create("r") as journal:
+        [record] = await journal.append([ToolResult(call_id="toolu_1", ok=True, content=content)])
+        assert isinstance(record, ToolResult)
+        assert record.blob is not None
+        assert await store.load_blob(record.blob) == content
+
+
+async def test_an_event_that_cannot_be_encoded_is_refused_as_before(
+    tmp_path: pathlib.Path,
+) -> None:
+    async with FileStore(tmp_path) as store, await store.create("r") as journal:
+        with pytest.raises(TypeError):
+            await journal.append([ToolResult(call_id="toolu_1", ok=True, content=object())])
+        assert list(journal.events) == []

@@ -408,9 +408,13 @@ class FileJournal:
         else:
             # Framed as given first: nearly every group holds no secret and no large result,
             # and the screen of its bytes says so at less than preparing each event costs.
-            stamped, group, sizes = frame_unchecked(prepared, self._next_seq)
-            if not self._screen(group, sizes):
-                prepared = await self._prepared(stamped)  # type: ignore[arg-type]
+            try:
+                stamped, group, sizes = frame_unchecked(prepared, self._next_seq)
+                as_given = self._screen(group, sizes)
+            except Exception:  # not one group before its results go to the blob store, or
+                as_given = False  # not encodable: the careful way says which, as it always did
+            if not as_given:
+                prepared = await self._prepared(prepared)
                 stamped, group, sizes = frame_unchecked(prepared, self._next_seq)
             check_sizes(sizes, self.path)
         # The group's fate is recorded by ``_settle`` when it is known, whether or not anyone
