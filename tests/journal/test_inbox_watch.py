@@ -36,7 +36,7 @@ def started(run_id: str) -> RunStarted:
     return RunStarted(run_id=run_id, manifest=Manifest(model="m"), messages=[])
 
 
-async def test_a_post_from_another_store_moves_the_mark_and_wakes_changed(
+async def test_a_post_from_another_store_moves_the_mark_and_wakes_inbox_changed(
     tmp_path: pathlib.Path,
 ) -> None:
     async with FileStore(tmp_path) as store:
@@ -48,7 +48,7 @@ async def test_a_post_from_another_store_moves_the_mark_and_wakes_changed(
         woke = anyio.Event()
 
         async def wait_for_news() -> None:
-            await store.changed()
+            await store.inbox_changed()
             woke.set()
 
         async with anyio.create_task_group() as tg:

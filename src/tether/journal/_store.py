@@ -434,10 +434,14 @@ class FileStore:
         return stat.S_ISREG(st.st_mode)
 
     async def changed(self) -> None:
+        """Never returns: a file store learns of other processes' writes by sweeping."""
+        await anyio.sleep_forever()
+
+    async def inbox_changed(self) -> None:
         """Return when a run's inbox changed (an answer queued by another process, say), where
         the store watches its directory (Linux inotify, while the store is open; see
-        ``tether.journal._watch``); otherwise never: the store learns of other processes'
-        writes by sweeping."""
+        ``tether.journal._watch``); otherwise never. What a holder waits for to halt a run
+        whose cancellation was queued (a sweep does not: it looks at its interval)."""
         watch = self._watch
         if watch is None:
             await anyio.sleep_forever()

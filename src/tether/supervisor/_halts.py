@@ -52,6 +52,9 @@ class Halts:
         self._seen: dict[str, Hashable] = {}
         self._cheap = bool(getattr(store, "cheap_inbox_looks", False))
         self._mark_of = getattr(store, "inbox_mark", None)
+        # A directory store tells of its inboxes alone (a sweep need not wake for them);
+        # PostgreSQL's change notification covers them.
+        self._news = getattr(store, "inbox_changed", store.changed)
         self._marks: dict[str, Hashable] = {}  # each run's inbox mark at its drive's last look
         self.tg: anyio.abc.TaskGroup | None = None
 
@@ -116,7 +119,7 @@ class Halts:
             try:
                 while True:
                     with anyio.move_on_after(interval):
-                        await self._store.changed()
+                        await self._news()
                     try:
                         await self.look()
                     except Exception as exc:  # the store is unreachable for now
