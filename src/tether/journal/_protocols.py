@@ -46,7 +46,10 @@ class JournalHandle(Protocol):
     @property
     def broken(self) -> bool: ...
 
-    async def append(self, events: Iterable[Event]) -> list[AnyEvent]: ...
+    async def append(self, events: Iterable[Event], *, at: float | None = None) -> list[AnyEvent]:
+        """Append ``events`` as one group; each event without an ``at`` is dated ``at`` (the
+        appender's clock: a supervisor's, which may be virtual), else now."""
+        ...
 
     async def fence(self) -> None:
         """Raise ``LeaseLostError`` if this handle may no longer act for the run.

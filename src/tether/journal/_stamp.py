@@ -21,14 +21,15 @@ from ._records import AnyEvent, Event, encode_event
 
 
 def stamp_events(
-    events: Iterable[Event], first_seq: int, where: str
+    events: Iterable[Event], first_seq: int, where: str, at: float | None = None
 ) -> tuple[list[AnyEvent], list[bytes]]:
-    """Give ``events`` contiguous ``seq`` from ``first_seq`` and ``at`` (kept if set); encode them.
+    """Give ``events`` contiguous ``seq`` from ``first_seq`` and ``at`` (kept if set; else
+    ``at``, or now); encode them.
 
     Raises:
         RecordTooLargeError: an encoded event exceeds the frame limit (``where`` names the run).
     """
-    stamped = stamp(events, first_seq)
+    stamped = stamp(events, first_seq, at)
     payloads: list[bytes] = []
     for ev in stamped:
         data = encode_event(ev)
@@ -38,15 +39,16 @@ def stamp_events(
     return stamped, payloads
 
 
-def stamp(events: Iterable[Event], first_seq: int) -> list[AnyEvent]:
-    """``events`` with contiguous ``seq`` from ``first_seq`` and ``at`` (now, unless set)."""
-    return stamp_in_place(list(events), first_seq)
+def stamp(events: Iterable[Event], first_seq: int, at: float | None = None) -> list[AnyEvent]:
+    """``events`` with contiguous ``seq`` from ``first_seq`` and ``at`` (unless set: ``at``,
+    the appender's clock, or now)."""
+    return stamp_in_place(list(events), first_seq, at)
 
 
-def stamp_in_place(events: list[Event], first_seq: int) -> list[AnyEvent]:
+def stamp_in_place(events: list[Event], first_seq: int, at: float | None = None) -> list[AnyEvent]:
     """``stamp``, replacing each event of ``events`` by its stamped copy; returns ``events``
     (an append's own list, so that it holds one list of its events, not two)."""
-    now = time.time()
+    now = at or time.time()
     replace = msgspec.structs.replace
     for i, ev in enumerate(events):
         events[i] = replace(ev, seq=first_seq + i, at=ev.at or now)

@@ -138,7 +138,9 @@ class JournalFile(CommitTarget):
             self.ops.close(self.fd)
 
 
-def frame_events(events: list[Event], first_seq: int, path: str) -> tuple[list[AnyEvent], bytes]:
+def frame_events(
+    events: list[Event], first_seq: int, path: str, at: float | None = None
+) -> tuple[list[AnyEvent], bytes]:
     """Stamp ``events`` (``stamp``) and frame them as one group, each encoded straight into
     the group's buffer (``encode_group``). ``events`` is the caller's own list, stamped in
     place and returned: an append in flight holds one list of its events, not two.
@@ -146,14 +148,16 @@ def frame_events(events: list[Event], first_seq: int, path: str) -> tuple[list[A
     Raises:
         RecordTooLargeError: an encoded event exceeds the frame limit.
     """
-    stamped, group, sizes = frame_unchecked(events, first_seq)
+    stamped, group, sizes = frame_unchecked(events, first_seq, at)
     check_sizes(sizes, path)
     return stamped, group
 
 
-def frame_unchecked(events: list[Event], first_seq: int) -> tuple[list[AnyEvent], bytes, list[int]]:
+def frame_unchecked(
+    events: list[Event], first_seq: int, at: float | None = None
+) -> tuple[list[AnyEvent], bytes, list[int]]:
     """``frame_events`` without the frame limit: the group and each payload's size."""
-    stamped = stamp_in_place(events, first_seq)
+    stamped = stamp_in_place(events, first_seq, at)
     group, sizes = encode_group(stamped, ENCODER.encode_into)
     return stamped, group, sizes
 
@@ -380,8 +384,9 @@ class FileJournal:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
-    async def append(self, events: Iterable[Event]) -> list[AnyEvent]:
-        """Append ``events`` as one atomic group and return them stamped with ``seq`` and ``at``.
+    async def append(self, events: Iterable[Event], *, at: float | None = None) -> list[AnyEvent]:
+        """Append ``events`` as one atomic group and return them stamped with ``seq`` and ``at``
+        (an event's own, else ``at``, else now).
 
         Returns only when the group is durable. Concurrent appends to one journal are allowed:
         each gets a contiguous ``seq`` range in call order, and they may share one fsync.
@@ -401,21 +406,21 @@ class FileJournal:
         if not prepared:
             return []
         if self._prepare is None:
-            stamped, group = frame_events(prepared, self._next_seq, self.path)
+            stamped, group = frame_events(prepared, self._next_seq, self.path, at)
         elif self._screen is None:
             prepared = await self._prepared(prepared)
-            stamped, group = frame_events(prepared, self._next_seq, self.path)
+            stamped, group = frame_events(prepared, self._next_seq, self.path, at)
         else:
             # Framed as given first: nearly every group holds no secret and no large result,
             # and the screen of its bytes says so at less than preparing each event costs.
             try:
-                stamped, group, sizes = frame_unchecked(prepared, self._next_seq)
+                stamped, group, sizes = frame_unchecked(prepared, self._next_seq, at)
                 as_given = self._screen(group, sizes)
             except Exception:  # not one group before its results go to the blob store, or
                 as_given = False  # not encodable: the careful way says which, as it always did
             if not as_given:
                 prepared = await self._prepared(prepared)
-                stamped, group, sizes = frame_unchecked(prepared, self._next_seq)
+                stamped, group, sizes = frame_unchecked(prepared, self._next_seq, at)
             check_sizes(sizes, self.path)
         # The group's fate is recorded by ``_settle`` when it is known, whether or not anyone
         # still waits: cancelling this call cancels only the wait.

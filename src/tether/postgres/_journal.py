@@ -42,11 +42,11 @@ log = logging.getLogger("tether.postgres")
 
 
 def stamp(
-    where: str, events: Iterable[Event], first_seq: int
+    where: str, events: Iterable[Event], first_seq: int, at: float | None = None
 ) -> tuple[list[AnyEvent], list[bytes], str | None]:
     """``stamp_events``, and the run's new ``status`` column if the events change it: the final
     status when one ends the run, ``'active'`` when a ``retried`` record re-opens it."""
-    stamped, payloads = stamp_events(events, first_seq, where)
+    stamped, payloads = stamp_events(events, first_seq, where, at)
     status: str | None = None
     for ev in stamped:
         if isinstance(ev, RunFinished):
@@ -200,8 +200,9 @@ class PgJournal:
         if self._broken is not None:
             raise JournalBrokenError(self.path, self._broken) from self._broken
 
-    async def append(self, events: Iterable[Event]) -> list[AnyEvent]:
-        """Append ``events`` as one atomic group; return them stamped with ``seq`` and ``at``.
+    async def append(self, events: Iterable[Event], *, at: float | None = None) -> list[AnyEvent]:
+        """Append ``events`` as one atomic group; return them stamped with ``seq`` and ``at``
+        (an event's own, else ``at``, else now).
 
         Returns only when the group is committed. Concurrent appends are allowed: they are
         written one after another, in call order.
@@ -221,7 +222,7 @@ class PgJournal:
         self._check_writable()
         if not prepared:
             return []
-        stamped, payloads, finished = stamp(self.path, prepared, self._next_seq)
+        stamped, payloads, finished = stamp(self.path, prepared, self._next_seq, at)
         self._next_seq += len(stamped)
         import asyncio  # with the event loop, not with tether's import
 

@@ -35,7 +35,6 @@ from ..journal import (
     Store,
 )
 from ._budgets import budget_problem
-from ._clock import dated
 from ._runtime import Mailbox
 from ._state import RunState, RunStatus, fold
 from ._status import approval_deadline, pinned_tool, run_status
@@ -237,7 +236,7 @@ async def record_answer(
         record = checked(state)
         if record is None:
             return Recorded(build(state), state, repeated=True)
-        (written,) = await journal.append(dated([record], clock()))
+        (written,) = await journal.append([record], at=clock())
     return Recorded(written, state)
 
 

@@ -50,7 +50,6 @@ from ._attempt import interrupted
 from ._attempt import verify as verify_landed
 from ._budgets import budget_problem
 from ._children import look_at_children
-from ._clock import dated
 from ._manifest import CONTRACT, contract_decision, contract_found, system_of
 from ._manifest import build_manifest as build_manifest
 from ._manifest import manifest_problem as manifest_problem
@@ -469,7 +468,7 @@ class _Drive:
             )
             failpoint("tool_returned")
             self._check_call_record()
-            (saved,) = await journal.append(dated([outcome], self.rt.clock()))
+            (saved,) = await journal.append([outcome], at=self.rt.clock())
             if traced is not None:
                 traced.ended(saved, seq=saved.seq)
         failpoint("result_saved")
@@ -495,7 +494,7 @@ class _Drive:
             await self._run_call(call, spec, call.attempts + 1)
             return
         self._check_call_record()
-        await journal.append(dated([result], self.rt.clock()))
+        await journal.append([result], at=self.rt.clock())
         failpoint("result_saved")
 
     # ------------------------------------------------------------------ plumbing
@@ -560,7 +559,7 @@ class _Drive:
         if self.resume_record is not None:  # the drive's first write: say what it resumed from
             records = [self.resume_record, *records]
             self.resume_record = None
-        await self.journal.append(dated(records, self.rt.clock()))
+        await self.journal.append(records, at=self.rt.clock())
         await self._catch_up()
 
     def _check_call_record(self) -> None:
