@@ -100,6 +100,8 @@ def test_a_poster_killed_halfway_moves_the_mark(tmp_path: pathlib.Path) -> None:
     async def main() -> None:
         async with FileStore(tmp_path) as store:
             journal = await store.create(RUN, [started(RUN)])
+            async with FileStore(tmp_path) as other:  # the inbox exists: no IN_CREATE now
+                await other.post(RUN, decision(1))
             await loop_polls()
             mark = store.inbox_mark(RUN)
             proc = await anyio.run_process(
@@ -176,3 +178,52 @@ def test_an_unmoved_mark_means_an_unchanged_inbox(
             await journal.aclose()
 
     anyio.run(main)
+
+
+async def test_news_that_came_while_nobody_waited_is_not_lost(tmp_path: pathlib.Path) -> None:
+    """``inbox_changed(since)`` returns at once when an inbox changed after ``inbox_news``
+    was ``since``: a holder busy looking when a cancellation came still wakes for it."""
+    async with FileStore(tmp_path) as store:
+        journal = await store.create(RUN, [started(RUN)])
+        since = store.inbox_news()
+        async with FileStore(tmp_path) as other:
+            await other.post(RUN, decision(1))
+        await loop_polls()
+        with anyio.fail_after(5):
+            await store.inbox_changed(since)
+        with anyio.move_on_after(0.2) as waited:  # nothing new since: it waits
+            await store.inbox_changed(store.inbox_news())
+        assert waited.cancelled_caught
+        await journal.aclose()
+
+
+async def test_a_watch_whose_directory_went_moves_every_mark_at_every_look(
+    tmp_path: pathlib.Path,
+) -> None:
+    """``runs/`` renamed away: the watch follows an inode the path no longer names, so no mark
+    may hold still (each call looks, as without a watch)."""
+    async with FileStore(tmp_path) as store:
+        journal = await store.create(RUN, [started(RUN)])
+        (tmp_path / "runs").rename(tmp_path / "runs.moved")
+        await loop_polls()
+        assert store.inbox_mark(RUN) != store.inbox_mark(RUN)
+        (tmp_path / "runs.moved").rename(tmp_path / "runs")
+        await journal.aclose()
+
+
+async def test_an_inbox_that_cannot_be_looked_at_is_an_error_not_none(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A look refused by the system (EACCES, a seccomp profile's EPERM) must not read as "no
+    inbox": the caller logs it and looks again, and nothing is taken as absent."""
+    async with FileStore(tmp_path) as store:
+        journal = await store.create(RUN, [started(RUN)])
+
+        def refused(*args: object, **kwargs: object) -> None:
+            raise PermissionError(1, "Operation not permitted")
+
+        monkeypatch.setattr("tether.journal._store.os.lstat", refused)
+        with pytest.raises(PermissionError):
+            await store.inbox_versions([RUN])
+        monkeypatch.undo()
+        await journal.aclose()

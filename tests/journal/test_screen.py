@@ -14,6 +14,7 @@ import pathlib
 from typing import Any
 
 import anyio
+import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -137,3 +138,24 @@ async def test_an_event_that_cannot_be_encoded_is_refused_as_before(
         with pytest.raises(TypeError):
             await journal.append([ToolResult(call_id="toolu_1", ok=True, content=object())])
         assert list(journal.events) == []
+
+
+async def test_a_subclass_of_the_default_redactor_is_asked_for_every_event(
+    tmp_path: pathlib.Path,
+) -> None:
+    """A ``SecretRedactor`` subclass may redact more than the default hints can tell: the
+    screen leaves it to see every event."""
+
+    class NoEmails(SecretRedactor):
+        def __call__(self, event: Any) -> Any:
+            event = super().__call__(event)
+            if isinstance(event, ToolResult) and isinstance(event.content, str):
+                content = event.content.replace("ana@example.com", "[EMAIL]")
+                return msgspec.structs.replace(event, content=content)
+            return event
+
+    async with FileStore(tmp_path, redact=NoEmails()) as store, await store.create("r") as j:
+        await j.append([ToolResult(call_id="toolu_1", ok=True, content="ana@example.com")])
+    raw = (tmp_path / "runs" / "r.journal").read_bytes()
+    assert b"ana@example.com" not in raw
+    assert b"[EMAIL]" in raw

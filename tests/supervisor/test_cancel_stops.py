@@ -294,3 +294,56 @@ async def test_a_look_for_a_cancellation_cut_short_is_taken_again(
         monkeypatch.setattr(store, "peek_inbox", real_peek)
         assert await halts.queued(RUN)
         await journal.aclose()
+
+
+async def test_a_failed_look_at_a_run_with_a_call_in_flight_is_taken_again(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, watch: str
+) -> None:
+    """The holder's first look at the cancellation fails (the inbox unreadable for a moment):
+    it keeps nothing of it, and a later look halts the call in flight."""
+    monkeypatch.setattr("tether.supervisor._halts.HALT_POLL", 0.05)
+    world = World(hold=True)
+    store = FileStore(tmp_path)
+    model = tether.ScriptedModel(never_rests)
+    async with Supervisor(store, model=model, tools=world.tools()) as sup:
+        await sup.start(RUN, "go")
+        with anyio.fail_after(WAIT):
+            await world.in_flight.wait()
+        real_peek = store.peek_inbox
+        failed: list[str] = []
+
+        async def unreadable_once(run_id: str) -> list[Any]:
+            if not failed:
+                failed.append(run_id)
+                raise OSError(5, "Input/output error")
+            return await real_peek(run_id)
+
+        monkeypatch.setattr(store, "peek_inbox", unreadable_once)
+        async with FileStore(tmp_path) as other:
+            assert (await operate.cancel(other, RUN, reason="runaway")).queued
+        assert await sup.wait(RUN, timeout=WAIT) is RunStatus.CANCELLED
+    assert failed == [RUN]
+    assert world.sent == [0]
+
+
+async def test_a_post_the_watch_never_saw_is_found_by_the_poll(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A post made through another kernel (a network filesystem written from another machine)
+    raises no inotify event: the twice-a-second look at every inbox still finds it."""
+    if sys.platform != "linux":
+        pytest.skip("inotify is Linux's")
+    monkeypatch.setattr("tether.supervisor._halts.HALT_POLL", 0.05)
+    monkeypatch.setattr(
+        "tether.journal._watch.RunsWatch._inbox_news", lambda self, run_id: None
+    )  # the watch hears of no inbox
+    world = World(hold=True)
+    model = tether.ScriptedModel(never_rests)
+    async with Supervisor(FileStore(tmp_path), model=model, tools=world.tools()) as sup:
+        await sup.start(RUN, "go")
+        with anyio.fail_after(WAIT):
+            await world.in_flight.wait()
+        async with FileStore(tmp_path) as other:
+            assert (await operate.cancel(other, RUN, reason="runaway")).queued
+        assert await sup.wait(RUN, timeout=WAIT) is RunStatus.CANCELLED
+    assert world.sent == [0]

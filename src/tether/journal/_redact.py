@@ -137,7 +137,8 @@ class SecretRedactor:
     def may_change(self, data: bytes) -> bool:
         """Whether this redactor may change an event whose MessagePack encoding is within
         ``data`` (a journal's group of frames, say): ``False`` only where it certainly would
-        not (no hint in it), and always ``True`` unless ``screens``."""
+        not (no pattern at all, or no hint in it); with patterns but no hints (not
+        ``screens``), always ``True``."""
         if self._text is None:
             return False
         return self._hints is None or _holds_hint(data.lower())

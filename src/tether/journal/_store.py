@@ -95,10 +95,11 @@ def screen_for(redact: Redactor | None, blob_threshold: int) -> Screen | None:
     of whose payloads is larger than ``blob_threshold`` (so no tool result's content is: it is
     within its payload) and in which the redactor finds no hint of a secret is what preparing
     each event first would frame. ``None`` for a redactor that cannot tell from bytes (a
-    function of your own, patterns of your own): then each event is prepared first."""
+    function of your own, patterns of your own, a subclass of ``SecretRedactor``): then each
+    event is prepared first."""
     if redact is None:
         may_change: Callable[[bytes], bool] = lambda data: False  # noqa: E731
-    elif isinstance(redact, SecretRedactor) and redact.screens:
+    elif type(redact) is SecretRedactor and redact.screens:  # a subclass may redact more
         may_change = redact.may_change
     else:
         return None
@@ -437,16 +438,23 @@ class FileStore:
         """Never returns: a file store learns of other processes' writes by sweeping."""
         await anyio.sleep_forever()
 
-    async def inbox_changed(self) -> None:
+    def inbox_news(self) -> int:
+        """How many times an inbox changed since the store opened its watch (0 without one):
+        what to give ``inbox_changed`` as ``since``."""
+        watch = self._watch
+        return 0 if watch is None else watch.news
+
+    async def inbox_changed(self, since: int | None = None) -> None:
         """Return when a run's inbox changed (an answer queued by another process, say), where
         the store watches its directory (Linux inotify, while the store is open; see
-        ``tether.journal._watch``); otherwise never. What a holder waits for to halt a run
-        whose cancellation was queued (a sweep does not: it looks at its interval)."""
+        ``tether.journal._watch``); otherwise never. With ``since`` (an ``inbox_news`` taken
+        earlier), at once if an inbox changed since then. What a holder waits for to halt a
+        run whose cancellation was queued (a sweep does not: it looks at its interval)."""
         watch = self._watch
         if watch is None:
             await anyio.sleep_forever()
         else:
-            await watch.inbox_changed()
+            await watch.inbox_changed(since)
 
     async def post(self, run_id: str, event: Event) -> None:
         """Queue ``event`` (a decision, resolution or cancellation) in the run's inbox, durably.
@@ -499,7 +507,8 @@ class FileStore:
         return await anyio.to_thread.run_sync(read_adverts, folder, dict(self._adverts), self._ops)
 
     cheap_inbox_looks = True
-    """``inbox_versions`` costs an ``lstat`` per run: a holder may look before every step."""
+    """``inbox_versions`` costs an ``lstat`` per run: a holder may look before every step
+    (and, with the watch, need not while the run's ``inbox_mark`` stays put)."""
 
     def inbox_mark(self, run_id: str) -> Hashable | None:
         """A mark that moves whenever run ``run_id``'s inbox may have changed, while the store
@@ -517,14 +526,10 @@ class FileStore:
             found: dict[str, Hashable] = {}
             for run_id in run_ids:
                 where = inbox_path(self.runs_dir, run_id) if dir_fd is None else f"{run_id}.inbox"
-                # Nearly every run has no inbox: a look that finds none raises nothing (an
-                # exception costs more than the system call).
-                if not os.access(where, os.F_OK, dir_fd=dir_fd, follow_symlinks=False):
-                    continue
                 try:
                     st = os.lstat(where, dir_fd=dir_fd)
                 except (FileNotFoundError, NotADirectoryError):
-                    continue
+                    continue  # any other error is the look's: it must not read as "none"
                 if stat.S_ISREG(st.st_mode):
                     found[run_id] = (st.st_size, st.st_mtime_ns, st.st_ino)
             return found

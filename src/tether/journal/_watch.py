@@ -50,9 +50,10 @@ _IN_DELETE, _IN_DELETE_SELF, _IN_MOVE_SELF = 0x200, 0x400, 0x800
 _IN_Q_OVERFLOW, _IN_IGNORED, _IN_ONLYDIR = 0x4000, 0x8000, 0x01000000
 _NAMES = _IN_MOVED_FROM | _IN_MOVED_TO | _IN_DELETE
 """Events after which a held journal of that name may have lost it."""
-_WATCHED = _NAMES | _IN_CREATE | _IN_CLOSE_WRITE
+_WATCHED = _NAMES | _IN_CREATE | _IN_CLOSE_WRITE | _IN_DELETE_SELF | _IN_MOVE_SELF
 _INBOX = ".inbox"
-_EVERYTHING = _IN_DELETE_SELF | _IN_MOVE_SELF | _IN_Q_OVERFLOW | _IN_IGNORED
+_GONE = _IN_DELETE_SELF | _IN_MOVE_SELF | _IN_IGNORED
+_EVERYTHING = _GONE | _IN_Q_OVERFLOW
 """Events after which any held journal may have lost its name (the directory itself went, or
 the kernel dropped events)."""
 _EVENT = struct.Struct("iIII")  # wd, mask, cookie, len; then ``len`` bytes of name
@@ -86,6 +87,8 @@ class RunsWatch:
         self._inboxes: dict[str, int] = {}  # run id -> the mark its inbox's last change set
         self._floor = next(_MARKS)  # every run's mark is at least this
         self._broken = False  # the watch failed: no mark holds still any more
+        self.news = 0
+        """How many times inbox news came (``inbox_changed``'s ``since``)."""
         self._news = self._event()
         loop.add_reader(fd, self._read)
 
@@ -98,8 +101,12 @@ class RunsWatch:
             return next(_MARKS)
         return max(self._floor, self._inboxes.get(run_id, 0))
 
-    async def inbox_changed(self) -> None:
-        """Return when an inbox of the directory changed (or events were lost)."""
+    async def inbox_changed(self, since: int | None = None) -> None:
+        """Return when an inbox of the directory changed (or events were lost): at once if
+        news came since ``news`` was ``since``, so that none that came while the caller was
+        busy is missed."""
+        if since is not None and since != self.news:
+            return
         await self._news.wait()
 
     def _inbox_news(self, run_id: str | None) -> None:
@@ -110,6 +117,7 @@ class RunsWatch:
             self._floor = mark
         else:
             self._inboxes[run_id] = mark
+        self.news += 1
         news, self._news = self._news, self._event()
         news.set()
 
@@ -146,6 +154,8 @@ class RunsWatch:
             raw = data[pos + _EVENT.size : pos + _EVENT.size + length]
             pos += _EVENT.size + length
             if mask & _EVERYTHING:
+                if mask & _GONE:  # the directory itself went: nothing is watched any more
+                    self._broken = True
                 self._mark_all()
                 self._inbox_news(None)
                 continue

@@ -3,9 +3,11 @@
 An answer for a run another process holds waits in the run's inbox until its holder records
 it at the run's next pause, which is right for an approval (the run asks for it when it
 rests) but not for a cancellation: a run that never rests would never stop. So the holder
-looks, twice a second and whenever the store reports a change (a PostgreSQL ``NOTIFY``), at
-the inboxes of the runs it is advancing (``inbox_versions``: one ``lstat`` each, or one
-statement), and for one that holds a cancellation it halts the run's task: the call in flight
+looks, twice a second and whenever the store reports a change (a PostgreSQL ``NOTIFY``, a
+directory store's inotify watch of its inboxes), at the inboxes of the runs it is advancing
+(``inbox_versions``: one ``lstat`` each, or one statement; a directory store's watch leaves
+out the runs whose inbox did not change since they were last looked at, ``inbox_mark``), and
+for one that holds a cancellation it halts the run's task: the call in flight
 is cancelled and recorded as interrupted, and the drive takes the queued answers in, the
 cancellation among them, before it ends (``_loop._Drive.halt``). Then the run's child runs are
 cancelled too.
@@ -17,7 +19,7 @@ the cancellation itself.
 from __future__ import annotations
 
 import logging
-from collections.abc import Hashable
+from collections.abc import Awaitable, Callable, Hashable
 from typing import final
 
 import anyio
@@ -52,9 +54,14 @@ class Halts:
         self._seen: dict[str, Hashable] = {}
         self._cheap = bool(getattr(store, "cheap_inbox_looks", False))
         self._mark_of = getattr(store, "inbox_mark", None)
-        # A directory store tells of its inboxes alone (a sweep need not wake for them);
-        # PostgreSQL's change notification covers them.
-        self._news = getattr(store, "inbox_changed", store.changed)
+        # A directory store tells of its inboxes alone (a sweep need not wake for them), and
+        # counts what it told; PostgreSQL's change notification covers them.
+        self._inbox_changed: Callable[[int], Awaitable[None]] | None = getattr(
+            store, "inbox_changed", None
+        )
+        self._news_count: Callable[[], int] | None = getattr(store, "inbox_news", None)
+        if self._inbox_changed is None:
+            self._news_count = None
         self._marks: dict[str, Hashable] = {}  # each run's inbox mark at its drive's last look
         self.tg: anyio.abc.TaskGroup | None = None
 
@@ -72,11 +79,8 @@ class Halts:
         """
         if not self._cheap:
             return False
-        mark = None if self._mark_of is None else self._mark_of(run_id)
-        if mark is not None:
-            if self._marks.get(run_id) == mark:
-                return False  # nothing changed in its inbox since the last look
-            self._marks[run_id] = mark  # before the look: a change during it moves the mark
+        if not self._unmarked([run_id]):
+            return False  # nothing changed in its inbox since the last look
         try:
             version = (await self._store.inbox_versions((run_id,))).get(run_id)
             if version is None:
@@ -114,21 +118,41 @@ class Halts:
         change the store reports, until cancelled; a look that fails is tried again at the
         next."""
         interval = HALT_POLL if interval is None else interval
+        since = None if self._news_count is None else self._news_count()
+        full_at = anyio.current_time() + interval
         async with anyio.create_task_group() as tg:
             self.tg = tg
             try:
                 while True:
-                    with anyio.move_on_after(interval):
-                        await self._news()
+                    with anyio.move_on_at(full_at):
+                        await self._news_since(since)
+                    since = None if self._news_count is None else self._news_count()
+                    # Every inbox at least every ``interval``, whatever the marks say: a post
+                    # made through another kernel (a network filesystem) moves no mark.
+                    full = anyio.current_time() >= full_at
+                    if full:
+                        full_at = anyio.current_time() + interval
                     try:
-                        await self.look()
+                        await self.look(full=full)
                     except Exception as exc:  # the store is unreachable for now
                         log.warning("looking for cancellations failed (%s)", explain(exc))
             finally:
                 self.tg = None
 
-    async def look(self) -> None:
-        """Halt each run advanced here whose inbox holds a cancellation."""
+    async def _news_since(self, since: int | None) -> None:
+        if since is None or self._inbox_changed is None:
+            await self._store.changed()
+        else:
+            await self._inbox_changed(since)
+
+    async def look(self, *, full: bool = True) -> None:
+        """Halt each run advanced here whose inbox holds a cancellation; unless ``full``, only
+        of those whose inbox may have changed since it was last looked at (``queued``'s marks).
+
+        Raises:
+            the first error of a look at an inbox; the other runs' inboxes are looked at
+            still, and the one that failed is looked at again next time.
+        """
         driving = [
             run_id
             for run_id, entry in self._board.runs.items()
@@ -138,18 +162,55 @@ class Halts:
             self._seen.clear()
             self._marks.clear()
             return
-        if len(self._marks) > len(driving):
-            self._marks = {r: self._marks[r] for r in driving if r in self._marks}
-        versions = await self._store.inbox_versions(driving)
-        self._seen = {r: v for r, v in self._seen.items() if r in versions}
+        keep = set(driving)
+        self._seen = {r: v for r, v in self._seen.items() if r in keep}
+        self._marks = {r: m for r, m in self._marks.items() if r in keep}
+        looking = self._unmarked(driving, every=full)
+        if not looking:
+            return
+        try:
+            versions = await self._store.inbox_versions(looking)
+        except BaseException:
+            for run_id in looking:
+                self._marks.pop(run_id, None)
+            raise
+        for run_id in looking:
+            if run_id not in versions:
+                self._seen.pop(run_id, None)  # no inbox
+        failed: Exception | None = None
         for run_id, version in versions.items():
             if self._seen.get(run_id) == version:
                 continue  # looked at already, and unchanged: no cancellation in it
+            try:
+                queued = await self._store.peek_inbox(run_id)
+            except BaseException as exc:  # looked at again next time
+                self._marks.pop(run_id, None)
+                if not isinstance(exc, Exception):
+                    raise
+                failed = failed or exc
+                continue
             self._seen[run_id] = version
-            queued = await self._store.peek_inbox(run_id)
             if any(isinstance(a, RunFinished) for a in queued) and self.tg is not None:
                 self._rt.halting.add(run_id)  # so the next look leaves it alone
                 self.tg.start_soon(self._carry_out, run_id, name=f"tether-halt-{run_id}")
+        if failed is not None:
+            raise failed
+
+    def _unmarked(self, run_ids: list[str], *, every: bool = False) -> list[str]:
+        """Of ``run_ids``, those whose inbox may have changed since their last look (all of
+        them where the store keeps no marks, or with ``every``), each noted as looked at with
+        its mark now."""
+        if self._mark_of is None:
+            return run_ids
+        out = []
+        for run_id in run_ids:
+            mark = self._mark_of(run_id)
+            if mark is None:
+                out.append(run_id)
+            elif every or self._marks.get(run_id) != mark:
+                self._marks[run_id] = mark  # before the look: a change during it moves it
+                out.append(run_id)
+        return out
 
     async def halt(self, run_id: str) -> None:
         """Stop this supervisor's task of run ``run_id``, if it has one, and return once it
