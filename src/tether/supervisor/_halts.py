@@ -79,7 +79,7 @@ class Halts:
         """
         if not self._cheap:
             return False
-        if not self._unmarked([run_id]):
+        if not self._may_have_changed(run_id):
             return False  # nothing changed in its inbox since the last look
         try:
             version = (await self._store.inbox_versions((run_id,))).get(run_id)
@@ -165,7 +165,7 @@ class Halts:
         keep = set(driving)
         self._seen = {r: v for r, v in self._seen.items() if r in keep}
         self._marks = {r: m for r, m in self._marks.items() if r in keep}
-        looking = self._unmarked(driving, every=full)
+        looking = [r for r in driving if self._may_have_changed(r, every=full)]
         if not looking:
             return
         try:
@@ -196,21 +196,17 @@ class Halts:
         if failed is not None:
             raise failed
 
-    def _unmarked(self, run_ids: list[str], *, every: bool = False) -> list[str]:
-        """Of ``run_ids``, those whose inbox may have changed since their last look (all of
-        them where the store keeps no marks, or with ``every``), each noted as looked at with
-        its mark now."""
-        if self._mark_of is None:
-            return run_ids
-        out = []
-        for run_id in run_ids:
-            mark = self._mark_of(run_id)
-            if mark is None:
-                out.append(run_id)
-            elif every or self._marks.get(run_id) != mark:
-                self._marks[run_id] = mark  # before the look: a change during it moves it
-                out.append(run_id)
-        return out
+    def _may_have_changed(self, run_id: str, *, every: bool = False) -> bool:
+        """Whether run ``run_id``'s inbox may have changed since its last look (always where
+        the store keeps no marks, or with ``every``); if so, it is noted as looked at with its
+        mark now (before the look: a change during it moves the mark)."""
+        mark = None if self._mark_of is None else self._mark_of(run_id)
+        if mark is None:
+            return True
+        if not every and self._marks.get(run_id) == mark:
+            return False
+        self._marks[run_id] = mark
+        return True
 
     async def halt(self, run_id: str) -> None:
         """Stop this supervisor's task of run ``run_id``, if it has one, and return once it
