@@ -24,10 +24,12 @@ The kinds, from what a user gets to the bare runtime:
 
 Tries take turns (the kinds in order, then reversed), ``--repeat`` rounds per number of runs,
 and each case reports its median try, the min-max of its tries, the collections of its first
-try by generation and the median CPU its collections took per step (``gc.callbacks``). The
-ratios the project
-holds itself to: ``defaults`` ÷ ``bare`` at 100 runs (at most 1.25) and ``defaults`` at 1,000
-runs ÷ ``defaults`` at 100 (at most 1.15), each also given per round (paired tries).
+try by generation, the median CPU its collections took per step (``gc.callbacks``) and
+``tracked``: the most objects the collector tracked when a collection of an older generation
+began (counted then with ``gc.get_objects()``, whose CPU is left out; ``-`` when none came, as
+with the collector off). Unlike CPU time, the count hardly moves between tries. The ratios the
+project holds itself to: ``defaults`` ÷ ``bare`` at 100 runs (at most 1.25) and ``defaults``
+at 1,000 runs ÷ ``defaults`` at 100 (at most 1.15), each also given per round (paired tries).
 
 ``--before SRC`` adds, for each kind, the same kind run with ``SRC`` (the ``src`` directory of
 another checkout of tether) first on ``PYTHONPATH`` (``KIND@before``), taking turns with the
@@ -50,7 +52,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -134,14 +136,23 @@ def _tools() -> tether.ToolRegistry:
 
 
 class _GcTimer:
-    """A ``gc.callbacks`` entry that adds up the CPU time of collections, by generation."""
+    """A ``gc.callbacks`` entry that adds up the CPU time of collections, by generation, and
+    counts the objects the collector tracks when a collection of an older generation starts
+    (the largest count is ``tracked``, ``None`` if none came; the counts' own CPU is
+    ``counting``, left out of the case's)."""
 
     def __init__(self) -> None:
         self.spent = [0.0, 0.0, 0.0]
+        self.tracked: int | None = None
+        self.counting = 0.0
         self._started = 0.0
 
     def __call__(self, phase: str, info: dict[str, int]) -> None:
         if phase == "start":
+            if info["generation"] > 0:
+                counted = time.process_time()
+                self.tracked = max(self.tracked or 0, len(gc.get_objects()))
+                self.counting += time.process_time() - counted
             self._started = time.process_time()
         else:
             self.spent[info["generation"]] += time.process_time() - self._started
@@ -177,7 +188,7 @@ async def _case(kind: str, runs: int, steps: int, root: Path) -> dict[str, Any]:
         async with anyio.create_task_group() as tg:
             for i in range(runs):
                 tg.start_soon(one, i)
-        cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+        cpu, wall = time.process_time() - cpu0 - gc_time.counting, time.perf_counter() - wall0
         collections = [s["collections"] - b for s, b in zip(gc.get_stats(), before, strict=True)]
         gc.callbacks.remove(gc_time)
         gc.enable()
@@ -192,6 +203,7 @@ async def _case(kind: str, runs: int, steps: int, root: Path) -> dict[str, Any]:
         "us_per_step": cpu / total * 1e6,
         "gc_collections": collections,
         "gc_us_per_step": [t / total * 1e6 for t in gc_time.spent],
+        "tracked_objects": gc_time.tracked,
         "io_uring": store.uses_io_uring,
     }
 
@@ -294,6 +306,7 @@ def summarize(
                 "tries_us": per_step,
                 "gc_collections": results[0]["gc_collections"],
                 "gc_us": statistics.median(sum(r["gc_us_per_step"]) for r in results),
+                "tracked_objects": _median_of_known(r.get("tracked_objects") for r in results),
                 "io_uring": results[0]["io_uring"],
             }
         )
@@ -325,16 +338,24 @@ def summarize(
     return {"cases": cases, "ratios": ratios}
 
 
+def _median_of_known(values: Iterable[int | None]) -> int | None:
+    known = [v for v in values if v is not None]
+    return round(statistics.median(known)) if known else None
+
+
 def format_report(report: dict[str, Any]) -> str:
     lines = [
         "case                         µs/step (median)  tries            gc gen0/1/2  gc µs/step"
+        "  tracked"
     ]
     for c in sorted(report["cases"], key=lambda c: (c["runs"], c["kind"])):
         tries = ", ".join(f"{t:.0f}" for t in c["tries_us"])
         gcs = "/".join(str(n) for n in c["gc_collections"])
         case = f"{c['kind']:<16} {c['runs']:>5} runs"
         gc_us = f"{c['gc_us']:10.1f}" if "gc_us" in c else ""
-        lines.append(f"{case}  {c['us_per_step']:8.1f}  {tries:<16} {gcs:<12} {gc_us}")
+        tracked = c.get("tracked_objects")
+        held = f"{tracked:9,}" if tracked is not None else f"{'-':>9}"
+        lines.append(f"{case}  {c['us_per_step']:8.1f}  {tries:<16} {gcs:<12} {gc_us}  {held}")
     lines.append("")
     for name, r in report["ratios"].items():
         verdict = "met" if r["ratio"] <= r["target"] else "MISSED"

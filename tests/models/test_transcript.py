@@ -18,6 +18,7 @@ from tether.models._transcript import (
     FrozenList,
     Transcripts,
     freeze,
+    freeze_conversation,
     json_size,
     request_size,
 )
@@ -71,7 +72,7 @@ def test_a_frozen_copy_refuses_every_change() -> None:
         lambda: frozen["content"][0].__delitem__("text"),
     ]
     for change in changes:
-        with pytest.raises(TypeError, match="read-only copies"):
+        with pytest.raises(TypeError, match="read-only messages"):
             change()
     assert frozen == {"role": "user", "content": [{"type": "text", "text": "hi"}]}
 
@@ -166,3 +167,31 @@ async def test_a_fresh_model_answers_and_sizes_a_conversation_alike() -> None:
         assert a == b
         whole = json_size({"system": "be brief", "messages": messages, "tools": []})
         assert a.usage.input_tokens == max(1, whole // 4)
+
+
+@given(messages_lists, st.integers(min_value=0, max_value=8))
+def test_freezing_a_conversation_freezes_what_is_not_yet_and_keeps_what_is(
+    messages: list[Message], already: int
+) -> None:
+    original = copy.deepcopy(messages)
+    already = min(already, len(messages))
+    messages[:already] = [freeze(m) for m in messages[:already]]
+    kept = messages[:already]
+    freeze_conversation(messages)
+    assert messages == original
+    assert all(type(m) is FrozenDict for m in messages)
+    assert all(a is b for a, b in zip(kept, messages, strict=False))  # not copied again
+    again = list(messages)
+    freeze_conversation(messages)
+    assert all(a is b for a, b in zip(again, messages, strict=True))
+
+
+def test_a_read_only_message_is_kept_as_it_is_and_a_plain_one_is_copied() -> None:
+    messages = conversation(2)
+    messages[:2] = [freeze(m) for m in messages[:2]]
+    transcript = Transcripts().of(messages)
+    assert transcript.frozen[0] is messages[0]
+    assert transcript.frozen[1] is messages[1]
+    assert all(type(m) is FrozenDict for m in transcript.frozen)
+    assert all(c is not m for c, m in zip(transcript.frozen[2:], messages[2:], strict=True))
+    assert transcript.frozen == messages

@@ -76,15 +76,17 @@ class ScriptedModel:
 
     A call costs the same however long the conversation: each message is looked at (copied,
     sized) the first time a call sees it, and a conversation is recognised by the identity of
-    its messages, which the runtime never changes once passed (see ``Model``).
+    its messages, which the runtime never changes once passed (see ``Model``). It keeps the
+    messages it is given (``frozen_messages``): the runtime hands it read-only ones, which it
+    keeps as they are; a message that is not read-only is copied once, when first seen.
 
     Args:
         responses: the script. A sequence whose item ``i`` answers call ``i``, each item a
             list of content-block dicts or a string (shorthand for one text block); or a
             function (sync or async) taking ``messages`` and returning such an item. The
-            function gets a new list of read-only copies of the messages (``dict`` and
-            ``list`` subclasses that raise ``TypeError`` when changed; ``copy.deepcopy`` of
-            one is a plain, changeable copy), so nothing it does reaches the run's messages.
+            function gets a new list of read-only messages (``dict`` and ``list`` subclasses
+            that raise ``TypeError`` when changed; ``copy.deepcopy`` of one is a plain,
+            changeable copy), so nothing it does reaches the run's messages.
         name: the model name pinned into a run's manifest.
         usage: the usage to report for every call, or a function of ``(messages, blocks)``
             (read-only copies, as a script function gets) returning it. By default it is
@@ -95,6 +97,9 @@ class ScriptedModel:
     Raises:
         TypeError: ``responses`` is a string, or a sequence that is not JSON-able.
     """
+
+    frozen_messages = True
+    """This model keeps the messages it is given: the runtime hands it read-only ones."""
 
     def __init__(
         self,

@@ -111,6 +111,22 @@ def freeze(value: Any) -> Any:
     return copy.deepcopy(value)
 
 
+def freeze_conversation(messages: list[Message]) -> None:
+    """Replace each message at the end of ``messages`` that is not read-only yet by its
+    read-only copy (``freeze``), in place, back to the last one that is.
+
+    The runtime does this to a run's own messages before it calls a model that keeps them
+    (``frozen_messages``): one read-only copy then serves the run and the model, where the
+    model would otherwise keep a copy of its own of every message. Messages are only ever
+    appended, so each is frozen once.
+    """
+    first = len(messages)
+    while first and type(messages[first - 1]) is not FrozenDict:
+        first -= 1
+    for i in range(first, len(messages)):
+        messages[i] = freeze(messages[i])
+
+
 def thaw(value: Any) -> Any:
     """A plain, changeable deep copy of what ``freeze`` made."""
     if isinstance(value, dict):
@@ -178,7 +194,10 @@ class Transcript:
             size = json_size(message)
             assistant = isinstance(message, dict) and message.get("role") == "assistant"
             self.originals.append(message)
-            self.frozen.append(freeze(message))
+            # A message the runtime froze (``freeze_conversation``) is read-only already: it is
+            # shared, not copied again.
+            shared = type(message) is FrozenDict
+            self.frozen.append(message if shared else freeze(message))
             self.sizes.append(size)
             self.roles.append(assistant)
             self.size += size

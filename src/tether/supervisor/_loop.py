@@ -43,6 +43,7 @@ from ..journal import (
     Waiting,
 )
 from ..models import blocks_of, text_sink, tool_uses
+from ..models._transcript import freeze_conversation
 from ..tools import ToolContext, ToolSpec
 from ._answers import fold_inbox
 from ._attempt import attempt as run_attempt
@@ -332,6 +333,8 @@ class _Drive:
         # A new list, so a model that appends to it cannot touch the run's state; the messages
         # themselves are shared (the Model protocol forbids changing them): copying each one
         # at every call made a step's cost grow with the run's length.
+        if rt.frozen_messages:  # one read-only copy of each message, the run's and the model's
+            freeze_conversation(state.messages)
         messages = list(state.messages)
         counted = await self._enter_step()
         token = None if rt.on_text is None else text_sink.set(partial(rt.on_text, state.run_id))
