@@ -1,6 +1,6 @@
-"""An append frames its events as given and prepares them (redaction, the blob store) only when
-the group's bytes say it must: what lands on disk is exactly what preparing every event first
-would have written.
+"""An append (and a run's creation, with its first group) frames its events as given and
+prepares them (redaction, the blob store) only when the group's bytes say it must: what lands
+on disk is exactly what preparing every event first would have written.
 
 The reference is the same store with the screen turned off (``screen_for`` giving ``None``:
 every event redacted and sized before it is framed). Groups hold events with and without
@@ -20,7 +20,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tether import SecretRedactor
-from tether.journal import AnyEvent, Decision, Event, FileStore, ModelResponse, ToolResult, _store
+from tether.journal import (
+    AnyEvent,
+    Budgets,
+    Decision,
+    Event,
+    FileStore,
+    Manifest,
+    ModelResponse,
+    RunStarted,
+    ToolResult,
+    _store,
+)
 
 from .test_redact_hints import SECRETS
 
@@ -63,8 +74,9 @@ def redactor_of(kind: str) -> Any:
 
 async def written(root: pathlib.Path, kind: str, appends: list[list[Event]]) -> list[AnyEvent]:
     async with FileStore(root, blob_threshold=THRESHOLD, redact=redactor_of(kind)) as store:
-        async with await store.create("r") as journal:
-            for group in appends:
+        first, *later = appends  # the first group is the run's creation's
+        async with await store.create("r", list(first)) as journal:
+            for group in later:
                 await journal.append(list(group))
         return await store.read("r")  # a blob's reference names its content's digest
 
@@ -102,6 +114,21 @@ async def test_no_secret_reaches_the_disk_from_any_event_of_a_group(
     raw = (tmp_path / "runs" / "r.journal").read_bytes()
     assert SECRETS[0].encode() not in raw
     assert b"key [REDACTED]" in raw
+
+
+async def test_no_secret_reaches_the_disk_from_a_runs_first_events(tmp_path: pathlib.Path) -> None:
+    """A run created with a secret in its prompt: its first group goes the careful way."""
+    started = RunStarted(
+        run_id="r",
+        manifest=Manifest(model="m"),
+        messages=[{"role": "user", "content": f"use {SECRETS[0]}"}],
+        budgets=Budgets(),
+    )
+    async with FileStore(tmp_path) as store, await store.create("r", [started]):
+        pass
+    raw = (tmp_path / "runs" / "r.journal").read_bytes()
+    assert SECRETS[0].encode() not in raw
+    assert b"use [REDACTED]" in raw
 
 
 def test_the_default_redactor_screens_and_one_with_patterns_of_its_own_does_not() -> None:

@@ -56,6 +56,7 @@ from ._writer import (
     JournalFile,
     Screen,
     create_file,
+    frame_as_given,
     frame_events,
     journal_path,
     open_file,
@@ -303,8 +304,11 @@ class FileStore:
         check_run_id(run_id)
         path = journal_path(self.runs_dir, run_id)
         try:
-            prepared = [await self._prepare_event(ev) for ev in events]
-            stamped, group = frame_events(prepared, 0, path)
+            given = list(events)
+            framed = frame_as_given(given, 0, path, None, self._screen)
+            if framed is None:
+                framed = frame_events([await self._prepare_event(ev) for ev in given], 0, path)
+            stamped, group = framed
             first = group if stamped else b""
             file = await self._holding(
                 "create a run",

@@ -162,6 +162,31 @@ def frame_unchecked(
     return stamped, group, sizes
 
 
+def frame_as_given(
+    events: list[Event], first_seq: int, path: str, at: float | None, screen: Screen | None
+) -> tuple[list[AnyEvent], bytes] | None:
+    """``frame_events`` of ``events`` as given, where the ``screen`` says from their bytes that
+    preparing them (redaction, the blob store) would change nothing; ``None`` where they must
+    be prepared first (no screen, the screen refuses, or they cannot be framed as given: the
+    careful way then says why, as it always did). Nearly every group holds no secret and no
+    large result, and the screen tells so at less than preparing each event costs.
+
+    Raises:
+        RecordTooLargeError: an encoded event exceeds the frame limit.
+    """
+    if screen is None:
+        return None
+    try:
+        stamped, group, sizes = frame_unchecked(events, first_seq, at)
+        as_given = screen(group, sizes)
+    except Exception:  # not one group before its results go to the blob store, or not
+        return None  # encodable
+    if not as_given:
+        return None
+    check_sizes(sizes, path)
+    return stamped, group
+
+
 def check_sizes(sizes: list[int], path: str) -> None:
     """Raise ``RecordTooLargeError`` for a payload past the frame limit."""
     for size in sizes:
@@ -405,23 +430,16 @@ class FileJournal:
         prepared: list[Event] = list(events)
         if not prepared:
             return []
+        framed: tuple[list[AnyEvent], bytes] | None
         if self._prepare is None:
-            stamped, group = frame_events(prepared, self._next_seq, self.path, at)
-        elif self._screen is None:
-            prepared = await self._prepared(prepared)
-            stamped, group = frame_events(prepared, self._next_seq, self.path, at)
+            framed = frame_events(prepared, self._next_seq, self.path, at)
         else:
-            # Framed as given first: nearly every group holds no secret and no large result,
-            # and the screen of its bytes says so at less than preparing each event costs.
-            try:
-                stamped, group, sizes = frame_unchecked(prepared, self._next_seq, at)
-                as_given = self._screen(group, sizes)
-            except Exception:  # not one group before its results go to the blob store, or
-                as_given = False  # not encodable: the careful way says which, as it always did
-            if not as_given:
+            framed = frame_as_given(prepared, self._next_seq, self.path, at, self._screen)
+            if framed is None:
                 prepared = await self._prepared(prepared)
-                stamped, group, sizes = frame_unchecked(prepared, self._next_seq, at)
-            check_sizes(sizes, self.path)
+                # Numbered after the wait: another append may have taken numbers meanwhile.
+                framed = frame_events(prepared, self._next_seq, self.path, at)
+        stamped, group = framed
         # The group's fate is recorded by ``_settle`` when it is known, whether or not anyone
         # still waits: cancelling this call cancels only the wait.
         fut = self._committer.submit(self._file, group, functools.partial(self._settle, stamped))

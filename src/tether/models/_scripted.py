@@ -89,7 +89,7 @@ class ScriptedModel:
             changeable copy), so nothing it does reaches the run's messages.
         name: the model name pinned into a run's manifest.
         usage: the usage to report for every call, or a function of ``(messages, blocks)``
-            (read-only copies, as a script function gets) returning it. By default it is
+            (read-only messages, as a script function gets) returning it. By default it is
             estimated from sizes: a quarter of the length of the canonical JSON of
             ``system``, ``messages`` and ``tools`` for input and of the reply's blocks for
             output (at least 1 each), so budget tests are reproducible.

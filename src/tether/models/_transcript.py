@@ -8,7 +8,10 @@ each is a walk over every message at every call, and the copy also allocates the
 conversation again (which the cyclic garbage collector then walks). Here each message is
 looked at once, when a call first sees it: its copy is read-only (``FrozenDict``,
 ``FrozenList``), so one copy serves every later call without any of them being able to change
-what the next one sees; its size and role are remembered beside it.
+what the next one sees; its size and role are remembered beside it. The runtime freezes a
+run's messages in place for a model that keeps them (``freeze_conversation``, the ``Model``
+protocol's ``frozen_messages``): a message that is read-only already is kept as it is, so the
+run and the model share one copy of the conversation.
 
 A conversation is known by the identity of its messages: the runtime appends to a run's
 messages and never changes one it has passed to a model (the ``Model`` protocol forbids the
@@ -36,7 +39,7 @@ LIMIT = 1024
 """Conversations kept at once (the least recently used goes first)."""
 
 _FROZEN = (
-    "ScriptedModel gives a script function read-only copies of the messages; "
+    "ScriptedModel gives a script function read-only messages; "
     "copy one to change it (copy.deepcopy gives plain dicts and lists)"
 )
 
@@ -165,14 +168,15 @@ def request_size(messages_size: int, count: int, system: object, tools: object) 
 
 @final
 class Transcript:
-    """One conversation as seen so far: its messages (the caller's), their read-only copies,
+    """One conversation as seen so far: its messages (the caller's), their read-only versions
+    (the messages themselves where the runtime froze them, ``freeze_conversation``),
     sizes and roles, with running totals."""
 
     __slots__ = ("assistants", "frozen", "originals", "roles", "size", "sizes")
 
     def __init__(self) -> None:
         self.originals: list[Message] = []
-        self.frozen: list[Message] = []  # read-only copies (FrozenDict), typed as what they copy
+        self.frozen: list[Message] = []  # read-only (FrozenDict), typed as what they stand for
         self.sizes: list[int] = []
         self.roles: list[bool] = []  # whether each message is the assistant's
         self.size = 0
