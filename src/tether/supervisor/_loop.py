@@ -330,11 +330,11 @@ class _Drive:
         if await self._cancelled_meanwhile():
             return
         tools = definitions(rt, state.manifest)
+        if rt.frozen_messages:  # one read-only copy of each message, the run's and the model's
+            freeze_conversation(state.messages)
         # A new list, so a model that appends to it cannot touch the run's state; the messages
         # themselves are shared (the Model protocol forbids changing them): copying each one
         # at every call made a step's cost grow with the run's length.
-        if rt.frozen_messages:  # one read-only copy of each message, the run's and the model's
-            freeze_conversation(state.messages)
         messages = list(state.messages)
         counted = await self._enter_step()
         token = None if rt.on_text is None else text_sink.set(partial(rt.on_text, state.run_id))

@@ -84,11 +84,11 @@ class Runtime:
     definitions: dict[tuple[tuple[str, str, str], ...], list[ToolDefinition]] = field(
         default_factory=dict
     )
-    frozen_messages: bool = field(init=False)
-    """Whether the model keeps read-only messages (``Model``): a run's are frozen for it."""
 
-    def __post_init__(self) -> None:
-        self.frozen_messages = getattr(self.model, "frozen_messages", False) is True
+    @property
+    def frozen_messages(self) -> bool:
+        """Whether the model keeps read-only messages (``Model``): a run's are frozen for it."""
+        return getattr(self.model, "frozen_messages", False) is True
 
     @property
     def clock(self) -> Callable[[], float]:
