@@ -22,6 +22,7 @@ import pathlib
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -30,10 +31,18 @@ import anyio
 import pytest
 
 import tether
-from tether import operate
-from tether.journal import FileStore, RunFinished, ToolFailed, ToolResult, ToolStarted
+from tether import RunStateError, operate
+from tether.journal import (
+    FileStore,
+    RunFinished,
+    Suspended,
+    ToolFailed,
+    ToolResult,
+    ToolStarted,
+)
 from tether.models import Message
 from tether.supervisor import RunStatus, Supervisor, fold
+from tether.testing import FaultyFileOps
 
 from .._cli import run_tether
 from ..postgres.conftest import pg_dsn, pg_schema, pg_server  # noqa: F401
@@ -140,10 +149,147 @@ async def test_a_queued_cancel_starts_no_new_call(tmp_path: pathlib.Path, watch:
         assert await sup.wait(RUN, timeout=WAIT) is RunStatus.CANCELLED
     assert len(world.sent) - at_ack <= 1  # at most the call in flight when it was queued
     events = await read_events(tmp_path, RUN)
-    assert len(of_type(events, ToolStarted)) == len(world.sent)
+    _each_call_ended(events, sent=len(world.sent))
     assert fold(events).finished == RunFinished(
         seq=events[-1].seq, at=events[-1].at, status="cancelled", reason="runaway"
     )
+
+
+def _each_call_ended(events: list[Any], *, sent: int) -> None:
+    """Every call the journal says started has an end on record: the ``sent`` that ran one
+    each, and at most one more, stopped by the cancellation after its ``tool_started`` was
+    written but before the tool did anything, recorded as interrupted (from the journal
+    alone its outcome is unknown)."""
+    started = [e.call_id for e in of_type(events, ToolStarted)]
+    ended = {e.call_id: e for e in events if isinstance(e, (ToolResult, ToolFailed))}
+    assert sorted(ended) == sorted(started)
+    assert sent <= len(started) <= sent + 1
+    for call_id in started[sent:]:
+        end = ended[call_id]
+        assert isinstance(end, ToolFailed)
+        assert end.error.startswith("interrupted: the run was cancelled while this call ran")
+
+
+class HeldFinish(FaultyFileOps):
+    """The sync of the group that records the run's cancellation waits until ``release``;
+    ``held`` is set once it waits."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.held = threading.Event()
+        self.release = threading.Event()
+        self.finish_written = False
+
+    def write_all(self, fd: int, data: bytes | bytearray | memoryview, offset: int) -> None:
+        self.finish_written = b"runaway" in bytes(data)  # the cancellation's reason
+        super().write_all(fd, data, offset)
+
+    def fdatasync(self, fd: int) -> None:
+        if self.finish_written and not self.held.is_set():
+            self.held.set()
+            self.release.wait(WAIT)
+        super().fdatasync(fd)
+
+
+async def test_a_cancellation_landing_as_the_drive_is_halted_ends_the_journal(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The drive takes a queued cancellation in before a call (with no watch it looks before
+    each one), and while that record's group waits for its sync the drive is halted (here by
+    this supervisor's own ``cancel``; the halter, woken by the watch at the same post, did it
+    in a race): the drive's wait is cut short, the group lands after all, and nothing may be
+    recorded after it (a ``suspended`` after ``run_finished`` was, judged on the journal
+    before the group had landed). The ``cancel`` is refused, the run being cancelled
+    already, and the run is shown as its journal ends at once, not at the next sweep."""
+    monkeypatch.setattr("tether.journal._store.open_watch", lambda directory: None)
+    monkeypatch.setattr("tether.supervisor._halts.HALT_POLL", 3600.0)  # (its look: not here)
+    world = World(hold=False)
+    syncs = HeldFinish()
+    store = FileStore(tmp_path, file_ops=syncs, io_uring=False)
+    model = tether.ScriptedModel(never_rests)
+    async with Supervisor(store, model=model, tools=world.tools(), sweep_interval=None) as sup:
+        await sup.start(RUN, "go")
+        await _until(lambda: len(world.sent) >= 3, "three sends")
+        async with FileStore(tmp_path) as other:
+            assert (await operate.cancel(other, RUN, reason="runaway")).queued
+        await anyio.to_thread.run_sync(syncs.held.wait, WAIT)
+
+        async def release_soon() -> None:
+            await anyio.sleep(0.2)  # the drive is cut short meanwhile
+            syncs.release.set()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(release_soon)
+            with pytest.raises(RunStateError, match="finished"):
+                await sup.cancel(RUN, reason="again")
+        assert await sup.wait(RUN, timeout=WAIT) is RunStatus.CANCELLED
+    events = await read_events(tmp_path, RUN)
+    assert of_type(events, Suspended) == []
+    _each_call_ended(events, sent=len(world.sent))
+    assert isinstance(events[-1], RunFinished)
+    assert (events[-1].status, events[-1].reason) == ("cancelled", "runaway")
+
+
+class CancelsAtItsFourthAnswer:
+    """``never_rests`` under a model that queues the run's cancellation (through a store of
+    its own, as another process would) as it gives its fourth answer."""
+
+    def __init__(self, root: pathlib.Path) -> None:
+        self.inner = tether.ScriptedModel(never_rests)
+        self.root = root
+        self.calls = 0
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return self.inner.params
+
+    async def __call__(self, **request: Any) -> tether.ModelReply:
+        self.calls += 1
+        if self.calls == 4:
+            async with FileStore(self.root) as other:
+                assert (await operate.cancel(other, RUN, reason="runaway")).queued
+        return await self.inner(**request)
+
+
+async def test_a_call_started_with_the_answer_and_stopped_before_it_ran_says_so(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A call whose tool may run again harmlessly is started in the model answer's own group;
+    the drive takes in a cancellation queued meanwhile before running it: the call's end is
+    recorded as "not run", before the cancellation, so a finished run leaves no call in
+    flight (its ``tool_started`` and nothing after it, which every view would show as a call
+    whose outcome is unknown)."""
+    monkeypatch.setattr("tether.journal._store.open_watch", lambda directory: None)
+    monkeypatch.setattr("tether.supervisor._halts.HALT_POLL", 3600.0)  # the drive's look alone
+    sent: list[int] = []
+    tools = tether.ToolRegistry()
+
+    @tools.tool(policy="rerun")
+    async def send(n: int) -> str:
+        """Send message ``n`` (again, harmlessly, if it was cut short)."""
+        sent.append(n)
+        return f"sent {n}"
+
+    model = CancelsAtItsFourthAnswer(tmp_path)
+    async with Supervisor(FileStore(tmp_path), model=model, tools=tools) as sup:
+        await sup.start(RUN, "go")
+        assert await sup.wait(RUN, timeout=WAIT) is RunStatus.CANCELLED
+    assert sent == [0, 1, 2]
+    events = await read_events(tmp_path, RUN)
+    kinds = [type(e).__name__ for e in events[-4:]]
+    assert kinds == ["ModelResponse", "ToolStarted", "ToolResult", "RunFinished"], kinds
+    started, result, finished = events[-3:]
+    assert isinstance(started, ToolStarted)
+    assert isinstance(result, ToolResult)
+    assert (started.call_id, result.call_id, result.ok) == ("toolu_3", "toolu_3", False)
+    assert result.content == "not run: the run was cancelled before this call started"
+    assert isinstance(finished, RunFinished)
+    assert finished.status == "cancelled"
+    assert not any(c.dangling for c in fold(events).calls.values())
 
 
 async def test_supervisor_cancel_stops_its_own_run_at_once(tmp_path: pathlib.Path) -> None:

@@ -176,6 +176,17 @@ async def verify(
     return None if then_run else error_result(call, otherwise)
 
 
+NOT_RUN = "not run: the run was cancelled before this call started"
+
+
+def never_run(state: RunState, not_run: Container[str]) -> list[Event]:
+    """What a cancellation taken in before a call starts leaves of the calls started with the
+    model's answer (``not_run``, their ``tool_started`` durable): an error result each that
+    says it did not run, so none is left in flight in a finished run's journal."""
+    calls = state.calls.values()
+    return [error_result(c, NOT_RUN) for c in calls if c.dangling and c.id in not_run]
+
+
 def interrupted(state: RunState, not_run: Container[str]) -> list[Event]:
     """What a cancellation leaves of the calls in flight (started, nothing says how they
     ended): each one that really ran gets ``tool_failed`` with ``timed_out`` (its outcome is
@@ -187,9 +198,7 @@ def interrupted(state: RunState, not_run: Container[str]) -> list[Event]:
         if not call.dangling:
             continue
         if call.id in not_run:
-            records.append(
-                error_result(call, "not run: the run was cancelled before this call started")
-            )
+            records.append(error_result(call, NOT_RUN))
             continue
         records.append(
             ToolFailed(

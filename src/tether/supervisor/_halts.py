@@ -208,16 +208,17 @@ class Halts:
         self._marks[run_id] = mark
         return True
 
-    async def halt(self, run_id: str) -> None:
+    async def halt(self, run_id: str) -> bool:
         """Stop this supervisor's task of run ``run_id``, if it has one, and return once it
         has ended (a drive records its calls in flight as interrupted, and takes in the answers
-        queued for the run). Returns at once when no task of it runs here.
+        queued for the run); returns whether there was one. Returns at once when no task of
+        it runs here.
 
         On cancellation: stops waiting; the task still ends.
         """
         entry = self._board.runs.get(run_id)
         if entry is None or entry.scope is None:
-            return
+            return False
         self._rt.halting.add(run_id)
         try:
             entry.scope.cancel()
@@ -225,6 +226,7 @@ class Halts:
                 pass
         finally:
             self._rt.halting.discard(run_id)
+        return True
 
     async def settle(self, run_id: str) -> None:
         """Show run ``run_id`` on the board as its journal tells it (after a cancellation)."""

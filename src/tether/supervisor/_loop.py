@@ -47,7 +47,7 @@ from ..models._transcript import freeze_conversation
 from ..tools import ToolContext, ToolSpec
 from ._answers import fold_inbox
 from ._attempt import attempt as run_attempt
-from ._attempt import interrupted
+from ._attempt import interrupted, never_run
 from ._attempt import verify as verify_landed
 from ._budgets import budget_problem
 from ._children import look_at_children
@@ -268,6 +268,7 @@ class _Drive:
         journal, state = self.journal, self.state
         if journal.broken:
             return
+        await self._settle()  # the drive's own cancellation may be landing, say
         try:
             await self._catch_up()  # calls started since the last fold (their tool_started)
         except Exception as exc:
@@ -289,17 +290,12 @@ class _Drive:
     async def suspend(self, reason: str) -> None:
         """Record that this owner stopped on purpose (best effort: never raises).
 
-        An append whose wait the cancellation cut short may still land: the stop is judged
-        on the journal once it has (a ``resumed`` record in flight, say, must be followed by
-        ``suspended``, or the next owner counts a crash).
+        The stop is judged on the journal once every append in flight has landed (a
+        ``resumed`` record in flight, say, must be followed by ``suspended``, or the next
+        owner counts a crash).
         """
         journal = self.journal
-        with anyio.move_on_after(SUSPEND_TIMEOUT) as settling:
-            journal.when_lost(settling.cancel)  # (a lost handle records nothing more anyway)
-            # A handle tells of a group that lands after its wait was cut short only by its
-            # ``events``: looked at for the few milliseconds of a sync, and only then.
-            while len(journal.events) < journal.next_seq and not journal.broken:  # noqa: ASYNC110
-                await anyio.sleep(SETTLE_POLL)
+        await self._settle()
         try:
             await self._catch_up()
         except Exception as exc:  # (a blob that cannot be read: judge on what is folded)
@@ -313,6 +309,18 @@ class _Drive:
             await journal.append([suspended])
         except Exception as exc:  # a broken handle or a lost lease: the next owner charges it
             log.debug("run %s: could not record the suspension: %s", journal.run_id, exc)
+
+    async def _settle(self) -> None:
+        """Wait for the groups whose append's wait a cancellation cut short: they may still
+        land, and what a stopping drive records must come after them (never a ``suspended``
+        after the run's ``run_finished``, say)."""
+        journal = self.journal
+        with anyio.move_on_after(SUSPEND_TIMEOUT) as settling:
+            journal.when_lost(settling.cancel)  # (a lost handle records nothing more anyway)
+            # A handle tells of a group that lands after its wait was cut short only by its
+            # ``events``: looked at for the few milliseconds of a sync, and only then.
+            while len(journal.events) < journal.next_seq and not journal.broken:  # noqa: ASYNC110
+                await anyio.sleep(SETTLE_POLL)
 
     def leave_alone(self) -> None:
         if self.holds_gate:
@@ -514,12 +522,20 @@ class _Drive:
         rt, state = self.rt, self.state
         unfinished = state.finished is None
         recorded = await fold_inbox(
-            rt.mailbox, self.journal.run_id, state, self._append, clock=rt.clock
+            rt.mailbox, self.journal.run_id, state, self._append_answer, clock=rt.clock
         )
         finished = state.finished
         if cascade and unfinished and finished and finished.status == RunStatus.CANCELLED:
             await rt.cascade(state)
         return recorded
+
+    async def _append_answer(self, records: list[Event]) -> None:
+        """Record a queued answer; a cancellation taken in before the calls started with the
+        model's answer have run first records that they did not (``never_run``)."""
+        if self.prestarted and any(isinstance(r, RunFinished) for r in records):
+            records = [*never_run(self.state, self.prestarted), *records]
+            self.prestarted.clear()
+        await self._append(records)
 
     async def _cancelled_meanwhile(self) -> bool:
         """Before a model or tool call starts: take the queued answers in if a cancellation is

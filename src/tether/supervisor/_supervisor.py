@@ -523,21 +523,32 @@ class Supervisor:
         """
         await self._known(run_id)
         touched: list[str] = []
+        halted: list[str] = []  # of those, the ones whose task here was stopped
 
         async def halt(target: str) -> None:
             touched.append(target)
-            await self._halts.halt(target)
+            if await self._halts.halt(target):
+                halted.append(target)
 
         try:
             await verbs.cancel(
                 self._store, run_id, reason=reason, by=by, clock=self._rt.clock, halt=halt
             )
+        except RunStateError:
+            # Finished before this cancellation: by its own drive, maybe, halted here just
+            # as it took another one in; the board shows it as its journal ends.
+            await self._settle(halted)
+            self._board.release(run_id)
+            raise
         except BaseException:
             self._board.release(run_id)  # an entry made only to look (a refused cancel)
             raise
-        for target in touched:  # each one cancelled here now, or queued for its holder
+        await self._settle(touched)  # each one cancelled here now, or queued for its holder
+
+    async def _settle(self, run_ids: list[str]) -> None:
+        for run_id in run_ids:
             with contextlib.suppress(RunNotFoundError):
-                await self._halts.settle(target)
+                await self._halts.settle(run_id)
 
     async def inspect(self, run_id: str) -> RunView:
         """The run as its journal tells it, with the status this supervisor knows.
