@@ -24,7 +24,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Collection, Hashable, Iterable, Iterator
 from typing import Any
 
 import anyio
@@ -33,6 +34,8 @@ import pytest
 import tether
 from tether import RunStateError, operate
 from tether.journal import (
+    Event,
+    FileJournal,
     FileStore,
     RunFinished,
     Suspended,
@@ -290,6 +293,76 @@ async def test_a_call_started_with_the_answer_and_stopped_before_it_ran_says_so(
     assert isinstance(finished, RunFinished)
     assert finished.status == "cancelled"
     assert not any(c.dangling for c in fold(events).calls.values())
+
+
+class CountedLooks:
+    """A directory store that counts the looks at inboxes (``inbox_versions``) by run, and
+    can queue a cancellation of each run it creates just after creating it."""
+
+    def __init__(self, root: pathlib.Path, *, cancel_after_create: bool = False) -> None:
+        self._inner = FileStore(root)
+        self.looks: Counter[str] = Counter()
+        self.cancel_after_create = cancel_after_create
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def __aenter__(self) -> CountedLooks:
+        await self._inner.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self._inner.__aexit__(*exc_info)
+
+    async def inbox_versions(self, run_ids: Collection[str]) -> dict[str, Hashable]:
+        self.looks.update(run_ids)
+        return await self._inner.inbox_versions(run_ids)
+
+    async def create(self, run_id: str, events: Iterable[Event] = ()) -> FileJournal:
+        journal = await self._inner.create(run_id, events)
+        if self.cancel_after_create:  # as another process would, before the run's first call
+            since = self._inner.inbox_news()
+            async with FileStore(self._inner.root) as other:
+                assert (await operate.cancel(other, run_id, reason="too soon")).queued
+            with anyio.fail_after(WAIT):
+                await self._inner.inbox_changed(since)
+        return journal
+
+
+async def test_a_run_created_here_needs_no_look_at_its_inbox_before_its_first_call(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing can be queued for a run before it exists: the supervisor that creates it takes
+    its inbox's mark first, and its drive's first call skips the look (an ``lstat``) while
+    the mark stays put. Only the look when the run rests is left (``has_inbox``)."""
+    monkeypatch.setattr("tether.supervisor._halts.HALT_POLL", 3600.0)  # the drives' looks alone
+    store = CountedLooks(tmp_path)
+    model = tether.ScriptedModel(lambda messages: "done")
+    async with Supervisor(store, model=model, tools=tether.ToolRegistry()) as sup:
+        assert store.inbox_mark("run-0") is not None  # (inotify: Linux)
+        for n in range(3):
+            await sup.start(f"run-{n}", "go")
+            assert await sup.wait(f"run-{n}", timeout=WAIT) is RunStatus.DONE
+    assert store.looks == Counter()
+    assert model.calls == 3
+
+
+async def test_a_cancellation_queued_just_after_the_run_was_created_stops_its_first_call(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The mark is taken before the run is created, so a post made after (here between the
+    creation and the supervisor's next step, its watch told of it) moves it: the drive looks
+    before its first call, and the run ends cancelled without calling the model."""
+    monkeypatch.setattr("tether.supervisor._halts.HALT_POLL", 3600.0)
+    store = CountedLooks(tmp_path, cancel_after_create=True)
+    model = tether.ScriptedModel(lambda messages: "done")
+    async with Supervisor(store, model=model, tools=tether.ToolRegistry()) as sup:
+        await sup.start(RUN, "go")
+        assert await sup.wait(RUN, timeout=WAIT) is RunStatus.CANCELLED
+    assert model.calls == 0
+    assert store.looks[RUN] >= 1
+    events = await read_events(tmp_path, RUN)
+    assert [type(e).__name__ for e in events] == ["RunStarted", "RunFinished"]
 
 
 async def test_supervisor_cancel_stops_its_own_run_at_once(tmp_path: pathlib.Path) -> None:

@@ -95,6 +95,19 @@ class Halts:
             self._seen.pop(run_id, None)
             raise
 
+    def mark(self, run_id: str) -> Hashable | None:
+        """Run ``run_id``'s inbox mark now, where the store keeps marks (``None`` elsewhere):
+        taken before a run is created, for ``created``."""
+        return None if self._mark_of is None else self._mark_of(run_id)
+
+    def created(self, run_id: str, mark: Hashable | None) -> None:
+        """Run ``run_id`` was just created here, its inbox's mark ``mark`` before it existed:
+        nothing could be queued for it then, so its drive's first call need not look at its
+        inbox unless the mark has moved since (a post after its creation moves it)."""
+        if mark is not None:
+            self._marks[run_id] = mark
+            self._seen.pop(run_id, None)
+
     async def cascade(self, state: RunState) -> None:
         """Cancel the child runs of ``state``, cancelled just now (halting those advanced
         here first)."""
