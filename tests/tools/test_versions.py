@@ -109,6 +109,28 @@ def test_pins_are_the_latest_versions() -> None:
     assert tools.get("lookup", "1").pin().version == "1"
 
 
+def test_a_version_has_one_pin_shared_by_every_run_and_a_new_version_its_own() -> None:
+    """A run's start pins every tool: the same read-only object each time (building it
+    copied the schema anew), and a version registered later gets a pin of its own."""
+    tools = two_versions()
+    first, again = tools.pins(), tools.pins()
+    assert all(a is b for a, b in zip(first, again, strict=True))
+    lookup = tools.get("lookup", "2")
+    assert lookup.pin() is first[0]
+    assert lookup.pin().input_schema == lookup.input_schema  # (the spec's own is a fresh copy)
+    assert lookup.pin().input_schema is not lookup.input_schema
+
+    @tools.tool(name="lookup", version="3", policy="rerun")
+    async def lookup_v3(email: str, limit: int = 10) -> dict[str, Any]:
+        """Find customers by email."""
+        return {}
+
+    newest = tools.pins()[0]
+    assert (newest.version, newest.schema_hash) == ("3", tools.get("lookup", "3").schema_hash)
+    assert newest is not first[0]
+    assert tools.get("lookup", "2").pin() is first[0]
+
+
 def test_definitions_for_latest_versions() -> None:
     tools = two_versions()
     assert [d["name"] for d in tools.definitions()] == ["lookup", "ping"]
