@@ -33,7 +33,9 @@ import pytest
 
 import tether
 from tether import RunStateError, operate
+from tether._errors import RecordTooLargeError
 from tether.journal import (
+    AnyEvent,
     Event,
     FileJournal,
     FileStore,
@@ -45,6 +47,7 @@ from tether.journal import (
 )
 from tether.models import Message
 from tether.supervisor import RunStatus, Supervisor, fold
+from tether.supervisor._halts import Halts
 from tether.testing import FaultyFileOps
 
 from .._cli import run_tether
@@ -217,12 +220,13 @@ async def test_a_cancellation_landing_as_the_drive_is_halted_ends_the_journal(
             assert (await operate.cancel(other, RUN, reason="runaway")).queued
         await anyio.to_thread.run_sync(syncs.held.wait, WAIT)
 
-        async def release_soon() -> None:
-            await anyio.sleep(0.2)  # the drive is cut short meanwhile
+        async def release_once_halted() -> None:
+            await _until(lambda: RUN in halting, "the drive's halt")  # its wait is cut now
             syncs.release.set()
 
+        halting = sup._rt.halting
         async with anyio.create_task_group() as tg:
-            tg.start_soon(release_soon)
+            tg.start_soon(release_once_halted)
             with pytest.raises(RunStateError, match="finished"):
                 await sup.cancel(RUN, reason="again")
         assert await sup.wait(RUN, timeout=WAIT) is RunStatus.CANCELLED
@@ -256,6 +260,59 @@ class CancelsAtItsFourthAnswer:
             async with FileStore(self.root) as other:
                 assert (await operate.cancel(other, RUN, reason="runaway")).queued
         return await self.inner(**request)
+
+
+async def test_a_run_cancelled_by_its_halter_and_by_a_cancel_at_once_is_reported_once(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The halter stops a call in flight for a queued cancellation, and while that record
+    waits for its sync this supervisor's own ``cancel`` halts the run too (and is refused:
+    the run is cancelled by then). Both settle the run on the board; watchers hear of its
+    cancellation once."""
+    monkeypatch.setattr("tether.journal._store.open_watch", lambda directory: None)
+    monkeypatch.setattr("tether.supervisor._halts.HALT_POLL", 0.02)
+    halts: list[str] = []
+    halt = Halts.halt
+
+    async def counted(self: Halts, run_id: str) -> bool:
+        halts.append(run_id)
+        return await halt(self, run_id)
+
+    monkeypatch.setattr(Halts, "halt", counted)
+    world = World(hold=True)
+    syncs = HeldFinish()
+    store = FileStore(tmp_path, file_ops=syncs, io_uring=False)
+    model = tether.ScriptedModel(never_rests)
+    changes: list[RunStatus] = []
+    async with Supervisor(store, model=model, tools=world.tools(), sweep_interval=None) as sup:
+
+        async def watch() -> None:
+            async for change in sup.events():
+                changes.append(change.status)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(watch)
+            await sup.start(RUN, "go")
+            with anyio.fail_after(WAIT):
+                await world.in_flight.wait()
+            async with FileStore(tmp_path) as other:
+                assert (await operate.cancel(other, RUN, reason="runaway")).queued
+            await anyio.to_thread.run_sync(syncs.held.wait, WAIT)  # the halter's record
+
+            async def release_once_both_halt() -> None:
+                await _until(lambda: len(halts) == 2, "the second halt")
+                syncs.release.set()
+
+            tg.start_soon(release_once_both_halt)
+            with pytest.raises(RunStateError, match="finished"):
+                await sup.cancel(RUN, reason="again")
+            assert await sup.wait(RUN, timeout=WAIT) is RunStatus.CANCELLED
+            await anyio.sleep(0.05)  # (for a second report, had there been one)
+            tg.cancel_scope.cancel()
+    assert changes.count(RunStatus.CANCELLED) == 1, changes
+    events = await read_events(tmp_path, RUN)
+    assert isinstance(events[-1], RunFinished)
+    assert (events[-1].status, events[-1].reason) == ("cancelled", "runaway")
 
 
 async def test_a_call_started_with_the_answer_and_stopped_before_it_ran_says_so(
@@ -363,6 +420,45 @@ async def test_a_cancellation_queued_just_after_the_run_was_created_stops_its_fi
     assert store.looks[RUN] >= 1
     events = await read_events(tmp_path, RUN)
     assert [type(e).__name__ for e in events] == ["RunStarted", "RunFinished"]
+
+
+async def test_a_cancellation_that_cannot_be_journaled_leaves_the_started_calls_to_run(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A queued cancellation the journal refuses (too large: queued by an older tether,
+    which did not check) is dropped, and nothing of it is recorded: the calls started with
+    the model's answer are then run once each, as if it had never come."""
+    monkeypatch.setattr("tether.journal._store.open_watch", lambda directory: None)
+    monkeypatch.setattr("tether.supervisor._halts.HALT_POLL", 3600.0)
+    append = FileJournal.append
+
+    async def refusing(
+        self: FileJournal, events: Iterable[Event], *, at: float | None = None
+    ) -> list[AnyEvent]:
+        group = list(events)
+        if any(isinstance(e, RunFinished) and e.reason == "runaway" for e in group):
+            raise RecordTooLargeError(self.path, 1 << 30, 1 << 20)
+        return await append(self, group, at=at)
+
+    monkeypatch.setattr(FileJournal, "append", refusing)
+    sent: list[int] = []
+    tools = tether.ToolRegistry()
+
+    @tools.tool(policy="rerun")
+    async def send(n: int) -> str:
+        """Send message ``n`` (again, harmlessly, if it was cut short)."""
+        sent.append(n)
+        return f"sent {n}"
+
+    model = CancelsAtItsFourthAnswer(tmp_path)
+    async with Supervisor(FileStore(tmp_path), model=model, tools=tools) as sup:
+        await sup.start(RUN, "go", budgets=tether.Budgets(max_model_calls=6))
+        assert await sup.wait(RUN, timeout=WAIT) is RunStatus.FAILED  # its budget, at last
+    assert sent == [0, 1, 2, 3, 4, 5]
+    events = await read_events(tmp_path, RUN)
+    started = [(e.call_id, e.attempt) for e in of_type(events, ToolStarted)]
+    assert started == [(f"toolu_{n}", 1) for n in range(6)]
+    assert all(r.ok for r in of_type(events, ToolResult))
 
 
 async def test_supervisor_cancel_stops_its_own_run_at_once(tmp_path: pathlib.Path) -> None:

@@ -241,12 +241,20 @@ class Halts:
             self._rt.halting.discard(run_id)
         return True
 
-    async def settle(self, run_id: str) -> None:
-        """Show run ``run_id`` on the board as its journal tells it (after a cancellation)."""
+    async def settle(self, run_id: str, *, halted_here: bool = False) -> None:
+        """Show run ``run_id`` on the board as its journal tells it (after a cancellation),
+        unless the board shows it so already. With ``halted_here`` (its task here was just
+        halted) only while its entry is there: an entry let go was settled by another."""
         state = fold(await self._store.read(run_id))
         outcome = run_status(state, self._rt.clock())
-        if outcome.status.resting:
-            self._board.set(run_id, outcome)
+        if not outcome.status.resting:
+            return
+        entry = self._board.runs.get(run_id)
+        if entry is None and halted_here:
+            return
+        if entry is not None and entry.known and entry.status is outcome.status:
+            return  # (the halter and a supervisor's own cancel both settle one race's end)
+        self._board.set(run_id, outcome)
 
     async def _carry_out(self, run_id: str) -> None:
         """Halt run ``run_id`` for the cancellation queued for it, then cancel its children."""
@@ -262,7 +270,7 @@ class Halts:
                 finished.reason,
                 extra={"run_id": run_id},
             )
-            await self.settle(run_id)
+            await self.settle(run_id, halted_here=True)
             await self.cascade(state)
         except Exception as exc:
             log.warning("run %s: carrying out its cancellation failed: %s", run_id, explain(exc))

@@ -71,6 +71,9 @@ SUSPEND_TIMEOUT = 5.0
 """Seconds a cancelled run may take to record that it was suspended (best effort)."""
 SETTLE_POLL = 0.005
 """Seconds between looks at a journal whose last append, cut short, is still landing."""
+SETTLE_TIMEOUT = SUSPEND_TIMEOUT / 2
+"""How long a stopping drive waits for its appends in flight to land: half of what it has to
+stop in, so that what it then records still has time to be written."""
 
 
 async def drive(
@@ -274,7 +277,9 @@ class _Drive:
         except Exception as exc:
             log.warning("run %s: could not record the cancellation: %s", journal.run_id, exc)
             return
-        records = interrupted(state, self.prestarted)
+        # A run that ended meanwhile (its drive took the cancellation in, or failed it for a
+        # deadline, while this halt came) gets nothing more after its ``run_finished``.
+        records = [] if state.finished is not None else interrupted(state, self.prestarted)
         self.prestarted.clear()
         if stopped_mid_work(state, self.rt.clock()):
             records.append(
@@ -315,7 +320,7 @@ class _Drive:
         land, and what a stopping drive records must come after them (never a ``suspended``
         after the run's ``run_finished``, say)."""
         journal = self.journal
-        with anyio.move_on_after(SUSPEND_TIMEOUT) as settling:
+        with anyio.move_on_after(SETTLE_TIMEOUT) as settling:
             journal.when_lost(settling.cancel)  # (a lost handle records nothing more anyway)
             # A handle tells of a group that lands after its wait was cut short only by its
             # ``events``: looked at for the few milliseconds of a sync, and only then.
@@ -532,10 +537,11 @@ class _Drive:
     async def _append_answer(self, records: list[Event]) -> None:
         """Record a queued answer; a cancellation taken in before the calls started with the
         model's answer have run first records that they did not (``never_run``)."""
-        if self.prestarted and any(isinstance(r, RunFinished) for r in records):
-            records = [*never_run(self.state, self.prestarted), *records]
-            self.prestarted.clear()
-        await self._append(records)
+        if not self.prestarted or not any(isinstance(r, RunFinished) for r in records):
+            await self._append(records)
+            return
+        await self._append([*never_run(self.state, self.prestarted), *records])
+        self.prestarted.clear()  # (only once recorded: a dropped cancellation leaves them to run)
 
     async def _cancelled_meanwhile(self) -> bool:
         """Before a model or tool call starts: take the queued answers in if a cancellation is

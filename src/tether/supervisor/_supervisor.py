@@ -541,7 +541,7 @@ class Supervisor:
         except RunStateError:
             # Finished before this cancellation: by its own drive, maybe, halted here just
             # as it took another one in; the board shows it as its journal ends.
-            await self._settle(halted)
+            await self._settle(halted, halted_here=True)
             self._board.release(run_id)
             raise
         except BaseException:
@@ -549,10 +549,10 @@ class Supervisor:
             raise
         await self._settle(touched)  # each one cancelled here now, or queued for its holder
 
-    async def _settle(self, run_ids: list[str]) -> None:
+    async def _settle(self, run_ids: list[str], *, halted_here: bool = False) -> None:
         for run_id in run_ids:
             with contextlib.suppress(RunNotFoundError):
-                await self._halts.settle(run_id)
+                await self._halts.settle(run_id, halted_here=halted_here)
 
     async def inspect(self, run_id: str) -> RunView:
         """The run as its journal tells it, with the status this supervisor knows.
