@@ -237,6 +237,19 @@ async def test_a_cancellation_landing_as_the_drive_is_halted_ends_the_journal(
     assert (events[-1].status, events[-1].reason) == ("cancelled", "runaway")
 
 
+def harmless_sends(sent: list[int]) -> tether.ToolRegistry:
+    """A ``send`` that may run again harmlessly (so it starts in its answer's own group)."""
+    tools = tether.ToolRegistry()
+
+    @tools.tool(policy="rerun")
+    async def send(n: int) -> str:
+        """Send message ``n`` (again, harmlessly, if it was cut short)."""
+        sent.append(n)
+        return f"sent {n}"
+
+    return tools
+
+
 class CancelsAtItsFourthAnswer:
     """``never_rests`` under a model that queues the run's cancellation (through a store of
     its own, as another process would) as it gives its fourth answer."""
@@ -326,14 +339,7 @@ async def test_a_call_started_with_the_answer_and_stopped_before_it_ran_says_so(
     monkeypatch.setattr("tether.journal._store.open_watch", lambda directory: None)
     monkeypatch.setattr("tether.supervisor._halts.HALT_POLL", 3600.0)  # the drive's look alone
     sent: list[int] = []
-    tools = tether.ToolRegistry()
-
-    @tools.tool(policy="rerun")
-    async def send(n: int) -> str:
-        """Send message ``n`` (again, harmlessly, if it was cut short)."""
-        sent.append(n)
-        return f"sent {n}"
-
+    tools = harmless_sends(sent)
     model = CancelsAtItsFourthAnswer(tmp_path)
     async with Supervisor(FileStore(tmp_path), model=model, tools=tools) as sup:
         await sup.start(RUN, "go")
@@ -442,14 +448,7 @@ async def test_a_cancellation_that_cannot_be_journaled_leaves_the_started_calls_
 
     monkeypatch.setattr(FileJournal, "append", refusing)
     sent: list[int] = []
-    tools = tether.ToolRegistry()
-
-    @tools.tool(policy="rerun")
-    async def send(n: int) -> str:
-        """Send message ``n`` (again, harmlessly, if it was cut short)."""
-        sent.append(n)
-        return f"sent {n}"
-
+    tools = harmless_sends(sent)
     model = CancelsAtItsFourthAnswer(tmp_path)
     async with Supervisor(FileStore(tmp_path), model=model, tools=tools) as sup:
         await sup.start(RUN, "go", budgets=tether.Budgets(max_model_calls=6))
