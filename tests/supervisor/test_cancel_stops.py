@@ -45,14 +45,14 @@ from tether.journal import (
     ToolResult,
     ToolStarted,
 )
-from tether.models import Message
+from tether.models import Message, SystemPrompt, ToolDefinition
 from tether.supervisor import RunStatus, Supervisor, fold
 from tether.supervisor._halts import Halts
 from tether.testing import FaultyFileOps
 
 from .._cli import run_tether
 from ..postgres.conftest import pg_dsn, pg_schema, pg_server  # noqa: F401
-from ._helpers import WAIT, of_type, read_events
+from ._helpers import WAIT, RecordingModel, of_type, read_events
 
 use = tether.ScriptedModel.tool_use
 RUN = "run-runaway"
@@ -250,29 +250,21 @@ def harmless_sends(sent: list[int]) -> tether.ToolRegistry:
     return tools
 
 
-class CancelsAtItsFourthAnswer:
+class CancelsAtItsFourthAnswer(RecordingModel):
     """``never_rests`` under a model that queues the run's cancellation (through a store of
     its own, as another process would) as it gives its fourth answer."""
 
     def __init__(self, root: pathlib.Path) -> None:
-        self.inner = tether.ScriptedModel(never_rests)
+        super().__init__(tether.ScriptedModel(never_rests))
         self.root = root
-        self.calls = 0
 
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    @property
-    def params(self) -> dict[str, Any]:
-        return self.inner.params
-
-    async def __call__(self, **request: Any) -> tether.ModelReply:
-        self.calls += 1
-        if self.calls == 4:
+    async def __call__(
+        self, *, system: SystemPrompt, messages: list[Message], tools: list[ToolDefinition]
+    ) -> tether.ModelReply:
+        if len(self.requests) == 3:  # (the fourth call)
             async with FileStore(self.root) as other:
                 assert (await operate.cancel(other, RUN, reason="runaway")).queued
-        return await self.inner(**request)
+        return await super().__call__(system=system, messages=messages, tools=tools)
 
 
 async def test_a_run_cancelled_by_its_halter_and_by_a_cancel_at_once_is_reported_once(
