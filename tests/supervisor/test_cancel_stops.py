@@ -356,7 +356,8 @@ class CountedLooks:
 
     def __init__(self, root: pathlib.Path, *, cancel_after_create: bool = False) -> None:
         self._inner = FileStore(root)
-        self.looks: Counter[str] = Counter()
+        self.looks: Counter[str] = Counter()  # before a call (``Halts.queued``)
+        self.rest_looks: Counter[str] = Counter()  # when the run rests (``fold_inbox``)
         self.cancel_after_create = cancel_after_create
 
     def __getattr__(self, name: str) -> Any:
@@ -373,6 +374,10 @@ class CountedLooks:
         self.looks.update(run_ids)
         return await self._inner.inbox_versions(run_ids)
 
+    async def has_inbox(self, run_id: str) -> bool:
+        self.rest_looks[run_id] += 1
+        return await self._inner.has_inbox(run_id)
+
     async def create(self, run_id: str, events: Iterable[Event] = ()) -> FileJournal:
         journal = await self._inner.create(run_id, events)
         if self.cancel_after_create:  # as another process would, before the run's first call
@@ -384,12 +389,12 @@ class CountedLooks:
         return journal
 
 
-async def test_a_run_created_here_needs_no_look_at_its_inbox_before_its_first_call(
+async def test_a_run_created_here_needs_no_look_at_its_inbox_while_nothing_is_posted(
     tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Nothing can be queued for a run before it exists: the supervisor that creates it takes
-    its inbox's mark first, and its drive's first call skips the look (an ``lstat``) while
-    the mark stays put. Only the look when the run rests is left (``has_inbox``)."""
+    its inbox's mark first, and while the mark stays put its drive looks (an ``lstat``)
+    neither before its first call nor when the run rests."""
     monkeypatch.setattr("tether.supervisor._halts.HALT_POLL", 3600.0)  # the drives' looks alone
     store = CountedLooks(tmp_path)
     model = tether.ScriptedModel(lambda messages: "done")
@@ -399,6 +404,7 @@ async def test_a_run_created_here_needs_no_look_at_its_inbox_before_its_first_ca
             await sup.start(f"run-{n}", "go")
             assert await sup.wait(f"run-{n}", timeout=WAIT) is RunStatus.DONE
     assert store.looks == Counter()
+    assert store.rest_looks == Counter()
     assert model.calls == 3
 
 

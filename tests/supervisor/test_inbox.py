@@ -5,6 +5,7 @@ from __future__ import annotations
 import pathlib
 
 import anyio
+import pytest
 
 import tether
 from tether.journal import Decision, FileStore
@@ -15,14 +16,26 @@ from ._helpers import WAIT, gated_tools, lookup_and_send_model, of_type, read_ev
 use = tether.ScriptedModel.tool_use
 
 
+@pytest.mark.parametrize("deaf", [False, True], ids=["", "deaf watch"])
 async def test_a_decision_for_a_run_held_elsewhere_is_recorded_by_its_owner(
-    tmp_path: pathlib.Path,
+    tmp_path: pathlib.Path, deaf: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The post moves the inbox's mark, so the owner looks when the run rests at the gate,
+    though it created the run and found no inbox before. With a watch that hears of no inbox
+    (a post through another machine's kernel) the run parks with the decision still queued;
+    the owner's sweep finds it there and resumes the run, and that drive looks whatever the
+    mark says."""
+    monkeypatch.setattr("tether.supervisor._halts.HALT_POLL", 3600.0)  # the drive's looks alone
+    if deaf:
+        monkeypatch.setattr("tether.journal._watch.RunsWatch._inbox_news", lambda s, r: None)
     sent: list[str] = []
     gate = anyio.Event()
     tools = gated_tools(sent, gate)
     async with Supervisor(
-        tether.FileStore(tmp_path), model=lookup_and_send_model(), tools=tools
+        tether.FileStore(tmp_path),
+        model=lookup_and_send_model(),
+        tools=tools,
+        sweep_interval=0.05 if deaf else None,
     ) as owner:
         await owner.start("run-1", "go")
         # The owner is inside slow_lookup and holds the journal. Another process answers.
@@ -34,7 +47,14 @@ async def test_a_decision_for_a_run_held_elsewhere_is_recorded_by_its_owner(
                     await anyio.sleep(0.01)
             await other.decide("run-1", "toolu_2", approved=True, by="priya")
         gate.set()
-        assert await owner.wait("run-1", timeout=WAIT) is RunStatus.DONE
+        status = await owner.wait("run-1", timeout=WAIT)
+        if deaf:  # parked with the decision queued; resumed by the sweep
+            assert status is RunStatus.WAITING_FOR_APPROVAL
+            with anyio.fail_after(WAIT):
+                while status in (RunStatus.WAITING_FOR_APPROVAL, RunStatus.RUNNING):
+                    await anyio.sleep(0.05)
+                    status = (await owner.inspect("run-1")).status
+        assert status is RunStatus.DONE
     assert sent == ["run-1:toolu_2"]
     decisions = of_type(await read_events(tmp_path, "run-1"), Decision)
     assert [(d.call_id, d.by) for d in decisions] == [("toolu_2", "priya")]

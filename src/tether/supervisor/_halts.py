@@ -63,6 +63,9 @@ class Halts:
         if self._inbox_changed is None:
             self._news_count = None
         self._marks: dict[str, Hashable] = {}  # each run's inbox mark at its drive's last look
+        # Each run's inbox mark, taken before a look that found it had no inbox (or before it
+        # was created here): while the mark stays put, it still has none.
+        self._absent: dict[str, Hashable] = {}
         self.tg: anyio.abc.TaskGroup | None = None
 
     async def queued(self, run_id: str) -> bool:
@@ -81,11 +84,14 @@ class Halts:
             return False
         if not self._may_have_changed(run_id):
             return False  # nothing changed in its inbox since the last look
+        taken = self._marks.get(run_id)  # (the mark just noted, before the look)
         try:
             version = (await self._store.inbox_versions((run_id,))).get(run_id)
             if version is None:
                 self._seen.pop(run_id, None)
+                self._found_none(run_id, taken)
                 return False
+            self._absent.pop(run_id, None)
             if self._seen.get(run_id) == version:
                 return False
             self._seen[run_id] = version
@@ -93,7 +99,26 @@ class Halts:
         except BaseException:  # a look cut short saw nothing: the next call looks again
             self._marks.pop(run_id, None)
             self._seen.pop(run_id, None)
+            self._absent.pop(run_id, None)
             raise
+
+    def no_inbox(self, run_id: str) -> bool:
+        """Whether run ``run_id``, which this process advances, surely has no inbox: a look
+        found none (or this process created the run) and its inbox's mark has not moved since
+        (never where the store keeps no marks). Its drive then need not look for queued
+        answers when the run rests: a post here or by another process on this machine moves
+        the mark, and one through another machine's kernel (which moves none) is taken in by
+        the next sweep, as for the look before a call."""
+        absent = self._absent.get(run_id)
+        if absent is None or self._mark_of is None:
+            return False
+        return bool(self._mark_of(run_id) == absent)
+
+    def _found_none(self, run_id: str, taken: Hashable | None) -> None:
+        if taken is None:
+            self._absent.pop(run_id, None)
+        else:
+            self._absent[run_id] = taken
 
     def mark(self, run_id: str) -> Hashable | None:
         """Run ``run_id``'s inbox mark now, where the store keeps marks (``None`` elsewhere):
@@ -107,6 +132,7 @@ class Halts:
         if mark is not None:
             self._marks[run_id] = mark
             self._seen.pop(run_id, None)
+            self._absent[run_id] = mark
 
     async def cascade(self, state: RunState) -> None:
         """Cancel the child runs of ``state``, cancelled just now (halting those advanced
@@ -174,22 +200,29 @@ class Halts:
         if not driving:
             self._seen.clear()
             self._marks.clear()
+            self._absent.clear()
             return
         keep = set(driving)
         self._seen = {r: v for r, v in self._seen.items() if r in keep}
         self._marks = {r: m for r, m in self._marks.items() if r in keep}
+        self._absent = {r: m for r, m in self._absent.items() if r in keep}
         looking = [r for r in driving if self._may_have_changed(r, every=full)]
         if not looking:
             return
+        taken = {r: self._marks.get(r) for r in looking}  # (noted just now, before the look)
         try:
             versions = await self._store.inbox_versions(looking)
         except BaseException:
             for run_id in looking:
                 self._marks.pop(run_id, None)
+                self._absent.pop(run_id, None)
             raise
         for run_id in looking:
             if run_id not in versions:
                 self._seen.pop(run_id, None)  # no inbox
+                self._found_none(run_id, taken[run_id])
+            else:
+                self._absent.pop(run_id, None)
         failed: Exception | None = None
         for run_id, version in versions.items():
             if self._seen.get(run_id) == version:
@@ -278,3 +311,4 @@ class Halts:
             self._rt.halting.discard(run_id)
             self._seen.pop(run_id, None)
             self._marks.pop(run_id, None)
+            self._absent.pop(run_id, None)

@@ -200,7 +200,7 @@ class _Drive:
             await rt.gate.enter_alone()
             self.holds_gate = True
         if not fresh:  # a run created just now has no call an answer could be for yet
-            await self._fold_inbox()
+            await self._fold_inbox(look=True)  # (a sweep may have resumed it for its inbox)
         while True:
             outcome = run_status(state, rt.clock())
             if outcome.status is not RunStatus.RUNNING and await self._fold_inbox():
@@ -515,16 +515,19 @@ class _Drive:
 
     # ------------------------------------------------------------------ plumbing
 
-    async def _fold_inbox(self, *, cascade: bool = True) -> bool:
+    async def _fold_inbox(self, *, cascade: bool = True, look: bool = False) -> bool:
         """Record the answers people queued while this process held the journal.
 
         Looked at when a drive resumes a run and whenever the run is about to rest, so a
         queued answer takes effect at the run's next pause; a cancellation sooner (see
         ``_cancelled_meanwhile``). Returns whether any answer was recorded. A cancellation
         recorded here goes on to the run's children (``cascade``: not from a drive being
-        cancelled, whose time is short; its halter does it).
+        cancelled, whose time is short; its halter does it). Unless told to ``look``, a run
+        that surely has no inbox (``Halts.no_inbox``) is not looked at.
         """
         rt, state = self.rt, self.state
+        if not look and rt.no_inbox(self.journal.run_id):
+            return False  # a look found none, and nothing was posted since
         unfinished = state.finished is None
         recorded = await fold_inbox(
             rt.mailbox, self.journal.run_id, state, self._append_answer, clock=rt.clock

@@ -44,6 +44,10 @@ async def _nothing_queued(run_id: str) -> bool:
     return False
 
 
+def _inbox_unknown(run_id: str) -> bool:
+    return False
+
+
 async def _no_cascade(state: RunState) -> None:
     return None
 
@@ -78,6 +82,7 @@ class Runtime:
     gate: StepGate = field(default_factory=StepGate)
     halting: set[str] = field(default_factory=set)  # runs whose drive a cancellation stops
     cancel_queued: Callable[[str], Awaitable[bool]] = _nothing_queued
+    no_inbox: Callable[[str], bool] = _inbox_unknown  # surely none now (``Halts.no_inbox``)
     cascade: Callable[[RunState], Awaitable[None]] = _no_cascade
     taker: Callable[[Manifest], Awaitable[str | None]] = _no_taker  # see _fleet
     telemetry: RunTelemetry | None = None

@@ -182,6 +182,7 @@ class Supervisor:
         self._fleet = Fleet(store, self._rt)
         self._rt.taker = self._fleet.taker
         self._rt.cancel_queued = self._halts.queued
+        self._rt.no_inbox = self._halts.no_inbox
         self._rt.cascade = self._halts.cascade
         self._stack: AsyncExitStack | None = None
 
