@@ -150,7 +150,9 @@ class Supervisor:
             max_restarts=max_restarts,
             app_version=app_version,
             strict_app_version=strict_app_version,
-            model_gate=anyio.Semaphore(model_concurrency) if model_concurrency else None,
+            model_gate=(
+                anyio.Semaphore(model_concurrency, fast_acquire=True) if model_concurrency else None
+            ),
             wall_clock=clock,
             jitter=jitter,
             mailbox=store,
