@@ -95,7 +95,9 @@ def scripted_model(calls: int) -> tether.ScriptedModel:
     """``ScriptedModel`` over a script function: call ``i`` of tool ``step``, then a text."""
 
     def script(messages: list[Message]) -> list[ContentBlock] | str:
-        step = sum(1 for m in messages if m["role"] == "assistant")
+        # The same decision as ``CopyFreeModel``'s (the prompt, then an answer and a result per
+        # step), so that the two differ by what ``ScriptedModel`` does, not by their scripts.
+        step = len(messages) // 2
         if step < calls:
             return [tether.ScriptedModel.tool_use(f"toolu_{step}", "step", {"n": step})]
         return "done"
