@@ -23,7 +23,6 @@ refused to its appender can be read back as valid when the journal is reopened.
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import threading
 from collections.abc import Awaitable, Callable, Iterable
@@ -440,9 +439,10 @@ class FileJournal:
                 # Numbered after the wait: another append may have taken numbers meanwhile.
                 framed = frame_events(prepared, self._next_seq, self.path, at)
         stamped, group = framed
+        del framed  # (kept across the wait, it is one more object the collector meets)
         # The group's fate is recorded by ``_settle`` when it is known, whether or not anyone
         # still waits: cancelling this call cancels only the wait.
-        fut = self._committer.submit(self._file, group, functools.partial(self._settle, stamped))
+        fut = self._committer.submit(self._file, group, _Landing(self, stamped))
         self._next_seq += len(stamped)
         self._inflight += 1
         try:
@@ -521,3 +521,18 @@ class FileJournal:
             finally:
                 if self._on_close is not None:
                     await self._on_close(self)
+
+
+@final
+class _Landing:
+    """Tells a handle the fate of one of its groups (a ``Settle``): one object per append in
+    flight, where a ``functools.partial`` of a bound method was three."""
+
+    __slots__ = ("_journal", "_stamped")
+
+    def __init__(self, journal: FileJournal, stamped: list[AnyEvent]) -> None:
+        self._journal = journal
+        self._stamped = stamped
+
+    def __call__(self, error: BaseException | None) -> None:
+        self._journal._settle(self._stamped, error)

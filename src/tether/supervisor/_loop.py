@@ -443,6 +443,7 @@ class _Drive:
         try:
             if len(runs) == 1:  # the common case: no task group (nor a coroutine) to pay for
                 call, spec, step = runs[0]
+                del runs  # (not held while the call runs)
                 if isinstance(step, Run):
                     await self._run_call(call, spec, step.attempt)
                 else:
