@@ -13,6 +13,7 @@ import anyio
 import pytest
 
 import tether
+from tether import operate
 from tether._errors import RunStateError
 from tether.journal import Decision, Escalated, Resumed, ToolStarted
 from tether.supervisor import RunStatus, Supervisor
@@ -208,6 +209,29 @@ async def test_a_parked_run_waits_across_processes_and_is_not_a_restart(
     assert model.calls == 1
     assert view.restarts == 0
     assert view.final_text == "finished"
+
+
+async def test_an_approval_then_a_signal_while_no_process_holds_the_run_is_not_a_restart(
+    tmp_path: pathlib.Path,
+) -> None:
+    """Approved, then sent a signal, both by the verbs while the run was parked: the drive
+    that takes it up looks past the signal to the approval, so nothing is charged (with no
+    restart allowed, it would have been parked as a crash loop)."""
+    ran: list[str] = []
+    tools = refund_tools(ran)
+    no_restarts = tether.Budgets(max_restarts=0)
+    async with Supervisor(tether.FileStore(tmp_path), model=refund_model(), tools=tools) as sup:
+        await sup.start(RUN, "refund o-1", budgets=no_restarts)
+        assert await sup.wait(RUN, timeout=WAIT) is RunStatus.WAITING_FOR_APPROVAL
+    async with tether.FileStore(tmp_path) as store:  # as `tether approve` and `tether signal`
+        await operate.decide(store, RUN, CALL, approved=True, by="priya")
+        await operate.signal(store, RUN, "customer.replied", {"text": "thanks"}, signal_id="m1")
+    async with Supervisor(tether.FileStore(tmp_path), model=refund_model(), tools=tools) as sup:
+        assert await sup.wait(RUN, timeout=WAIT) is RunStatus.DONE
+        view = await sup.inspect(RUN)
+    assert ran == ["o-1"]
+    assert view.restarts == 0
+    assert of_type(await read_events(tmp_path, RUN), Resumed) == []
 
 
 def jumping(

@@ -13,13 +13,10 @@ import logging
 import os
 
 from ..journal import (
-    Decision,
     Escalated,
     Event,
     Parked,
-    Resolved,
     Resumed,
-    Retried,
     RunStarted,
     Suspended,
 )
@@ -78,10 +75,12 @@ def stopped_mid_work(state: RunState, now: float) -> bool:
 
 
 def cause_of(state: RunState) -> Interruption:
-    """How the last owner stopped, as far as the journal tells."""
-    if isinstance(state.last, Suspended):
+    """How the last owner stopped, as far as the journal tells: by its own last record, the
+    answers and signals written for the run since left out (a signal sent to a run that was
+    created and not driven yet, or to one stopped gracefully, is no sign of a crash)."""
+    if isinstance(state.last_own, Suspended):
         return Interruption("shutdown", charged=False)
-    if isinstance(state.last, RunStarted):
+    if isinstance(state.last_own, RunStarted):
         # It never took a step: created by one process and first driven by another, or its
         # creator died at once. Counted from the next interruption on.
         return Interruption(FIRST_DRIVE, charged=False)
@@ -89,9 +88,11 @@ def cause_of(state: RunState) -> Interruption:
 
 
 def was_interrupted(state: RunState, now: float) -> bool:
-    """Whether the last owner stopped mid-work, not at a rest or a person's answer."""
-    if isinstance(state.last, (Decision, Resolved, Retried)):
-        return False
+    """Whether the last owner stopped mid-work, not at a rest or a person's answer (one since
+    its last record: a decision, a resolution, a retry, a repin; a signal after it may
+    follow)."""
+    if state.answered and not isinstance(state.last_own, RunStarted):
+        return False  # (a run never driven yet is driven for the first time all the same)
     open_calls = [c for c in state.calls.values() if not c.done]
     if open_calls and all(_parked(state, c) for c in open_calls):
         # Parked for a person or for the world, and woken since: an approval deadline, a

@@ -63,6 +63,9 @@ _PROGRESS = (
 )
 """Records that mean the run moved on (or a person answered): a crash loop's count restarts."""
 
+_ANSWERS = (Decision, Resolved, Retried, Repinned)
+"""A person's answers to a run: written for it by the verbs, not by a process driving it."""
+
 
 class RunStatus(StrEnum):
     """Where a run stands.
@@ -183,6 +186,11 @@ class RunState:
     child_tool_calls: int = 0
     applied: int = 0
     last: AnyEvent | None = None
+    last_own: AnyEvent | None = None
+    """The latest record a process driving the run wrote: neither a person's answer
+    (``_ANSWERS``) nor a signal from the world, which are written for it from outside."""
+    answered: bool = False
+    """Whether a person answered the run (``_ANSWERS``) since ``last_own``."""
     open_calls: int = 0
     """Calls of the latest turn without a result: kept as results land, so that a turn of N
     calls folds in O(N), not O(N²) (each result would otherwise look at every call)."""
@@ -243,6 +251,10 @@ class RunState:
             raise ValueError(f"event seq {event.seq} applied where {self.applied} was expected")
         self.applied += 1
         self.last = event
+        if isinstance(event, _ANSWERS):
+            self.answered = True
+        elif not isinstance(event, Signal):
+            self.last_own, self.answered = event, False
         if isinstance(event, _PROGRESS):
             self.interruptions = 0  # durable progress, or a person's answer: no crash loop
             self.taken_from = ""
