@@ -28,6 +28,7 @@ from ._errors import OutcomeUnknownError as OutcomeUnknownError
 from ._errors import RecordTooLargeError as RecordTooLargeError
 from ._errors import RunExistsError as RunExistsError
 from ._errors import RunNotFoundError as RunNotFoundError
+from ._errors import RunRecordsError as RunRecordsError
 from ._errors import RunStateError as RunStateError
 from ._errors import StoreSchemaError as StoreSchemaError
 from ._errors import StoreUnavailableError as StoreUnavailableError
@@ -80,6 +81,7 @@ __all__ = [
     "ReplayPolicy",
     "RunExistsError",
     "RunNotFoundError",
+    "RunRecordsError",
     "RunStat",
     "RunStateError",
     "RunStatus",

@@ -404,6 +404,26 @@ class RunStateError(TetherError, ValueError):
         return (type(self), (self.run_id, self.reason))
 
 
+class RunRecordsError(TetherError, ValueError):
+    """A run's journal is intact (every frame checks) but its records do not make a run: one
+    is out of order, or refers to a tool call the run never made. Such a journal was written by
+    something other than a run's supervisor; nothing is recorded for the run while it stays so
+    (``tether journal dump`` shows its records; ``repair`` mends only damaged bytes).
+
+    Attributes:
+        seq: the sequence number of the first record that does not fit.
+        reason: what is wrong, in words.
+    """
+
+    def __init__(self, seq: int, reason: str) -> None:
+        self.seq = seq
+        self.reason = reason
+        super().__init__(f"record {seq}: {reason}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.seq, self.reason))
+
+
 class NoSuchCaseError(TetherError, ValueError):
     """A pattern naming benchmark cases (``tether bench --cases``) matches none of them.
 

@@ -296,3 +296,45 @@ def test_retry_refuses_runs_that_wait_for_a_person(
     code, _, err = cli(capsys, "retry", "--root", env.r, APPROVE, "--by", "ops")
     assert code == 1
     assert "nothing to retry: the run is waiting_for_approval" in err
+
+
+@pytest.mark.parametrize(
+    "verb",
+    [
+        ["cancel"],
+        ["approve", "toolu_01", "--by", "p"],
+        ["signal", "customer.replied", "--id", "m1"],
+        ["retry", "--by", "p"],
+    ],
+    ids=lambda argv: argv[0],
+)
+def test_a_journal_whose_records_make_no_run_is_refused_in_one_line(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str], verb: list[str]
+) -> None:
+    """Every frame checks, but a result answers a call the run never made (a journal written
+    by hand, as the journal how-to's example does): the verbs say so in one line and record
+    nothing; `tether show` and `tether runs` say what is wrong and where to look."""
+    from tether.journal import Manifest, RunStarted, ToolResult
+
+    async def write() -> None:
+        first = RunStarted(run_id="run-x", manifest=Manifest(model="m"), messages=[])
+        async with FileStore(tmp_path) as store, await store.create("run-x", [first]) as j:
+            await j.append([ToolResult(call_id="toolu_01", content="x", ok=True)])
+
+    anyio.run(write)
+    root = str(tmp_path)
+    code, out, err = cli(capsys, verb[0], "--root", root, "run-x", *verb[1:])
+    assert code == 1, (out, err)
+    assert "Traceback" not in err
+    assert err.strip().splitlines() == [
+        "tether: run 'run-x': its journal's records do not make a run (record 1: refers to "
+        "tool call 'toolu_01', which the run never made); nothing was recorded "
+        "(`tether journal dump` shows them)"
+    ]
+    code, out, _ = cli(capsys, "show", "--root", root, "run-x")
+    assert code == 1
+    assert "its journal's records do not make a run" in out
+    assert "`tether journal dump`" in out
+    code, out, _ = cli(capsys, "runs", "--root", root)
+    assert code == 0
+    assert "its journal's records do not make a run" in out

@@ -145,7 +145,7 @@ def _show(args: argparse.Namespace) -> int:
                 ],
             }
             print(json.dumps(out, indent=2, default=str))
-            return 0
+            return 0 if summary.readable else 1
         detail = summary.detail()
         print(f"run {summary.run_id}: {summary.status}" + (f" ({detail})" if detail else ""))
         print(
@@ -187,7 +187,7 @@ def _show(args: argparse.Namespace) -> int:
             kind = type(event).__struct_config__.tag
             rows.append([str(event.seq), _when(event.at), str(kind), text])
         print("\n".join(table(rows)))
-        return 0
+        return 0 if summary.readable else 1
 
     return execute(args, command)
 

@@ -29,6 +29,7 @@ from .._errors import (
     JournalVersionError,
     RecordTooLargeError,
     RunNotFoundError,
+    RunRecordsError,
     RunStateError,
     StoreSchemaError,
 )
@@ -258,6 +259,12 @@ def execute(args: argparse.Namespace, command: Callable[[], Awaitable[int]]) -> 
         )
     except RunStateError as exc:
         return fail(f"refused: {exc}", 1)
+    except RunRecordsError as exc:  # every frame checks, but the records make no run
+        return fail(
+            f"run {run_id!r}: its journal's records do not make a run ({exc}); nothing was "
+            "recorded (`tether journal dump` shows them)",
+            1,
+        )
     except RecordTooLargeError as exc:  # checked before anything is written or queued
         return fail(f"refused: run {run_id!r}: {exc.reason}; nothing was recorded", 1)
     except BrokenPipeError:

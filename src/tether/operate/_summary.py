@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any, Literal
 
-from .._errors import InvalidRunIdError, JournalError, RunNotFoundError
+from .._errors import InvalidRunIdError, JournalError, RunNotFoundError, RunRecordsError
 from ..journal import AnyEvent, FileStore, RunStore
 from ..supervisor import RunState, RunStatus, fold, run_status
 from ..supervisor._status import approval_deadline, approval_wait, world_wait
@@ -184,13 +184,26 @@ def _holder_text(holder: int | str) -> str:
 
 
 def unreadable(run_id: str, problem: str) -> RunSummary:
-    """The summary of a run whose journal cannot be read or folded."""
+    """The summary of a run whose journal cannot be read."""
     return RunSummary(
         run_id=run_id,
         status=RunStatus.NEEDS_ATTENTION.value,
         reason=f"journal cannot be read: {problem}",
         readable=False,
         action="see `tether journal verify` and `tether journal repair`",
+    )
+
+
+def unfoldable(run_id: str, problem: RunRecordsError, events: int) -> RunSummary:
+    """The summary of a run whose journal is intact but whose records do not make a run."""
+    return RunSummary(
+        run_id=run_id,
+        status=RunStatus.NEEDS_ATTENTION.value,
+        reason=f"its journal's records do not make a run: {problem}",
+        events=events,
+        readable=False,
+        action="the journal is intact (`tether journal verify`) but was not written by a run's "
+        "supervisor: read its records with `tether journal dump`",
     )
 
 
@@ -208,7 +221,9 @@ def summarize(
     """
     try:
         state = fold(events)
-    except ValueError as exc:
+    except RunRecordsError as exc:
+        return unfoldable(run_id, exc, len(events))
+    except ValueError as exc:  # (a record whose contents the fold cannot take)
         return unreadable(run_id, str(exc))
     if state.started is None:
         return RunSummary(

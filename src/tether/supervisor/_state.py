@@ -14,6 +14,7 @@ from typing import Any, assert_never
 
 import msgspec
 
+from .._errors import RunRecordsError
 from ..journal import (
     AnyEvent,
     Budgets,
@@ -245,10 +246,10 @@ class RunState:
         """Fold one event into the state.
 
         Raises:
-            ValueError: the event is out of order or refers to a call the run never made.
+            RunRecordsError: the event is out of order or refers to a call the run never made.
         """
         if event.seq != self.applied:
-            raise ValueError(f"event seq {event.seq} applied where {self.applied} was expected")
+            raise RunRecordsError(event.seq, f"applied where record {self.applied} was expected")
         self.applied += 1
         self.last = event
         if isinstance(event, _ANSWERS):
@@ -383,7 +384,9 @@ class RunState:
         try:
             return self.calls[call_id]
         except KeyError:
-            raise ValueError(f"event refers to unknown tool call {call_id!r}") from None
+            raise RunRecordsError(
+                self.applied - 1, f"refers to tool call {call_id!r}, which the run never made"
+            ) from None
 
     def _results_message(self, blobs: dict[str, Any]) -> Message:
         blocks: list[ContentBlock] = []
