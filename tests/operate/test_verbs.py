@@ -66,6 +66,26 @@ async def test_a_signal_delivered_again_after_the_run_finished_is_acknowledged(
     assert [s.signal_id for s in signals] == ["evt_1"]
 
 
+async def test_a_signal_delivered_again_while_the_first_waits_in_the_inbox_says_queued(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A worker holds the run: the first delivery is queued, not recorded, and so is what a
+    second delivery is told of (it was "already recorded" once, though the holder could still
+    refuse it, and did, for a run that finished before its next pause)."""
+    argv = ("signal", "--root", env.r, APPROVE, "payment.o-1", "--id", "evt_1")
+    async with FileStore(env.root) as store, await store.open(APPROVE):  # a worker holds it
+        code, out, _ = await cli_async(capsys, *argv)
+        assert code == 0
+        assert out.startswith("queued: ")
+        code, out, err = await cli_async(capsys, *argv)
+        assert (code, err) == (0, "")
+        assert out.startswith("already queued: signal payment.o-1 (evt_1)")
+        assert "record it at the run's next pause" in out
+        assert "recorded:" not in out
+        assert [type(e) for e in await store.peek_inbox(APPROVE)] == [Signal]
+    assert [e for e in await env.events(APPROVE) if isinstance(e, Signal)] == []
+
+
 async def test_supervisor_and_operate_refuse_and_accept_the_same_answers(env: Env) -> None:
     async with (
         FileStore(env.root) as store,

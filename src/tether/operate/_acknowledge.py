@@ -5,7 +5,8 @@ flash and the JSON API returns it as ``message``. It says exactly what happened,
 answer appended to the journal is ``recorded`` (with its ``seq``); one queued for a run another
 process holds is ``queued``, with what that process will do with it (check it again and record
 it at the run's next pause; for a cancellation, stop the run within about a second); a signal
-the run already had is ``already recorded``.
+the run already had is ``already recorded``, and one already waiting in its inbox ``already
+queued`` (still to be checked and recorded, or refused, by the process that holds the run).
 """
 
 from __future__ import annotations
@@ -31,6 +32,12 @@ def acknowledgement(run_id: str, done: Recorded) -> str:
     ``run_id``."""
     what = answer_text(run_id, done)
     record = done.record
+    if done.repeated and done.pending:
+        return (
+            f"already queued: {what}; delivered again, it counts once: another process is "
+            "advancing the run; it will check the signal again and record it at the run's next "
+            "pause"
+        )
     if done.repeated:
         return f"already recorded: {what}; delivered again, it counts once"
     if done.queued:

@@ -169,11 +169,15 @@ class Recorded:
         state: the run's folded state the answer was checked against.
         repeated: the answer is a signal the run had already (by its id): acknowledged,
             neither written nor queued again (``record`` is as built, ``seq`` -1).
+        pending: with ``repeated``, the signal the run had is not in its journal yet but
+            queued in its inbox, for the process that holds the run to check and record
+            (``False``: recorded in the journal).
     """
 
     record: Event | AnyEvent
     state: RunState
     repeated: bool = False
+    pending: bool = False
 
     @property
     def queued(self) -> bool:
@@ -226,9 +230,11 @@ async def record_answer(
         # what the run says so far, with the answers queued before, and queue the answer in
         # the run's inbox; the worker records it at its next pause.
         state = fold(await store.read(run_id))
+        if repeated(state, journaled := build(state)):
+            return Recorded(journaled, state, repeated=True)
         record = checked(with_queued(state, await store.peek_inbox(run_id), clock()))
-        if record is None:
-            return Recorded(build(state), state, repeated=True)
+        if record is None:  # the same signal waits in the inbox, not recorded yet
+            return Recorded(build(state), state, repeated=True, pending=True)
         await store.post(run_id, record)
         return Recorded(record, state)
     async with journal:

@@ -178,7 +178,8 @@ async def _act(
             signal_id=_text(params, "id") or None,
             by=by,
         )
-    return Answered(acknowledgement(run_id, done), queued=done.queued, repeated=done.repeated)
+    queued = done.queued or done.pending  # (a repeated signal may still wait in the inbox)
+    return Answered(acknowledgement(run_id, done), queued=queued, repeated=done.repeated)
 
 
 async def _repin(store: Store, run_id: str, worker: str, note: str, by: str) -> Recorded:
