@@ -135,6 +135,14 @@ def test_a_person_repins_a_parked_run_and_it_finishes_on_the_new_contract(
     assert repinned.returncode == 0, repinned.stderr
     assert repinned.stdout.startswith(f"recorded: repin of run {RUN} to notify v1 (")
     assert "by priya (the channel defaults to email)" in repinned.stdout
+    again = run_tether(
+        "repin", "--root", str(root), RUN, "--app", "tests.operate._deploy_app:v2", "--by", "priya"
+    )  # the run's contracts are the application's now: nothing to give
+    assert again.returncode == 1
+    assert again.stderr.strip() == (
+        f"tether: refused: run {RUN!r}: nothing to repin: for every tool the run's pinned "
+        "contract is the application's already; nothing was recorded"
+    )
 
     async def resume() -> tuple[RunStatus, list[Any]]:
         deploy = app.v2()
@@ -150,6 +158,18 @@ def test_a_person_repins_a_parked_run_and_it_finishes_on_the_new_contract(
     (record,) = [e for e in events if isinstance(e, Repinned)]
     assert record.by == "priya"
     assert "channel" in (record.tools[0].input_schema or {})["properties"]
+
+
+@pytest.mark.parametrize("verb", ["check", "repin"])
+def test_an_app_that_is_not_module_colon_factory_is_bad_usage(
+    root: pathlib.Path, verb: str
+) -> None:
+    """Exit 2, as `tether worker --app` gives and the help says (it was 3, as for a store
+    that cannot be read)."""
+    more = [RUN, "--by", "priya"] if verb == "repin" else []
+    done = run_tether(verb, "--root", str(root), *more, "--app", "tests.operate._deploy_app")
+    assert done.returncode == 2, done.stderr
+    assert "expected MODULE:FACTORY, got 'tests.operate._deploy_app'" in done.stderr
 
 
 async def test_a_repin_is_refused_under_an_open_call_of_that_tool(root: pathlib.Path) -> None:

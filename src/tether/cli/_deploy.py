@@ -19,7 +19,8 @@ from ..operate import check_deploy
 from ..operate._deploy import repin_plan
 from ..supervisor import fold
 from ..supervisor._contracts import contracts_for
-from ._view import add_store_options, execute, open_store, using
+from ._view import add_store_options, execute, fail, open_store, using
+from ._worker import app_target
 
 if TYPE_CHECKING:
     from ..supervisor import WorkerApp
@@ -44,7 +45,9 @@ def add_deploy_commands(commands: Any) -> None:
         "1 if some would, 2 on bad usage, 3 if the store or the application cannot be read.",
     )
     add_store_options(check)
-    check.add_argument("--app", metavar="MODULE:FACTORY", required=True, help=APP_HELP)
+    check.add_argument(
+        "--app", metavar="MODULE:FACTORY", required=True, type=app_target, help=APP_HELP
+    )
     check.add_argument("--json", action="store_true", help="print the report as JSON")
     check.set_defaults(handler=_check)
 
@@ -57,13 +60,18 @@ def add_deploy_commands(commands: Any) -> None:
         "the application's model and parameters. The run goes on under them from its next "
         "step (a run parked for its contract continues when a worker picks it up); the model "
         "is shown the new contract from its next call, and earlier turns stay as journaled. "
-        "Refused (exit 1) if the run finished, or a call of a repinned tool is not finished "
-        "(a contract never changes under a call). If a worker holds the run, the repin is "
+        "Refused (exit 1) if the run finished, a call of a repinned tool is not finished "
+        "(a contract never changes under a call), or there is nothing to repin (the run's "
+        "pinned contracts are the application's already). Exit 2 on bad usage (--app not "
+        "MODULE:FACTORY), 3 if the store or the application cannot be read. If a worker holds "
+        "the run, the repin is "
         "queued in its inbox and recorded at its next pause.",
     )
     add_store_options(repin)
     repin.add_argument("run", metavar="RUN", help="the run id")
-    repin.add_argument("--app", metavar="MODULE:FACTORY", required=True, help=APP_HELP)
+    repin.add_argument(
+        "--app", metavar="MODULE:FACTORY", required=True, type=app_target, help=APP_HELP
+    )
     repin.add_argument(
         "--tool",
         metavar="NAME",
@@ -120,8 +128,15 @@ def _repin(args: argparse.Namespace) -> int:
             pins, model = repin_plan(state, contracts)  # what the console offers, too
             if args.tool:
                 pins = [pin for pin in pins if pin.name in args.tool]
-            if not args.model:
-                model = None
+            offered_model, model = model, model if args.model else None
+            if not pins and model is None:
+                scope = ", ".join(args.tool) if args.tool else "every tool"
+                also = "" if offered_model is None else " (its model differs: add --model)"
+                return fail(
+                    f"refused: run {args.run!r}: nothing to repin: for {scope} the run's pinned "
+                    f"contract is the application's already{also}; nothing was recorded",
+                    1,
+                )
             done = await operate.repin(
                 store, args.run, tools=pins, model=model, by=args.by, note=args.note
             )

@@ -73,7 +73,7 @@ def add_worker_commands(commands: Any) -> None:
         "(default: 30)",
     )
     worker.add_argument(
-        "--app", required=True, metavar="MODULE:FACTORY", type=_target, help="the application"
+        "--app", required=True, metavar="MODULE:FACTORY", type=app_target, help="the application"
     )
     worker.add_argument(
         "--sweep-interval",
@@ -89,7 +89,8 @@ def add_worker_commands(commands: Any) -> None:
     worker.set_defaults(handler=_worker)
 
 
-def _target(text: str) -> str:
+def app_target(text: str) -> str:
+    """``--app``'s argument type: ``MODULE:FACTORY`` (else bad usage, exit 2)."""
     module, sep, name = text.partition(":")
     if not (sep and module and name):
         raise argparse.ArgumentTypeError(f"expected MODULE:FACTORY, got {text!r}")

@@ -75,7 +75,9 @@ class Rest:
 PARKED_ACTIONS = {
     "contract": (
         "deploy a worker that has the run's pinned contract (roll back, or register the old "
-        "version beside the new) and it continues by itself; `tether retry` sends it on"
+        "version beside the new) and it continues by itself; or let it go on under the new "
+        "one: `tether repin RUN --app MODULE:FACTORY --by NAME` (`tether check` shows what "
+        "changed)"
     ),
     "model": "fix what the model refused (its key, the request), then `tether retry`",
     "crash_loop": "find why its process keeps stopping (the worker's log), then `tether retry`",
