@@ -117,7 +117,7 @@ def _repin(args: argparse.Namespace) -> int:
         return 3
 
     async def command() -> int:
-        async with using(open_store(args), write=True) as store:
+        async with using(open_store(args), write=True, run=args.run) as store:
             state = fold(await store.read(args.run))
             for name in args.tool or ():
                 if name not in app.tools:

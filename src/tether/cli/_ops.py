@@ -171,7 +171,7 @@ async def _answer(
     args: argparse.Namespace, verb: Callable[..., Awaitable[Recorded]], *posargs: Any, **kw: Any
 ) -> Recorded:
     """Run one of ``tether.operate``'s answers on the store the options name."""
-    async with using(open_store(args), write=True) as store:
+    async with using(open_store(args), write=True, run=args.run) as store:
         return await verb(store, args.run, *posargs, **kw)
 
 

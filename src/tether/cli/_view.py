@@ -187,16 +187,24 @@ def open_store(args: argparse.Namespace, *, create: bool = False, **options: Any
 
 
 @asynccontextmanager
-async def using(store: Store, *, write: bool) -> AsyncIterator[Store]:
+async def using(store: Store, *, write: bool, run: str | None = None) -> AsyncIterator[Store]:
     """Enter ``store`` for a command; a ``FileStore`` only when the command writes.
 
     Reading a directory store needs no setup, and entering one would create its folders and
-    clean up leftovers: a command that only reads changes nothing. A PostgreSQL store is always
-    entered (it opens its connections there).
+    clean up leftovers: a command that only reads changes nothing. A command that writes for
+    ``run`` of a directory store finds the run first, so a directory that holds no such run
+    (a mistyped ``--root``) is left as it was. A PostgreSQL store is always entered (it opens
+    its connections there).
+
+    Raises:
+        RunNotFoundError: a directory store has no run ``run``.
     """
     if isinstance(store, FileStore) and not write:
         yield store
         return
+    here = store.location(run) if isinstance(store, FileStore) and run is not None else None
+    if here is not None and not await anyio.to_thread.run_sync(os.path.lexists, here):
+        raise RunNotFoundError(str(run))
     async with store:
         yield store
 

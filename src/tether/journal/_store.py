@@ -410,7 +410,8 @@ class FileStore:
 
     async def odd_entries(self) -> dict[str, str]:
         """Entries of ``runs/`` named like a run's journal or inbox that are not regular files
-        (so no run is listed for them), each with what it is: ``{"x.journal": "a FIFO"}``."""
+        (no run is driven from them; the operator's listing shows each as needing attention),
+        each with what it is: ``{"x.journal": "a FIFO"}``."""
         return (await self._listing()).odd
 
     async def _listing(self, *, versions: bool = False) -> Listing:
@@ -424,7 +425,8 @@ class FileStore:
             if (name, kind) not in self._reported:  # once, not at every sweep
                 self._reported.add((name, kind))
                 log.warning(
-                    "%s is %s, not a regular file: skipped, no run is listed for it",
+                    "%s is %s, not a regular file: skipped, no run is driven from it "
+                    "(`tether runs` shows it as needing attention)",
                     os.path.join(self.runs_dir, name),
                     kind,
                 )
