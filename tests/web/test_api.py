@@ -86,6 +86,9 @@ async def test_show_gives_the_timeline_tether_show_prints(
         content = await client.get(f"/api/runs/{DONE}/blobs/{blob['digest']}", headers=auth())
         missing = await client.get(f"/api/runs/{APPROVE}/blobs/{blob['digest']}", headers=auth())
         assert (await client.get("/api/runs/no-such-run", headers=auth())).status_code == 404
+        bad = await client.get("/api/runs/bad%20id", headers=auth())  # as a POST to it is
+        assert (bad.status_code, bad.json()["error"]) == (400, "bad_request")
+        assert "invalid run id 'bad id'" in bad.json()["message"]
     assert body["summary"]["status"] == "done"
     assert content.json()["content"] == "x" * 300
     assert missing.status_code == 404  # a blob is shown only through a run that refers to it

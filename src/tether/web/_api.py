@@ -57,7 +57,9 @@ def api_routes(console: Console) -> list[Route]:
                 return error(401, "unauthorized", "sign in: send Authorization: Bearer TOKEN")
             try:
                 return await handler(request, who)
-            except (RunNotFoundError, InvalidRunIdError):
+            except InvalidRunIdError as exc:  # as an answer to it is refused: bad input
+                return error(400, "bad_request", str(exc))
+            except RunNotFoundError:
                 run_id = request.path_params.get("run_id")
                 return error(404, "not_found", f"no run {run_id!r}")
             except JournalError as exc:
