@@ -1,5 +1,6 @@
 """Why a run is taken up again, as its journal tells: by the last record a process driving it
-wrote, whatever was written for it from outside since (a signal, a person's answer)."""
+wrote, whatever was written for it from outside since (a signal, a person's answer); and what
+a cancellation records of the calls a stopped process left in flight."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import anyio
 import msgspec
 
 import tether
-from tether.journal import AnyEvent, Signal, Suspended, ToolStarted
+from tether import operate
+from tether.journal import AnyEvent, RunFinished, Signal, Suspended, ToolFailed, ToolStarted
 from tether.supervisor import Supervisor
 from tether.supervisor._resume import cause_of, was_interrupted
 from tether.supervisor._state import fold
@@ -68,3 +70,36 @@ async def test_a_signal_after_a_graceful_stop_leaves_it_a_shutdown(
     state = fold(_with_signal(events))
     cause = cause_of(state)
     assert (cause.cause, cause.charged) == ("shutdown", False)
+
+
+async def test_cancelling_a_run_no_process_holds_ends_the_call_it_left_in_flight(
+    tmp_path: pathlib.Path,
+) -> None:
+    """Its process stopped inside a call (here a drain that did not wait for it; a kill leaves
+    the same call in flight): the cancellation records that call's end, outcome unknown, in
+    its own group, so the finished run's journal leaves no call in flight."""
+    gate = anyio.Event()
+    async with Supervisor(
+        tether.FileStore(tmp_path),
+        model=lookup_and_send_model(),
+        tools=gated_tools([], gate),
+        drain_timeout=0.1,
+    ) as sup:
+        await sup.start("run-1", "go")
+        await _until_a_call_started(tmp_path)
+    gate.set()
+    before = await read_events(tmp_path, "run-1")
+    assert fold(before).calls["toolu_1"].dangling
+    async with tether.FileStore(tmp_path) as store:
+        done = await operate.cancel(store, "run-1", reason="duplicate", by="priya")
+    events = await read_events(tmp_path, "run-1")
+    ended, finished = events[len(before) :]
+    assert isinstance(ended, ToolFailed)
+    assert (ended.call_id, ended.timed_out) == ("toolu_1", True)
+    assert ended.error == (
+        "interrupted: the run's process stopped while this call ran, and the run was "
+        "cancelled before it was taken up again; whether it had its effect is unknown"
+    )
+    assert isinstance(finished, RunFinished)
+    assert done.record.seq == finished.seq
+    assert not any(c.dangling for c in fold(events).calls.values())

@@ -191,8 +191,12 @@ async def record_answer(
     build: Callable[[RunState], Event],
     *,
     clock: Callable[[], float] = time.time,
+    before: Callable[[RunState], list[Event]] | None = None,
 ) -> Recorded:
     """Build an answer from the run's state, check it, and append it (or queue it).
+
+    ``before`` gives records to append in the same group ahead of the answer, where it is
+    appended here (not where it is queued: the holder writes what its own state calls for).
 
     While another process holds the run, the answer is checked against the run as its journal
     stands *and* as the answers already queued for it will leave it (an approval queued after
@@ -242,7 +246,8 @@ async def record_answer(
         record = checked(state)
         if record is None:
             return Recorded(build(state), state, repeated=True)
-        (written,) = await journal.append([record], at=clock())
+        ahead = [] if before is None else before(state)
+        *_, written = await journal.append([*ahead, record], at=clock())
     return Recorded(written, state)
 
 

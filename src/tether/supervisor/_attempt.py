@@ -200,13 +200,25 @@ def interrupted(state: RunState, not_run: Container[str]) -> list[Event]:
         if call.id in not_run:
             records.append(error_result(call, NOT_RUN))
             continue
-        records.append(
-            ToolFailed(
-                call_id=call.id,
-                attempt=call.attempts,
-                error="interrupted: the run was cancelled while this call ran; whether it "
-                "had its effect is unknown",
-                timed_out=True,
-            )
-        )
+        records.append(_unknown_end(call, "the run was cancelled while this call ran"))
     return records
+
+
+def abandoned(state: RunState) -> list[Event]:
+    """What cancelling a run that no process holds leaves of the calls its last process had in
+    flight when it stopped (started, nothing says how they ended): ``tool_failed`` with
+    ``timed_out`` each, as ``interrupted`` gives, so that none is left in flight in a finished
+    run's journal."""
+    why = "the run's process stopped while this call ran, and the run was cancelled before it"
+    return [
+        _unknown_end(c, f"{why} was taken up again") for c in state.calls.values() if c.dangling
+    ]
+
+
+def _unknown_end(call: Call, why: str) -> ToolFailed:
+    return ToolFailed(
+        call_id=call.id,
+        attempt=call.attempts,
+        error=f"interrupted: {why}; whether it had its effect is unknown",
+        timed_out=True,
+    )

@@ -41,6 +41,7 @@ from ..tools import wait_for
 from ._answers import Recorded as Recorded
 from ._answers import answer_problem as answer_problem
 from ._answers import record_answer as record_answer
+from ._attempt import abandoned
 from ._children import not_adopted
 from ._state import RunState, RunStatus, fold
 
@@ -196,7 +197,9 @@ async def cancel(
     record = RunFinished(status=RunStatus.CANCELLED.value, reason=said)
     if halt is not None:
         await halt(run_id)
-    done = await record_answer(store, run_id, lambda _: record, clock=clock)
+    # A call its last process had in flight when it stopped is ended first (outcome unknown):
+    # a cancelled run's journal leaves no call in flight.
+    done = await record_answer(store, run_id, lambda _: record, clock=clock, before=abandoned)
     await cancel_children(store, done.state, reason, by=by, clock=clock, halt=halt)
     return done
 
