@@ -16,15 +16,20 @@ from ._helpers import WAIT, gated_tools, lookup_and_send_model, of_type, read_ev
 use = tether.ScriptedModel.tool_use
 
 
-@pytest.mark.parametrize("deaf", [False, True], ids=["", "deaf watch"])
+@pytest.mark.parametrize(
+    ("deaf", "sweeps"),
+    [(False, 3600.0), (True, 0.05), (True, None)],
+    ids=["", "deaf watch", "deaf watch, no sweeps"],
+)
 async def test_a_decision_for_a_run_held_elsewhere_is_recorded_by_its_owner(
-    tmp_path: pathlib.Path, deaf: bool, monkeypatch: pytest.MonkeyPatch
+    tmp_path: pathlib.Path, deaf: bool, sweeps: float | None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The post moves the inbox's mark, so the owner looks when the run rests at the gate,
-    though it created the run and found no inbox before. With a watch that hears of no inbox
-    (a post through another machine's kernel) the run parks with the decision still queued;
-    the owner's sweep finds it there and resumes the run, and that drive looks whatever the
-    mark says."""
+    though it created the run and found no inbox before (its sweeps, hourly, do not come).
+    With a watch that hears of no inbox (a post through another machine's kernel) the run
+    parks with the decision still queued; the owner's sweep finds it there and resumes the
+    run, and that drive looks whatever the mark says. Without sweeps, nothing would: then the
+    mark is not trusted, and the drive looks when the run rests."""
     monkeypatch.setattr("tether.supervisor._halts.HALT_POLL", 3600.0)  # the drive's looks alone
     if deaf:
         monkeypatch.setattr("tether.journal._watch.RunsWatch._inbox_news", lambda s, r: None)
@@ -35,7 +40,7 @@ async def test_a_decision_for_a_run_held_elsewhere_is_recorded_by_its_owner(
         tether.FileStore(tmp_path),
         model=lookup_and_send_model(),
         tools=tools,
-        sweep_interval=0.05 if deaf else None,
+        sweep_interval=sweeps,
     ) as owner:
         await owner.start("run-1", "go")
         # The owner is inside slow_lookup and holds the journal. Another process answers.
@@ -48,7 +53,7 @@ async def test_a_decision_for_a_run_held_elsewhere_is_recorded_by_its_owner(
             await other.decide("run-1", "toolu_2", approved=True, by="priya")
         gate.set()
         status = await owner.wait("run-1", timeout=WAIT)
-        if deaf:  # parked with the decision queued; resumed by the sweep
+        if deaf and sweeps is not None:  # parked with the decision queued; resumed by a sweep
             assert status is RunStatus.WAITING_FOR_APPROVAL
             with anyio.fail_after(WAIT):
                 while status in (RunStatus.WAITING_FOR_APPROVAL, RunStatus.RUNNING):

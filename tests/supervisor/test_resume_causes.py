@@ -11,12 +11,28 @@ import msgspec
 
 import tether
 from tether import operate
-from tether.journal import AnyEvent, RunFinished, Signal, Suspended, ToolFailed, ToolStarted
-from tether.supervisor import Supervisor
+from tether.journal import (
+    AnyEvent,
+    Repinned,
+    Resumed,
+    RunFinished,
+    Signal,
+    Suspended,
+    ToolFailed,
+    ToolStarted,
+)
+from tether.supervisor import RunStatus, Supervisor
 from tether.supervisor._resume import cause_of, was_interrupted
 from tether.supervisor._state import fold
 
-from ._helpers import WAIT, gated_tools, lookup_and_send_model, read_events
+from ._helpers import (
+    WAIT,
+    craft_dangling,
+    gated_tools,
+    lookup_and_send_model,
+    of_type,
+    read_events,
+)
 
 
 def _with_signal(events: list[AnyEvent]) -> list[AnyEvent]:
@@ -103,3 +119,76 @@ async def test_cancelling_a_run_no_process_holds_ends_the_call_it_left_in_flight
     assert isinstance(finished, RunFinished)
     assert done.record.seq == finished.seq
     assert not any(c.dangling for c in fold(events).calls.values())
+
+
+def _lookup_tools(*, changed: bool) -> tether.ToolRegistry:
+    """``lookup``, and ``extra`` as v1 has it or as a compatible change of it (``changed``)."""
+    tools = tether.ToolRegistry()
+
+    @tools.tool(policy="rerun")
+    async def lookup(item: str) -> str:
+        """Look an item up."""
+        return "found"
+
+    if changed:
+
+        @tools.tool(policy="rerun", compatible=True, name="extra")
+        async def extra_v2(item: str, channel: str = "x") -> str:
+            """Something else."""
+            return "ok"
+
+    else:
+
+        @tools.tool(policy="rerun", name="extra")
+        async def extra_v1(item: str) -> str:
+            """Something else."""
+            return "ok"
+
+    return tools
+
+
+LOOKUP = tether.ScriptedModel.tool_use("toolu_1", "lookup", {"item": "a"})
+
+
+async def test_a_compatible_takeover_after_a_crash_still_counts_the_crash(
+    tmp_path: pathlib.Path,
+) -> None:
+    """The worker that takes the run up writes the takeover's ``repinned`` itself before it
+    judges the interruption: its own record is no person's answer, so the crash is charged
+    (and with no restart allowed, the run is parked, as without the takeover)."""
+    await craft_dangling(
+        tmp_path,
+        "run-1",
+        model=tether.ScriptedModel([[LOOKUP], "done"]),
+        tools=_lookup_tools(changed=False),
+        block=LOOKUP,
+        budgets=tether.Budgets(max_restarts=0),
+    )
+    async with Supervisor(
+        tether.FileStore(tmp_path),
+        model=tether.ScriptedModel([[LOOKUP], "done"]),
+        tools=_lookup_tools(changed=True),
+    ) as sup:
+        assert await sup.wait("run-1", timeout=WAIT) is RunStatus.NEEDS_ATTENTION
+    events = await read_events(tmp_path, "run-1")
+    assert [(r.cause, r.charged) for r in of_type(events, Resumed)] == [("crash", True)]
+    assert of_type(events, Repinned)  # the takeover was taken
+
+
+async def test_a_cancellation_taken_in_as_a_crashed_run_is_resumed_ends_its_call(
+    tmp_path: pathlib.Path,
+) -> None:
+    """Queued while a worker held the run, which then died in a call: the next drive takes
+    the cancellation in as it resumes the run, and ends that call first (outcome unknown)."""
+    tools = _lookup_tools(changed=False)
+    model = tether.ScriptedModel([[LOOKUP], "done"])
+    await craft_dangling(tmp_path, "run-1", model=model, tools=tools, block=LOOKUP)
+    async with tether.FileStore(tmp_path) as store:
+        await store.post("run-1", RunFinished(status="cancelled", reason="duplicate"))
+    async with Supervisor(tether.FileStore(tmp_path), model=model, tools=tools) as sup:
+        assert await sup.wait("run-1", timeout=WAIT) is RunStatus.CANCELLED
+    events = await read_events(tmp_path, "run-1")
+    assert not [c.id for c in fold(events).calls.values() if c.dangling]
+    (ended,) = of_type(events, ToolFailed)
+    assert (ended.call_id, ended.timed_out) == ("toolu_1", True)
+    assert isinstance(events[-1], RunFinished)

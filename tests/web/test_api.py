@@ -16,6 +16,7 @@ from tether.journal import (
     RunFinished,
     RunStarted,
     Signal,
+    ToolResult,
     ToolStarted,
     Waiting,
 )
@@ -334,3 +335,24 @@ async def test_the_openapi_description_covers_every_route_and_answer(env: Env) -
         for method, op in ops.items():
             assert op["summary"], (path, method)
             assert "200" in op["responses"], (path, method)
+
+
+async def test_an_answer_to_a_run_whose_records_make_no_run_is_unreadable(env: Env) -> None:
+    """Every frame checks, but a result answers a call the run never made: the same refusal
+    as the command line's, as for a journal that cannot be read (500 unreadable), not 400."""
+    await env.craft(
+        "run-x",
+        [
+            RunStarted(run_id="run-x", manifest=Manifest(model="scripted"), messages=[]),
+            ToolResult(call_id="toolu_01", content="x", ok=True),
+        ],
+    )
+    async with console(env) as client:
+        response = await client.post("/api/runs/run-x/cancel", json={}, headers=auth())
+    assert response.status_code == 500
+    assert response.json() == {
+        "error": "unreadable",
+        "message": "run 'run-x': its journal's records do not make a run (record 1: refers to "
+        "tool call 'toolu_01', which the run never made); nothing was recorded "
+        "(`tether journal dump` shows them)",
+    }

@@ -35,6 +35,7 @@ from .._errors import (
 )
 from .._store_url import is_postgres, store_for
 from ..journal import FileStore, Store
+from ..operate._display import unfoldable
 from ..postgres._admin import check_schema_name
 
 
@@ -268,11 +269,7 @@ def execute(args: argparse.Namespace, command: Callable[[], Awaitable[int]]) -> 
     except RunStateError as exc:
         return fail(f"refused: {exc}", 1)
     except RunRecordsError as exc:  # every frame checks, but the records make no run
-        return fail(
-            f"run {run_id!r}: its journal's records do not make a run ({exc}); nothing was "
-            "recorded (`tether journal dump` shows them)",
-            1,
-        )
+        return fail(unfoldable(str(run_id), exc), 1)
     except RecordTooLargeError as exc:  # checked before anything is written or queued
         return fail(f"refused: run {run_id!r}: {exc.reason}; nothing was recorded", 1)
     except BrokenPipeError:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .._errors import RunRecordsError
 from ..journal import AnyEvent, Decision, Event, Repinned, Resolved, Retried, RunFinished, Signal
 from ._describe import as_json, call_text, shorten
 
@@ -43,6 +44,15 @@ def acknowledgement(run_id: str, done: Recorded) -> str:
     if done.queued:
         return f"{STOPS if isinstance(record, RunFinished) else NEXT_PAUSE}: {what}"
     return f"recorded: {what} (seq {record.seq})"
+
+
+def unfoldable(run_id: str, problem: RunRecordsError) -> str:
+    """What a person is told of an answer to a run whose journal is intact but whose records
+    do not make a run (``RunRecordsError``): refused, nothing recorded, and where to look."""
+    return (
+        f"run {run_id!r}: its journal's records do not make a run ({problem}); nothing was "
+        "recorded (`tether journal dump` shows them)"
+    )
 
 
 def answer_text(run_id: str, done: Recorded) -> str:

@@ -204,14 +204,17 @@ def interrupted(state: RunState, not_run: Container[str]) -> list[Event]:
     return records
 
 
-def abandoned(state: RunState) -> list[Event]:
-    """What cancelling a run that no process holds leaves of the calls its last process had in
-    flight when it stopped (started, nothing says how they ended): ``tool_failed`` with
-    ``timed_out`` each, as ``interrupted`` gives, so that none is left in flight in a finished
-    run's journal."""
+def abandoned(state: RunState, but: Container[str] = ()) -> list[Event]:
+    """What a cancellation leaves of the calls the run's last process had in flight when it
+    stopped (started, nothing says how they ended; those in ``but`` left out): ``tool_failed``
+    with ``timed_out`` each, as ``interrupted`` gives, so that none is left in flight in a
+    finished run's journal. Recorded with a cancellation of a run that no process holds, and
+    with one a drive takes in from the inbox."""
     why = "the run's process stopped while this call ran, and the run was cancelled before it"
     return [
-        _unknown_end(c, f"{why} was taken up again") for c in state.calls.values() if c.dangling
+        _unknown_end(c, f"{why} was taken up again")
+        for c in state.calls.values()
+        if c.dangling and c.id not in but
     ]
 
 

@@ -46,8 +46,8 @@ from ..models import blocks_of, text_sink, tool_uses
 from ..models._transcript import freeze_conversation
 from ..tools import ToolContext, ToolSpec
 from ._answers import fold_inbox
+from ._attempt import abandoned, interrupted, never_run
 from ._attempt import attempt as run_attempt
-from ._attempt import interrupted, never_run
 from ._attempt import verify as verify_landed
 from ._budgets import budget_problem
 from ._children import look_at_children
@@ -539,12 +539,15 @@ class _Drive:
         return recorded
 
     async def _append_answer(self, records: list[Event]) -> None:
-        """Record a queued answer; a cancellation taken in before the calls started with the
-        model's answer have run first records that they did not (``never_run``)."""
-        if not self.prestarted or not any(isinstance(r, RunFinished) for r in records):
+        """Record a queued answer; a cancellation first records the end of each call left in
+        flight: that the calls started with the model's answer did not run (``never_run``),
+        and, taken in as a run is resumed, that the calls its last process was running when
+        it stopped ended with their outcome unknown (``abandoned``)."""
+        if not any(isinstance(r, RunFinished) for r in records):
             await self._append(records)
             return
-        await self._append([*never_run(self.state, self.prestarted), *records])
+        state, started = self.state, self.prestarted
+        await self._append([*never_run(state, started), *abandoned(state, started), *records])
         self.prestarted.clear()  # (only once recorded: a dropped cancellation leaves them to run)
 
     async def _cancelled_meanwhile(self) -> bool:

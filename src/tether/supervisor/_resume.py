@@ -88,11 +88,14 @@ def cause_of(state: RunState) -> Interruption:
 
 
 def was_interrupted(state: RunState, now: float) -> bool:
-    """Whether the last owner stopped mid-work, not at a rest or a person's answer (one since
-    its last record: a decision, a resolution, a retry, a repin; a signal after it may
-    follow)."""
-    if state.answered and not isinstance(state.last_own, RunStarted):
-        return False  # (a run never driven yet is driven for the first time all the same)
+    """Whether the last owner stopped mid-work, not at a rest or a person's answer (a
+    decision, a resolution, a retry since its last own record, ``RunState.last_own``; a
+    signal after it changes nothing). A run the runtime parked (for its contract, say) and
+    that was answered since (a repin) was at a rest too."""
+    if state.answered:
+        return False
+    if isinstance(state.last_own, Parked) and state.last is not state.last_own:
+        return False
     open_calls = [c for c in state.calls.values() if not c.done]
     if open_calls and all(_parked(state, c) for c in open_calls):
         # Parked for a person or for the world, and woken since: an approval deadline, a

@@ -64,8 +64,14 @@ _PROGRESS = (
 )
 """Records that mean the run moved on (or a person answered): a crash loop's count restarts."""
 
-_ANSWERS = (Decision, Resolved, Retried, Repinned)
-"""A person's answers to a run: written for it by the verbs, not by a process driving it."""
+_ANSWERS = (Decision, Resolved, Retried)
+"""A person's answers to a run at a rest (a call or a run waiting for one): written for it by
+the verbs, not by a process driving it."""
+
+_FROM_OUTSIDE = (Signal, Repinned, ChildEnded)
+"""Records that may be written for a run from outside, whatever it was doing (a signal, a
+repin by a person or a compatible takeover by the runtime, a child run's end): they say
+nothing of how its last process stopped."""
 
 
 class RunStatus(StrEnum):
@@ -188,8 +194,9 @@ class RunState:
     applied: int = 0
     last: AnyEvent | None = None
     last_own: AnyEvent | None = None
-    """The latest record a process driving the run wrote: neither a person's answer
-    (``_ANSWERS``) nor a signal from the world, which are written for it from outside."""
+    """The latest record that tells how the run's last process stopped: neither a person's
+    answer (``_ANSWERS``) nor one of the records written for it from outside
+    (``_FROM_OUTSIDE``)."""
     answered: bool = False
     """Whether a person answered the run (``_ANSWERS``) since ``last_own``."""
     open_calls: int = 0
@@ -254,7 +261,7 @@ class RunState:
         self.last = event
         if isinstance(event, _ANSWERS):
             self.answered = True
-        elif not isinstance(event, Signal):
+        elif not isinstance(event, _FROM_OUTSIDE):
             self.last_own, self.answered = event, False
         if isinstance(event, _PROGRESS):
             self.interruptions = 0  # durable progress, or a person's answer: no crash loop

@@ -21,12 +21,14 @@ from .._errors import (
     JournalLockedError,
     JournalVersionError,
     RunNotFoundError,
+    RunRecordsError,
     RunStateError,
 )
 from ..journal import Store
 from ..journal._records import RESOLUTIONS
 from ..operate import acknowledgement
 from ..operate._deploy import fleet_of, repin_plan
+from ..operate._display import unfoldable
 from ..supervisor import fold
 from ..supervisor._verbs import Recorded
 
@@ -102,6 +104,8 @@ async def act(
         ) from None
     except (JournalCorruptError, JournalVersionError) as exc:
         raise ActionError(500, "unreadable", f"{exc} (see `tether journal verify`)") from None
+    except RunRecordsError as exc:  # every frame checks, but the records make no run
+        raise ActionError(500, "unreadable", unfoldable(run_id, exc)) from None
     except JournalBrokenError as exc:
         raise ActionError(
             503,
