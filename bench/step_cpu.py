@@ -5,6 +5,7 @@ Run ``python bench/step_cpu.py [--runs 100,1000] [--steps 41] [--repeat 3] [--di
 
 Every case runs the same agent: one run is ``steps`` durable steps (20 tool calls answered by
 21 model answers for 41), no model latency, all runs started at once in one ``Supervisor``
+(sweeping, as by default, but hourly: no sweep comes during a try)
 over one ``FileStore`` on a memory filesystem (``/dev/shm`` by default: a sync costs nothing
 there, so what is measured is the CPU of the runtime, not the disk's). Each try is a fresh
 child process, and what it reports is the process's CPU time (every thread, ``io_uring``'s
@@ -166,7 +167,9 @@ async def _case(kind: str, runs: int, steps: int, root: Path) -> dict[str, Any]:
     model: Any = scripted_model(calls) if scripted else CopyFreeModel(calls)
     redact: Any = tether.SecretRedactor() if kind in ("defaults", "worker") else None
     store = tether.FileStore(root, redact=redact)
-    async with tether.Supervisor(store, model=model, tools=_tools(), sweep_interval=None) as sup:
+    # Sweeps on, as a default supervisor has them (a drive then trusts its run's inbox mark
+    # when the run rests), but hourly: none comes during a try, whose CPU is the steps'.
+    async with tether.Supervisor(store, model=model, tools=_tools(), sweep_interval=3600) as sup:
         budgets = tether.Budgets(max_model_calls=None)
         await sup.start("warm-up", "go", budgets=budgets)  # lazily built state out of the count
         await sup.wait("warm-up")
