@@ -13,9 +13,11 @@ import tether
 from tether import operate
 from tether.journal import (
     AnyEvent,
+    ModelResponse,
     Repinned,
     Resumed,
     RunFinished,
+    RunStarted,
     Signal,
     Suspended,
     ToolFailed,
@@ -27,9 +29,11 @@ from tether.supervisor._state import fold
 
 from ._helpers import (
     WAIT,
+    craft,
     craft_dangling,
     gated_tools,
     lookup_and_send_model,
+    manifest_for,
     of_type,
     read_events,
 )
@@ -192,3 +196,34 @@ async def test_a_cancellation_taken_in_as_a_crashed_run_is_resumed_ends_its_call
     (ended,) = of_type(events, ToolFailed)
     assert (ended.call_id, ended.timed_out) == ("toolu_1", True)
     assert isinstance(events[-1], RunFinished)
+
+
+async def test_a_decision_recorded_after_a_crash_mid_call_leaves_it_a_crash(
+    tmp_path: pathlib.Path,
+) -> None:
+    """A turn of two calls: the lookup was running when its process died, the send waited
+    for approval. The approval recorded since (the holder is gone, so the verb writes it)
+    answers the send, not the lookup: the next drive is a restart after a crash, charged."""
+    sent: list[str] = []
+    tools = gated_tools(sent, anyio.Event())
+    model = lookup_and_send_model()
+    both = [
+        tether.ScriptedModel.tool_use("toolu_1", "slow_lookup", {"item": "a"}),
+        tether.ScriptedModel.tool_use("toolu_2", "send", {"text": "hi"}),
+    ]
+    started = RunStarted(
+        run_id="run-1",
+        manifest=manifest_for(model, tools),
+        messages=[{"role": "user", "content": "go"}],
+    )
+    response = ModelResponse(message={"role": "assistant", "content": both})
+    await craft(
+        tmp_path, "run-1", [started, response, ToolStarted(call_id="toolu_1", name="slow_lookup")]
+    )
+    async with tether.FileStore(tmp_path) as store:
+        done = await operate.decide(store, "run-1", "toolu_2", approved=True, by="priya")
+    assert not done.queued
+    state = fold(await read_events(tmp_path, "run-1"))
+    assert was_interrupted(state, 0.0)
+    cause = cause_of(state)
+    assert (cause.cause, cause.charged) == ("crash", True)

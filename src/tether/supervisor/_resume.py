@@ -90,8 +90,12 @@ def cause_of(state: RunState) -> Interruption:
 def was_interrupted(state: RunState, now: float) -> bool:
     """Whether the last owner stopped mid-work, not at a rest or a person's answer (a
     decision, a resolution, a retry since its last own record, ``RunState.last_own``; a
-    signal after it changes nothing). A run the runtime parked (for its contract, say) and
+    signal after it changes nothing). A call left in flight (started, nothing says how it
+    ended, not escalated to a person) means mid-work whatever was answered since: a decision
+    for another call of the turn, say. A run the runtime parked (for its contract, say) and
     that was answered since (a repin) was at a rest too."""
+    if any(c.dangling and not c.escalated for c in state.calls.values()):
+        return True
     if state.answered:
         return False
     if isinstance(state.last_own, Parked) and state.last is not state.last_own:
