@@ -45,6 +45,34 @@ async def test_a_queued_answer_is_checked_against_the_answers_queued_before_it(
     assert [(d.by, d.approved) for d in decisions] == [("priya", True)]
 
 
+async def test_answers_queued_for_a_holder_that_stopped_before_its_pause_are_not_passed_over(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """priya's approval is queued while a worker holds the run; the worker stops before its
+    next pause (its lock let go, as a killed process's is). sam's rejection of the same call
+    is refused as it was while the worker lived (it was recorded, and priya's approval then
+    dropped by the next worker), and a signal given now is queued behind the approval, so
+    the next process records both, in the order they were given."""
+    async with FileStore(env.root) as store:
+        async with await store.open(APPROVE):  # a worker holds the run
+            first = await operate.decide(store, APPROVE, REFUND_CALL, approved=True, by="priya")
+            assert first.queued
+        # The worker is gone; nothing recorded priya's approval yet.
+        with pytest.raises(RunStateError, match="already approved by priya"):
+            await operate.decide(store, APPROVE, REFUND_CALL, approved=False, by="sam")
+    argv = ("signal", "--root", env.r, APPROVE, "payment.o-1", "--id", "evt_1")
+    code, out, _ = await cli_async(capsys, *argv)
+    assert code == 0
+    assert out.startswith("queued behind the answers waiting in the run's inbox")
+    assert "signal payment.o-1 (evt_1)" in out
+    assert [e for e in await env.events(APPROVE) if isinstance(e, Decision | Signal)] == []
+    await env.resume(APPROVE)
+    answers = [e for e in await env.events(APPROVE) if isinstance(e, Decision | Signal)]
+    assert [type(a).__name__ for a in answers] == ["Decision", "Signal"]
+    assert isinstance(answers[0], Decision)
+    assert (answers[0].by, answers[0].approved) == ("priya", True)
+
+
 async def test_a_signal_delivered_again_after_the_run_finished_is_acknowledged(
     env: Env, capsys: pytest.CaptureFixture[str]
 ) -> None:

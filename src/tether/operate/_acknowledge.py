@@ -4,7 +4,9 @@
 flash and the JSON API returns it as ``message``. It says exactly what happened, no more: an
 answer appended to the journal is ``recorded`` (with its ``seq``); one queued for a run another
 process holds is ``queued``, with what that process will do with it (check it again and record
-it at the run's next pause; for a cancellation, stop the run within about a second); a signal
+it at the run's next pause; for a cancellation, stop the run within about a second), or
+queued behind answers that wait in the inbox of a run whose holder stopped before recording
+them (``queued behind ...``: the next process records them all, in order); a signal
 the run already had is ``already recorded``, and one already waiting in its inbox ``already
 queued`` (still to be checked and recorded, or refused, by the process that holds the run).
 """
@@ -22,6 +24,11 @@ if TYPE_CHECKING:
 
 QUEUED = "queued: another process is advancing the run; it will"
 NEXT_PAUSE = f"{QUEUED} check this answer again and record it at the run's next pause"
+BEHIND = (
+    "queued behind the answers waiting in the run's inbox (given while a process held it, "
+    "which stopped before it recorded them): the process that takes the run up next will check "
+    "them and this one again, in order, and record them"
+)
 STOPS = (
     f"{QUEUED} stop the run within about a second (a call in flight is cancelled and recorded "
     "as interrupted, no new call starts) and record"
@@ -41,6 +48,8 @@ def acknowledgement(run_id: str, done: Recorded) -> str:
         )
     if done.repeated:
         return f"already recorded: {what}; delivered again, it counts once"
+    if done.queued and done.behind:
+        return f"{BEHIND}: {what}"
     if done.queued:
         return f"{STOPS if isinstance(record, RunFinished) else NEXT_PAUSE}: {what}"
     return f"recorded: {what} (seq {record.seq})"

@@ -172,12 +172,16 @@ class Recorded:
         pending: with ``repeated``, the signal the run had is not in its journal yet but
             queued in its inbox, for the process that holds the run to check and record
             (``False``: recorded in the journal).
+        behind: the answer was queued behind answers that wait in the inbox of a run no
+            process holds now (queued while one did, which stopped before its next pause):
+            the process that takes the run up next records them, and it, in order.
     """
 
     record: Event | AnyEvent
     state: RunState
     repeated: bool = False
     pending: bool = False
+    behind: bool = False
 
     @property
     def queued(self) -> bool:
@@ -227,22 +231,33 @@ async def record_answer(
             raise RunStateError(run_id, problem)
         return record
 
-    try:
-        journal = await store.open(run_id)
-    except JournalLockedError:
-        # A worker is advancing the run (its journal's lock, or a live lease): check against
-        # what the run says so far, with the answers queued before, and queue the answer in
-        # the run's inbox; the worker records it at its next pause.
-        state = fold(await store.read(run_id))
+    async def queue(state: RunState, queued: list[AnyEvent], *, behind: bool) -> Recorded:
+        """Check the answer against the run with the answers ``queued`` before applied, as
+        they will be, and queue it behind them."""
         if repeated(state, journaled := build(state)):
             return Recorded(journaled, state, repeated=True)
-        record = checked(with_queued(state, await store.peek_inbox(run_id), clock()))
+        record = checked(with_queued(state, queued, clock()))
         if record is None:  # the same signal waits in the inbox, not recorded yet
             return Recorded(build(state), state, repeated=True, pending=True)
         await store.post(run_id, record)
-        return Recorded(record, state)
+        return Recorded(record, state, behind=behind)
+
+    try:
+        journal = await store.open(run_id)
+    except JournalLockedError:
+        # A worker is advancing the run (its journal's lock, or a live lease): the answer is
+        # queued in the run's inbox; the worker records it at its next pause.
+        state = fold(await store.read(run_id))
+        return await queue(state, await store.peek_inbox(run_id), behind=False)
     async with journal:
         state = fold(journal.events)
+        queued = await store.peek_inbox(run_id)
+        if queued:
+            # Acknowledged as queued while a process held the run, which stopped before it
+            # recorded them: this answer goes behind them, so that none is judged without
+            # the others (a rejection recorded now would have made a queued approval of the
+            # same call be dropped) and they are recorded in the order they were given.
+            return await queue(state, queued, behind=True)
         record = checked(state)
         if record is None:
             return Recorded(build(state), state, repeated=True)
