@@ -65,6 +65,21 @@ async def _until_a_call_started(root: pathlib.Path) -> list[AnyEvent]:
     return events
 
 
+async def _stopped_mid_call(root: pathlib.Path) -> None:
+    """A run whose supervisor stopped while a call ran, not waiting for it (a short drain):
+    its journal ends with ``suspended``, the call in flight."""
+    gate = anyio.Event()
+    async with Supervisor(
+        tether.FileStore(root),
+        model=lookup_and_send_model(),
+        tools=gated_tools([], gate),
+        drain_timeout=0.1,
+    ) as sup:
+        await sup.start("run-1", "go")
+        await _until_a_call_started(root)
+    gate.set()
+
+
 async def test_a_signal_after_a_crash_mid_call_leaves_it_a_crash(tmp_path: pathlib.Path) -> None:
     state = fold(_with_signal(await _journal_mid_call(tmp_path)))
     assert was_interrupted(state, state.last.at if state.last else 0.0)
@@ -75,16 +90,7 @@ async def test_a_signal_after_a_crash_mid_call_leaves_it_a_crash(tmp_path: pathl
 async def test_a_signal_after_a_graceful_stop_leaves_it_a_shutdown(
     tmp_path: pathlib.Path,
 ) -> None:
-    gate = anyio.Event()
-    async with Supervisor(
-        tether.FileStore(tmp_path),
-        model=lookup_and_send_model(),
-        tools=gated_tools([], gate),
-        drain_timeout=0.1,
-    ) as sup:
-        await sup.start("run-1", "go")
-        await _until_a_call_started(tmp_path)
-    gate.set()
+    await _stopped_mid_call(tmp_path)
     events = await read_events(tmp_path, "run-1")
     assert isinstance(events[-1], Suspended)  # stopped while the lookup waited
     state = fold(_with_signal(events))
@@ -98,16 +104,7 @@ async def test_cancelling_a_run_no_process_holds_ends_the_call_it_left_in_flight
     """Its process stopped inside a call (here a drain that did not wait for it; a kill leaves
     the same call in flight): the cancellation records that call's end, outcome unknown, in
     its own group, so the finished run's journal leaves no call in flight."""
-    gate = anyio.Event()
-    async with Supervisor(
-        tether.FileStore(tmp_path),
-        model=lookup_and_send_model(),
-        tools=gated_tools([], gate),
-        drain_timeout=0.1,
-    ) as sup:
-        await sup.start("run-1", "go")
-        await _until_a_call_started(tmp_path)
-    gate.set()
+    await _stopped_mid_call(tmp_path)
     before = await read_events(tmp_path, "run-1")
     assert fold(before).calls["toolu_1"].dangling
     async with tether.FileStore(tmp_path) as store:
