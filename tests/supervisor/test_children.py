@@ -18,6 +18,7 @@ import anyio
 import pytest
 
 import tether
+from tether import operate
 from tether.journal import ChildEnded, RunStarted, Waiting
 from tether.models import Message
 from tether.supervisor import RunStatus, Supervisor
@@ -121,6 +122,29 @@ async def test_cancelling_the_parent_cancels_its_children(tmp_path: pathlib.Path
         await wait_for_status(sup, CHILD, RunStatus.CANCELLED)
         child = await sup.inspect(CHILD)
     assert child.reason == "its parent: customer left"
+
+
+async def test_a_cancellation_says_what_became_of_the_childrens(tmp_path: pathlib.Path) -> None:
+    """The parent sleeps for its child, so the cancellation of the parent is recorded; the
+    child's process holds it, so its cancellation is queued: the acknowledgement says both."""
+    hold = anyio.Event()
+
+    async def slow_answer(messages: list[Message]) -> Any:
+        if str(messages[0]["content"]).startswith("research"):
+            await hold.wait()
+        return answer(messages)
+
+    model = tether.ScriptedModel(slow_answer)
+    async with Supervisor(tether.FileStore(tmp_path), model=model, tools=lead_tools()) as sup:
+        await sup.start(PARENT, "a customer asks")
+        await wait_for_status(sup, PARENT, RunStatus.SLEEPING)
+        await wait_for_status(sup, CHILD, RunStatus.RUNNING)
+        async with tether.FileStore(tmp_path) as other:  # as `tether cancel` does
+            done = await operate.cancel(other, PARENT, reason="customer left")
+        said = operate.acknowledgement(PARENT, done)
+        await wait_for_status(sup, CHILD, RunStatus.CANCELLED)
+    assert said.startswith(f"recorded: run {PARENT} cancelled: customer left (seq ")
+    assert said.endswith(f"; its child runs cancelled too: {CHILD} (queued)")
 
 
 @pytest.mark.parametrize(

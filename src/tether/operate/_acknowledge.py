@@ -39,7 +39,6 @@ def acknowledgement(run_id: str, done: Recorded) -> str:
     """The sentence that tells a person what became of their answer ``done`` to run
     ``run_id``."""
     what = answer_text(run_id, done)
-    record = done.record
     if done.repeated and done.pending:
         return (
             f"already queued: {what}; delivered again, it counts once: another process is "
@@ -48,11 +47,26 @@ def acknowledgement(run_id: str, done: Recorded) -> str:
         )
     if done.repeated:
         return f"already recorded: {what}; delivered again, it counts once"
+    return _sentence(done, what) + _children(done)
+
+
+def _sentence(done: Recorded, what: str) -> str:
+    record = done.record
     if done.queued and done.behind:
         return f"{BEHIND}: {what}"
     if done.queued:
         return f"{STOPS if isinstance(record, RunFinished) else NEXT_PAUSE}: {what}"
     return f"recorded: {what} (seq {record.seq})"
+
+
+def _children(done: Recorded) -> str:
+    """What became of the cancellations of a cancelled run's children, if any."""
+    if not done.children:
+        return ""
+    told = [
+        f"{run_id} ({'queued' if child.queued else 'recorded'})" for run_id, child in done.children
+    ]
+    return f"; its child runs cancelled too: {', '.join(told)}"
 
 
 def unfoldable(run_id: str, problem: RunRecordsError) -> str:

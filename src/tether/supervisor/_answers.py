@@ -175,6 +175,8 @@ class Recorded:
         behind: the answer was queued behind answers that wait in the inbox of a run no
             process holds now (queued while one did, which stopped before its next pause):
             the process that takes the run up next records them, and it, in order.
+        children: for a cancellation, what became of the cancellation of each child run it
+            went on to (``(run_id, Recorded)``, in the order of the parent's calls).
     """
 
     record: Event | AnyEvent
@@ -182,6 +184,7 @@ class Recorded:
     repeated: bool = False
     pending: bool = False
     behind: bool = False
+    children: tuple[tuple[str, Recorded], ...] = ()
 
     @property
     def queued(self) -> bool:

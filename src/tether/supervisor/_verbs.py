@@ -14,6 +14,7 @@ a cancellation is recorded (``halt``) and wakes the run after an answer.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 import time
@@ -200,8 +201,8 @@ async def cancel(
     # A call its last process had in flight when it stopped is ended first (outcome unknown):
     # a cancelled run's journal leaves no call in flight.
     done = await record_answer(store, run_id, lambda _: record, clock=clock, before=abandoned)
-    await cancel_children(store, done.state, reason, by=by, clock=clock, halt=halt)
-    return done
+    children = await cancel_children(store, done.state, reason, by=by, clock=clock, halt=halt)
+    return dataclasses.replace(done, children=tuple(children)) if children else done
 
 
 async def cancel_children(
@@ -212,10 +213,11 @@ async def cancel_children(
     by: str = "",
     clock: Clock = time.time,
     halt: Halt | None = None,
-) -> None:
+) -> list[tuple[str, Recorded]]:
     """Cancel each child run of ``state`` whose wait is open (the child has not ended), with
-    ``"its parent: REASON"``; a run that only has a child's id, and is not the child
-    (``not_adopted``), is left alone."""
+    ``"its parent: REASON"``, and return what became of each cancellation; a run that only
+    has a child's id, and is not the child (``not_adopted``), is left alone."""
+    done: list[tuple[str, Recorded]] = []
     for call in list(state.calls.values()):
         wait = call.wait
         if wait is None or wait.child is None:
@@ -228,11 +230,13 @@ async def cancel_children(
             if not_adopted(state.run_id, call.id, child, found) is not None:
                 continue
             if found.finished is None:
-                await cancel(
-                    store, child, reason=f"its parent: {reason}", by=by, clock=clock, halt=halt
+                said = f"its parent: {reason}"
+                done.append(
+                    (child, await cancel(store, child, reason=said, by=by, clock=clock, halt=halt))
                 )
         except (RunStateError, RunNotFoundError) as exc:  # it ended, or was never created
             log.debug("run %s: child run %s not cancelled: %s", state.run_id, child, exc)
+    return done
 
 
 async def repin(
