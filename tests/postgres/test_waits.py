@@ -17,6 +17,7 @@ import anyio
 import pytest
 
 import tether
+from tether import operate
 from tether.journal import AnyEvent, Signal, ToolResult, Waiting
 from tether.models import Message
 from tether.postgres import PostgresStore
@@ -294,3 +295,61 @@ def test_a_kill_around_a_child_run_never_starts_it_twice(
 ) -> None:
     monkeypatch.setenv(STORE_ENV, f"{pg_dsn}#{pg_schema}")
     test_children.test_a_kill_around_a_child_run_never_starts_it_twice(tmp_path, crash_at, answers)
+
+
+def _lead_with_a_child_that(tool: str) -> tether.ScriptedModel:
+    """The lead's answers; its child's first answer asks for ``tool``."""
+
+    def answers(messages: list[Message]) -> Any:
+        first = str(messages[0]["content"])
+        step = sum(1 for m in messages if m["role"] == "assistant")
+        if first.startswith("research") and step == 0:
+            return [tether.ScriptedModel.tool_use("toolu_n", tool, {})]
+        return answer(messages)
+
+    return tether.ScriptedModel(answers)
+
+
+@pytest.mark.parametrize("child_is", ["asleep", "held"])
+async def test_a_child_cancelled_by_a_person_wakes_its_sleeping_parent(
+    pg_dsn: str, pg_schema: str, child_is: str
+) -> None:
+    """Runs created by one process, driven by a worker that took them up in a sweep. The
+    child's cancellation is recorded (asleep: nobody holds it) or queued and carried out by
+    the worker (held): either way its parent hears of it at once and finishes. A sweep lists
+    only unfinished runs here, so it never read the cancelled child again to tell the parent
+    (the parent slept on until a new worker started)."""
+    tools = lead_tools()
+    hold = anyio.Event()
+
+    @tools.tool(policy="rerun")
+    async def nap() -> tether.Wait:
+        """Sleep ten minutes."""
+        return tether.sleep_for(600)
+
+    @tools.tool(policy="rerun")
+    async def slow_read() -> str:
+        """Read, slowly."""
+        await hold.wait()
+        return "read"
+
+    model = _lead_with_a_child_that("nap" if child_is == "asleep" else "slow_read")
+    async with Supervisor(
+        PostgresStore(pg_dsn, schema=pg_schema), model=model, tools=tools, resume=False
+    ) as creator:
+        await creator.start(PARENT, "a customer asks", drive=False)
+    async with Supervisor(
+        PostgresStore(pg_dsn, schema=pg_schema), model=model, tools=tools, sweep_interval=0.2
+    ) as worker:
+        want = RunStatus.SLEEPING if child_is == "asleep" else RunStatus.RUNNING
+        await test_children.wait_for_status(worker, CHILD, want)
+        for _ in range(2):  # the parent, asleep, is now known to the worker's sweeps as it is
+            await worker._sweeper.sweep()  # (as the sweeps of every 0.2 s would, meanwhile)
+        async with PostgresStore(pg_dsn, schema=pg_schema) as other:  # as `tether cancel`
+            done = await operate.cancel(other, CHILD, reason="not needed", by="priya")
+        assert done.queued is (child_is == "held")
+        await _until(worker, RunStatus.DONE, PARENT)
+        hold.set()
+        parent = await worker.inspect(PARENT)
+    assert parent.final_text is not None
+    assert "not needed" in parent.final_text

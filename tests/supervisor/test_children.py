@@ -102,15 +102,19 @@ async def test_a_childs_spending_counts_towards_its_parents_budget(tmp_path: pat
     assert child_start.budgets.max_model_calls == 1
 
 
-async def test_cancelling_the_parent_cancels_its_children(tmp_path: pathlib.Path) -> None:
-    hold = anyio.Event()
+def researcher_held(hold: anyio.Event) -> tether.ScriptedModel:
+    """``answer``, where the researcher (the child) answers only once ``hold`` is set."""
 
     async def slow_answer(messages: list[Message]) -> Any:
         if str(messages[0]["content"]).startswith("research"):
             await hold.wait()
         return answer(messages)
 
-    model = tether.ScriptedModel(slow_answer)
+    return tether.ScriptedModel(slow_answer)
+
+
+async def test_cancelling_the_parent_cancels_its_children(tmp_path: pathlib.Path) -> None:
+    model = researcher_held(anyio.Event())
     async with Supervisor(tether.FileStore(tmp_path), model=model, tools=lead_tools()) as sup:
         await sup.start(PARENT, "a customer asks")
         await wait_for_status(sup, PARENT, RunStatus.SLEEPING)
@@ -127,14 +131,7 @@ async def test_cancelling_the_parent_cancels_its_children(tmp_path: pathlib.Path
 async def test_a_cancellation_says_what_became_of_the_childrens(tmp_path: pathlib.Path) -> None:
     """The parent sleeps for its child, so the cancellation of the parent is recorded; the
     child's process holds it, so its cancellation is queued: the acknowledgement says both."""
-    hold = anyio.Event()
-
-    async def slow_answer(messages: list[Message]) -> Any:
-        if str(messages[0]["content"]).startswith("research"):
-            await hold.wait()
-        return answer(messages)
-
-    model = tether.ScriptedModel(slow_answer)
+    model = researcher_held(anyio.Event())
     async with Supervisor(tether.FileStore(tmp_path), model=model, tools=lead_tools()) as sup:
         await sup.start(PARENT, "a customer asks")
         await wait_for_status(sup, PARENT, RunStatus.SLEEPING)

@@ -45,10 +45,20 @@ class Halts:
 
     Args:
         store, rt, board: the supervisor's store, runtime and board.
+        tell_parent: called for a child run cancelled here, with its id and its parent's
+            ``(run, call)``, so that a parent asleep for it wakes at once.
     """
 
-    def __init__(self, store: Store, rt: Runtime, board: Board) -> None:
+    def __init__(
+        self,
+        store: Store,
+        rt: Runtime,
+        board: Board,
+        *,
+        tell_parent: Callable[[str, tuple[str, str]], Awaitable[None]] | None = None,
+    ) -> None:
         self._store = store
+        self._tell_parent = tell_parent
         self._rt = rt
         self._board = board
         self._seen: dict[str, Hashable] = {}
@@ -305,6 +315,9 @@ class Halts:
             )
             await self.settle(run_id, halted_here=True)
             await self.cascade(state)
+            started = state.started
+            if self._tell_parent is not None and started and started.parent and started.parent_call:
+                await self._tell_parent(run_id, (started.parent, started.parent_call))
         except Exception as exc:
             log.warning("run %s: carrying out its cancellation failed: %s", run_id, explain(exc))
         finally:

@@ -180,7 +180,7 @@ class Supervisor:
         self._sweeper = Sweeper(
             store, self._rt, self._board, self._tasks, tell_parent=self._tell_parent
         )
-        self._halts = Halts(store, self._rt, self._board)
+        self._halts = Halts(store, self._rt, self._board, tell_parent=self._tell_parent)
         self._fleet = Fleet(store, self._rt)
         self._rt.taker = self._fleet.taker
         self._rt.cancel_queued = self._halts.queued

@@ -43,7 +43,7 @@ from ._answers import Recorded as Recorded
 from ._answers import answer_problem as answer_problem
 from ._answers import record_answer as record_answer
 from ._attempt import abandoned
-from ._children import not_adopted
+from ._children import child_ended, not_adopted
 from ._state import RunState, RunStatus, fold
 
 log = logging.getLogger("tether.supervisor")
@@ -202,7 +202,32 @@ async def cancel(
     # a cancelled run's journal leaves no call in flight.
     done = await record_answer(store, run_id, lambda _: record, clock=clock, before=abandoned)
     children = await cancel_children(store, done.state, reason, by=by, clock=clock, halt=halt)
+    if not done.queued:  # (queued: the holder records it, and tells the parent as the run ends)
+        await tell_parent(store, run_id, done.state, clock=clock)
     return dataclasses.replace(done, children=tuple(children)) if children else done
+
+
+async def tell_parent(
+    store: Store, run_id: str, state: RunState, *, clock: Clock = time.time
+) -> None:
+    """Record in its parent (``child_ended``) that run ``run_id``, a child run whose state was
+    ``state`` before it ended just now, has ended: a parent asleep for it then wakes at once.
+
+    Best effort: a parent that finished, or has the end already, is left as it is, and one
+    that cannot be reached finds out by itself at its next drive. A store whose sweeps list
+    only unfinished runs (PostgreSQL) would never read the child again to tell it.
+    """
+    started = state.started
+    if started is None or not started.parent or not started.parent_call:
+        return
+    try:
+        ended = child_ended(started.parent_call, fold(await store.read(run_id)))
+        if ended is not None:
+            await record_answer(store, started.parent, lambda _: ended, clock=clock)
+    except (RunStateError, RunNotFoundError) as exc:  # recorded already, or it went on
+        log.debug("run %s ended; its parent %s did not take it: %s", run_id, started.parent, exc)
+    except Exception as exc:  # the parent finds out by itself at its next drive
+        log.warning("run %s ended; telling its parent %s failed: %s", run_id, started.parent, exc)
 
 
 async def cancel_children(
