@@ -28,8 +28,8 @@ from ..journal._records import Resolution
 from ..models import Message, Model, SystemPrompt
 from ..tools import ToolRegistry
 from . import _verbs as verbs
-from ._answers import Recorded, record_answer
-from ._children import child_ended, child_started
+from ._answers import Recorded
+from ._children import child_started
 from ._clock import Clock, SystemClock, dated
 from ._entry import Board
 from ._entry import Entry as _Entry
@@ -608,21 +608,11 @@ class Supervisor:
         self._tasks.spawn(child_id, journal, fresh=True)
 
     async def _tell_parent(self, child_id: str, parent: tuple[str, str]) -> None:
-        """Record in the parent that its child ended (best effort: the parent also looks)."""
-        parent_id, call_id = parent
-        try:
-            ended = child_ended(call_id, fold(await self._store.read(child_id)))
-            if ended is not None:
-                await self._answer(
-                    parent_id,
-                    lambda: record_answer(
-                        self._store, parent_id, lambda _: ended, clock=self._rt.clock
-                    ),
-                )
-        except (RunStateError, RunNotFoundError) as exc:  # recorded already, or it went on
-            log.debug("run %s ended; its parent %s did not take it: %s", child_id, parent_id, exc)
-        except Exception as exc:  # the parent finds out by itself at its next drive
-            log.warning("run %s ended; telling its parent %s failed: %s", child_id, parent_id, exc)
+        """Record in the parent that its child ended (best effort: the parent also looks),
+        and continue the parent here."""
+        await verbs.tell_parent(
+            self._store, child_id, parent, clock=self._rt.clock, give=self._answer
+        )
 
     async def _check_model(self) -> None:
         """Say once, loudly, when the model cannot work at all (no credentials)."""

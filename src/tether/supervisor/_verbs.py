@@ -202,32 +202,48 @@ async def cancel(
     # a cancelled run's journal leaves no call in flight.
     done = await record_answer(store, run_id, lambda _: record, clock=clock, before=abandoned)
     children = await cancel_children(store, done.state, reason, by=by, clock=clock, halt=halt)
-    if not done.queued:  # (queued: the holder records it, and tells the parent as the run ends)
-        await tell_parent(store, run_id, done.state, clock=clock)
+    started = done.state.started
+    if not done.queued and started and started.parent and started.parent_call:
+        # (queued: the holder records it, and tells the parent as it carries it out)
+        await tell_parent(store, run_id, (started.parent, started.parent_call), clock=clock)
     return dataclasses.replace(done, children=tuple(children)) if children else done
 
 
+Give = Callable[[str, Callable[[], Awaitable[Recorded]]], Awaitable[Recorded]]
+"""How an answer is given to a run: ``give(run_id, record)`` (a supervisor's own way, which
+then continues the run, or at once)."""
+
+
+async def _at_once(run_id: str, record: Callable[[], Awaitable[Recorded]]) -> Recorded:
+    return await record()
+
+
 async def tell_parent(
-    store: Store, run_id: str, state: RunState, *, clock: Clock = time.time
+    store: Store,
+    child_id: str,
+    parent: tuple[str, str],
+    *,
+    clock: Clock = time.time,
+    give: Give = _at_once,
 ) -> None:
-    """Record in its parent (``child_ended``) that run ``run_id``, a child run whose state was
-    ``state`` before it ended just now, has ended: a parent asleep for it then wakes at once.
+    """Record in run ``parent[0]`` (``child_ended``, for its call ``parent[1]``) that its child
+    run ``child_id`` has ended, through ``give``: a parent asleep for it then wakes at once.
 
     Best effort: a parent that finished, or has the end already, is left as it is, and one
     that cannot be reached finds out by itself at its next drive. A store whose sweeps list
     only unfinished runs (PostgreSQL) would never read the child again to tell it.
     """
-    started = state.started
-    if started is None or not started.parent or not started.parent_call:
-        return
+    parent_id, call_id = parent
     try:
-        ended = child_ended(started.parent_call, fold(await store.read(run_id)))
+        ended = child_ended(call_id, fold(await store.read(child_id)))
         if ended is not None:
-            await record_answer(store, started.parent, lambda _: ended, clock=clock)
+            await give(
+                parent_id, lambda: record_answer(store, parent_id, lambda _: ended, clock=clock)
+            )
     except (RunStateError, RunNotFoundError) as exc:  # recorded already, or it went on
-        log.debug("run %s ended; its parent %s did not take it: %s", run_id, started.parent, exc)
+        log.debug("run %s ended; its parent %s did not take it: %s", child_id, parent_id, exc)
     except Exception as exc:  # the parent finds out by itself at its next drive
-        log.warning("run %s ended; telling its parent %s failed: %s", run_id, started.parent, exc)
+        log.warning("run %s ended; telling its parent %s failed: %s", child_id, parent_id, exc)
 
 
 async def cancel_children(
