@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import pathlib
 import signal
 import subprocess
@@ -133,6 +134,18 @@ async def test_an_answer_for_a_busy_run_waits_in_its_inbox(
         assert [type(e).__name__ for e in await store.take_inbox(APPROVE)] == ["Decision"]
     events = await env.events(APPROVE)
     assert not any(isinstance(e, Decision | RunFinished) for e in events)
+    # The holder stopped before recording it: the journal still waits for approval, and the
+    # listings say so, with the approval queued, and no longer offer the call.
+    code, out, _ = await cli_async(capsys, "show", "--root", env.r, APPROVE)
+    assert code == 0
+    assert f"run {APPROVE}: waiting_for_approval (queued in its inbox: approved" in out
+    assert f"awaiting approval: {REFUND_CALL}" not in out
+    code, out, _ = await cli_async(capsys, "runs", "--root", env.r, "--json")
+    (run,) = [r for r in json.loads(out) if r["run_id"] == APPROVE]
+    assert run["waiting"] == []
+    assert run["queued"] == [
+        f'approved {REFUND_CALL} issue_refund(order="o-1") of run {APPROVE} by priya'
+    ]
 
 
 async def test_an_approval_queued_after_a_post_killed_mid_write_is_recorded(

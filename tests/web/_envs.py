@@ -40,6 +40,13 @@ class PgEnv(Env):
             return await store.read(run_id)
 
 
+def store_flags(env: Env) -> list[str]:
+    """The command line's flags for ``env``'s store."""
+    if isinstance(env, PgEnv):
+        return ["--store", env.dsn, "--schema", env.schema]
+    return ["--root", env.r]
+
+
 def auth(token: str = PRIYA) -> dict[str, str]:
     return {"authorization": f"Bearer {token}"}
 

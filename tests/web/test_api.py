@@ -23,15 +23,9 @@ from tether.journal import (
 from tether.supervisor import RunStatus
 
 from ..cli._stores import APPROVE, CHARGE_CALL, DONE, ESCALATED, FAILED, REFUND_CALL, Env, cli_async
-from ._envs import PgEnv, auth, console
+from ._envs import auth, console, store_flags
 
 pytestmark = pytest.mark.timeout(120)
-
-
-def store_flags(env: Env) -> list[str]:
-    if isinstance(env, PgEnv):
-        return ["--store", env.dsn, "--schema", env.schema]
-    return ["--root", env.r]
 
 
 async def test_nothing_without_a_token(env: Env) -> None:

@@ -166,6 +166,8 @@ def _show(args: argparse.Namespace) -> int:
         if summary.final_text is not None and summary.finished:
             print(f"final text: {shorten(summary.final_text, 200)}")
         where = store_flags(args)
+        for answer in summary.queued:
+            print(f"queued in its inbox (not in its journal yet): {answer}")
         for w in summary.questions:
             action = (
                 f"tether approve|reject {where} {args.run} {w.call_id} --by NAME"

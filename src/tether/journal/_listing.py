@@ -32,12 +32,15 @@ class Listing:
             what each is (``a FIFO``...).
         inodes: with the versions, each journal's ``(st_ino, st_ctime_ns)`` from the same
             ``stat`` (with its size and time, what says a file is the very one seen before).
+        inbox_versions: with the versions, each inbox's ``(size, mtime_ns, st_ino)``, which
+            changes when an answer is posted to it or it is cleared.
     """
 
     runs: dict[str, tuple[int, int]] = field(default_factory=dict)
     inboxes: set[str] = field(default_factory=set)
     odd: dict[str, str] = field(default_factory=dict)
     inodes: dict[str, tuple[int, int]] = field(default_factory=dict)
+    inbox_versions: dict[str, tuple[int, int, int]] = field(default_factory=dict)
 
 
 def list_runs_dir(runs_dir: str, *, versions: bool = False) -> Listing:
@@ -67,7 +70,11 @@ def _look_at(entry: os.DirEntry[str], listing: Listing, versions: bool) -> None:
             listing.odd[name] = kind_of(entry.stat(follow_symlinks=False).st_mode)
             return
         if name.endswith(INBOX):
-            listing.inboxes.add(name.removesuffix(INBOX))
+            run_id = name.removesuffix(INBOX)
+            if versions:
+                st = entry.stat(follow_symlinks=False)
+                listing.inbox_versions[run_id] = (st.st_size, st.st_mtime_ns, st.st_ino)
+            listing.inboxes.add(run_id)
             return
         version = (0, 0)
         run_id = name.removesuffix(JOURNAL)

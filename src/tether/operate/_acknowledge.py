@@ -20,6 +20,7 @@ from ..journal import AnyEvent, Decision, Event, Repinned, Resolved, Retried, Ru
 from ._describe import as_json, call_text, shorten
 
 if TYPE_CHECKING:
+    from ..supervisor import RunState
     from ..supervisor._verbs import Recorded
 
 QUEUED = "queued: another process is advancing the run; it will"
@@ -80,9 +81,16 @@ def unfoldable(run_id: str, problem: RunRecordsError) -> str:
 
 def answer_text(run_id: str, done: Recorded) -> str:
     """The answer in words: ``approved toolu_03 reply(...) of run R by priya (note)``."""
-    record: Event | AnyEvent = done.record
+    return answer_words(run_id, done.record, done.state, repeated=done.repeated)
+
+
+def answer_words(
+    run_id: str, record: Event | AnyEvent, state: RunState, *, repeated: bool = False
+) -> str:
+    """``record``, an answer to run ``run_id`` (whose state names its calls), in words; a
+    signal delivered again (``repeated``) is not said to be anyone's."""
     if isinstance(record, Decision | Resolved):
-        call = done.state.calls.get(record.call_id)
+        call = state.calls.get(record.call_id)
         what = f" {call_text(call.name, call.input, 60)}" if call is not None else ""
         if isinstance(record, Decision):
             verb = "approved" if record.approved else "rejected"
@@ -98,7 +106,7 @@ def answer_text(run_id: str, done: Recorded) -> str:
     if isinstance(record, Retried):
         return f"retry of run {run_id} by {record.by}{_note(record.note)}"
     if isinstance(record, Signal):
-        by = f" by {record.by}" if record.by and not done.repeated else ""
+        by = f" by {record.by}" if record.by and not repeated else ""
         return f"signal {record.name} ({record.signal_id}) to run {run_id}{by}"
     if isinstance(record, RunFinished):
         return f"run {run_id} cancelled: {record.reason}"

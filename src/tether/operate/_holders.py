@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+from collections.abc import Hashable
 from typing import NamedTuple
 
 import anyio
@@ -80,13 +81,16 @@ async def holder_of(store: RunStore, run_id: str) -> int | str | None:
 
 
 class Version(NamedTuple):
-    """One run in a look at the store: its version and who holds it (``None``: nobody).
+    """One run in a look at the store: its version, who holds it (``None``: nobody), and its
+    inbox's version (``None``: no answers wait), which changes when answers are queued for
+    the run or its holder records them.
 
     A tuple, so that two looks of 10,000 runs compare (and are made) at C speed.
     """
 
     version: tuple[int, int]
     held_by: int | str | None = None
+    inbox: Hashable | None = None
 
 
 class Look(NamedTuple):
@@ -126,35 +130,43 @@ async def look(store: RunStore, previous: dict[str, Version] | None = None) -> L
         # The store's own look: it also reports each odd entry (once), as ``odd_entries`` does.
         listing = await anyio.to_thread.run_sync(lambda: store._look(versions=True))
         held = await anyio.to_thread.run_sync(_holders_in, runs_dir, list(listing.runs))
-        return Look(_reusing(listing.runs, held, previous or {}), listing.odd, listing.inodes)
+        found = _reusing(listing.runs, held, listing.inbox_versions, previous or {})
+        return Look(found, listing.odd, listing.inodes)
     from ..postgres import PostgresStore
 
     if isinstance(store, PostgresStore):
         found = {
-            run_id: Version(version, holder)
-            for run_id, (version, holder) in (await store.run_versions()).items()
+            run_id: Version(version, holder, inbox)
+            for run_id, (version, holder, inbox) in (await store.run_versions()).items()
         }
         return Look(found, {}, {})
+    run_ids = await store.list_runs()
+    looks = getattr(store, "inbox_versions", None)  # a store with an inbox (``Store``)
+    inboxes = {} if looks is None else await looks(run_ids)
     found = {
-        run_id: Version((0, 0), await holder_of(store, run_id))
-        for run_id in await store.list_runs()
+        run_id: Version((0, 0), await holder_of(store, run_id), inboxes.get(run_id))
+        for run_id in run_ids
     }
     return Look(found, {}, {})
 
 
 def _reusing(
-    runs: dict[str, tuple[int, int]], held: dict[str, int], previous: dict[str, Version]
+    runs: dict[str, tuple[int, int]],
+    held: dict[str, int],
+    inboxes: dict[str, tuple[int, int, int]],
+    previous: dict[str, Version],
 ) -> dict[str, Version]:
     found: dict[str, Version] = {}
     last = previous.get
     holder = held.get
+    inbox = inboxes.get
     for run_id, version in runs.items():
-        by = holder(run_id)
+        by, box = holder(run_id), inbox(run_id)
         old = last(run_id)
-        if old is not None and old.held_by == by and old.version == version:
+        if old is not None and old.version == version and old.held_by == by and old.inbox == box:
             found[run_id] = old
         else:
-            found[run_id] = Version(version, by)
+            found[run_id] = Version(version, by, box)
     return found
 
 

@@ -26,6 +26,7 @@ change by itself, nothing untrusted), the last look's list is given again as it 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import time
 from collections.abc import Callable
@@ -39,6 +40,8 @@ from . import _summary_file as summary_file
 from ._holders import Version, look
 from ._summary import RunSummary, by_status, summarize, unreadable
 from ._summary_file import Identity
+
+log = logging.getLogger("tether.operate")
 
 RACY_NS = 50_000_000  # well past a kernel tick (4 ms at HZ=250, 10 ms at HZ=100)
 READERS = 8  # journals read at once on a refresh
@@ -124,6 +127,7 @@ class Listing:
         read_at_ns = int(self.clock() * 1e9)  # mtimes are wall-clock times too
         identities = _identities(stale, found, inodes)  # before the read: never newer than it
         read = await self._read(stale)
+        queued = await self._queued([r for r in stale if found[r].inbox is not None])
         for run_id in stale:
             events = read.get(run_id)
             if events is None:
@@ -133,12 +137,14 @@ class Listing:
             if isinstance(events, Exception):
                 summary = unreadable(run_id, str(events))
             else:
-                summary = summarize(run_id, events, version.held_by, now=now)
+                summary = summarize(
+                    run_id, events, version.held_by, now=now, queued=queued.get(run_id)
+                )
                 if summary.finished:  # a finished run's state is not needed again
                     summary = dataclasses.replace(summary, state=None)
-            trusted = not isinstance(self.store, FileStore) or (
-                version.version[1] < read_at_ns - RACY_NS
-            )
+            trusted = (
+                not isinstance(self.store, FileStore) or version.version[1] < read_at_ns - RACY_NS
+            ) and (version.inbox is None or run_id in queued)
             keep = identity if trusted and summary.finished and summary.readable else None
             if keep is not None and (keep.ctime_ns >= read_at_ns - RACY_NS or keep.coarse):
                 keep = None
@@ -253,6 +259,18 @@ class Listing:
         async with anyio.create_task_group() as tg:
             for run_id in run_ids:
                 tg.start_soon(read_one, run_id)
+        return out
+
+    async def _queued(self, run_ids: list[str]) -> dict[str, list[AnyEvent]]:
+        """The answers waiting in the inbox of each of ``run_ids`` (few: a run's inbox is
+        cleared at its holder's next pause); one that cannot be read is left out, and is
+        read again at the next look."""
+        out: dict[str, list[AnyEvent]] = {}
+        for run_id in run_ids:
+            try:
+                out[run_id] = await self.store.peek_inbox(run_id)
+            except (JournalError, InvalidRunIdError, OSError) as exc:
+                log.warning("run %s: its inbox cannot be read: %s", run_id, exc)
         return out
 
     def forget(self, run_id: str) -> None:

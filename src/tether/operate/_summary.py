@@ -15,9 +15,10 @@ from operator import attrgetter
 from typing import Any, Literal
 
 from .._errors import InvalidRunIdError, JournalError, RunNotFoundError, RunRecordsError
-from ..journal import AnyEvent, FileStore, RunStore
+from ..journal import AnyEvent, FileStore, Store
 from ..supervisor import RunState, RunStatus, fold, run_status
 from ..supervisor._status import approval_deadline, approval_wait, world_wait
+from ._acknowledge import answer_words
 from ._holders import holder_of
 
 WaitKind = Literal["approval", "resolution"]
@@ -119,6 +120,10 @@ class RunSummary:
     """The model and ``(tool, version)`` the run goes by now (as it started, or repinned)."""
     action: str = ""
     """What a person can do about a run the runtime parked (``needs_attention``), else ``""``."""
+    queued: tuple[str, ...] = ()
+    """The answers waiting in the run's inbox that its holder will record (each in words, in
+    order): given while a process held the run, not in its journal yet. The calls they
+    answer are not among ``questions`` (nor the events they bring among ``rests``)."""
     state: RunState | None = field(default=None, repr=False, compare=False)
     changes_at: float | None = field(default=None, compare=False)
     """When the status changes by itself (an approval deadline, the run's deadline, a timer),
@@ -139,6 +144,8 @@ class RunSummary:
             calls = [w for w in self.questions if w.kind == kind]
             if calls:
                 parts.append(f"awaiting {kind}: " + ", ".join(w.describe() for w in calls))
+        if self.queued:
+            parts.append("queued in its inbox: " + "; ".join(self.queued))
         if self.held_by is not None and not self.finished:
             parts.append(_holder_text(self.held_by))
         elif self.status == RunStatus.RUNNING and self.readable:
@@ -157,6 +164,7 @@ class RunSummary:
             "status": self.status,
             "reason": self.reason,
             "waiting": [w.as_dict() for w in self.questions] + [r.as_dict() for r in self.rests],
+            "queued": list(self.queued),
             "action": self.action,
             "model": self.model,
             "tools": dict(self.tools),
@@ -215,9 +223,14 @@ def summarize(
     held_by: int | str | None = None,
     *,
     now: float | None = None,
+    queued: list[AnyEvent] | None = None,
 ) -> RunSummary:
     """The summary of a run from its events (and who holds it, if anyone: see ``holder_of``),
     at wall-clock ``now`` (default: the time now).
+
+    ``queued``: the answers waiting in the run's inbox (``Store.peek_inbox``). The status
+    is the journal's; the calls those answers will answer, as the holder will record them,
+    are no longer offered as questions but named in ``queued``.
 
     A journal that cannot be folded gives an unreadable summary rather than an error.
     """
@@ -241,7 +254,15 @@ def summarize(
     status, reason = outcome.status, outcome.reason
     # Every call a person can answer now, also while other calls of the turn still run or a
     # process holds the run (an answer then waits in the run's inbox for that process).
-    questions = questions_of(state, answerable(state, at))
+    asks = state  # the run as its holder will find it, and what it will record of the inbox
+    words: tuple[str, ...] = ()
+    if queued and state.finished is None:
+        from ..supervisor._answers import applying  # (``tether runs`` imports no tools)
+
+        asks = fold(events)  # a second fold, only for a run with answers waiting
+        taken = applying(asks, queued, at)
+        words = tuple([answer_words(run_id, answer, asks) for answer in taken])
+    questions = questions_of(asks, answerable(asks, at))
     parked = state.parked if state.finished is None else None
     if held_by is not None and state.finished is None and parked is None:
         status, reason = RunStatus.RUNNING, ""  # a process is advancing it right now
@@ -268,10 +289,11 @@ def summarize(
         final_text=state.final_text,
         held_by=held_by,
         parent=state.started.parent,
-        rests=rests_of(state, at),
+        rests=rests_of(asks, at),
         model=state.manifest.model,
         tools=tuple((pin.name, pin.version) for pin in state.manifest.tools),
         action=parked_action(parked.cause) if parked is not None else "",
+        queued=words,
         state=state,
         changes_at=changes_at,
     )
@@ -334,17 +356,22 @@ def questions_of(state: RunState, pending: tuple[str, ...]) -> tuple[Question, .
     return tuple(waiting)
 
 
-async def load_summary(store: RunStore, run_id: str) -> tuple[list[AnyEvent], RunSummary]:
-    """A run's events (read without its lock or lease) and summary.
+async def load_summary(
+    store: Store, run_id: str, *, now: float | None = None
+) -> tuple[list[AnyEvent], RunSummary]:
+    """A run's events (read without its lock or lease) and summary, with the answers waiting
+    in its inbox.
 
     Raises:
         RunNotFoundError, InvalidRunIdError, JournalCorruptError, JournalVersionError, OSError.
     """
     events = await store.read(run_id)
-    return events, summarize(run_id, events, await holder_of(store, run_id))
+    holder = await holder_of(store, run_id)
+    queued = await store.peek_inbox(run_id) if await store.has_inbox(run_id) else None
+    return events, summarize(run_id, events, holder, now=now, queued=queued)
 
 
-async def load_summaries(store: RunStore) -> list[RunSummary]:
+async def load_summaries(store: Store) -> list[RunSummary]:
     """Every run of the store; a journal that cannot be read gives an unreadable summary, and so
     does an entry of a directory store's ``runs/`` named like a journal that is not a regular
     file (a directory, a FIFO...), so that nothing there hides the other runs.

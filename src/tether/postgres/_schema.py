@@ -200,7 +200,8 @@ class Sql:
         # Every run's version and live holder, for listings that read only what changed.
         self.run_versions = (
             f"SELECT run_id, next_seq, epoch, CASE WHEN owner IS NOT NULL AND expires_at > now() "
-            f"THEN owner END FROM {s}.runs"
+            f"THEN owner END, (SELECT max(i.id) FROM {s}.inbox i WHERE i.run_id = r.run_id) "
+            f"FROM {s}.runs r"
         )
         self.read_many = (
             f"SELECT run_id, seq, payload FROM {s}.events WHERE run_id = ANY($1::text[]) "

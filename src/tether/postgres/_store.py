@@ -322,14 +322,16 @@ class PostgresStore:
         rows = await self._retry("fetch", self.sql.run_stats, self.owner)
         return {r[0]: RunStat((r[1], r[2]), r[3]) for r in rows}
 
-    async def run_versions(self) -> dict[str, tuple[tuple[int, int], str | None]]:
-        """Every run with its version and the worker holding its live lease (``None``: nobody).
+    async def run_versions(self) -> dict[str, tuple[tuple[int, int], str | None, int | None]]:
+        """Every run with its version, the worker holding its live lease (``None``: nobody)
+        and its newest queued answer's id (``None``: none waits).
 
-        The version, ``(next_seq, epoch)``, changes whenever the run is appended to or claimed:
-        a listing that keeps what it read by version reads only the runs that changed.
+        The version, ``(next_seq, epoch)``, changes whenever the run is appended to or claimed,
+        the inbox's whenever an answer is queued or cleared: a listing that keeps what it read
+        by version reads only the runs that changed.
         """
         rows = await self._retry("fetch", self.sql.run_versions)
-        return {r[0]: ((r[1], r[2]), r[3]) for r in rows}
+        return {r[0]: ((r[1], r[2]), r[3], r[4]) for r in rows}
 
     async def read_many(
         self, run_ids: Sequence[str]

@@ -239,7 +239,8 @@ async def record_answer(
         they will be, and queue it behind them."""
         if repeated(state, journaled := build(state)):
             return Recorded(journaled, state, repeated=True)
-        record = checked(with_queued(state, queued, clock()))
+        applying(state, queued, clock())  # the run as the holder will find it
+        record = checked(state)
         if record is None:  # the same signal waits in the inbox, not recorded yet
             return Recorded(build(state), state, repeated=True, pending=True)
         await store.post(run_id, record)
@@ -269,14 +270,16 @@ async def record_answer(
     return Recorded(written, state)
 
 
-def with_queued(state: RunState, queued: list[AnyEvent], now: float) -> RunState:
-    """``state`` with the queued answers its holder will record applied, as it will apply
-    them: in order, each only if it still fits (changes ``state`` in place)."""
+def applying(state: RunState, queued: list[AnyEvent], now: float) -> list[AnyEvent]:
+    """Apply to ``state`` (in place) the queued answers its holder will record, as it will:
+    in order, each only if it still fits; the answers that do, in their order."""
+    taken: list[AnyEvent] = []
     for answer in queued:
         if repeated(state, answer) or answer_problem(state, answer, now) is not None:
             continue
         state.apply(msgspec.structs.replace(answer, seq=state.applied))
-    return state
+        taken.append(answer)
+    return taken
 
 
 async def fold_inbox(

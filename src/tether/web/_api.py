@@ -25,9 +25,8 @@ from starlette.routing import Route
 
 from .._errors import InvalidRunIdError, JournalError, RunNotFoundError
 from ..journal import ToolResult
-from ..operate import RunSummary, summarize
+from ..operate import RunSummary, load_summary
 from ..operate._deploy import fleet_of
-from ..operate._display import holder_of
 from ..supervisor import RunStatus
 from ._actions import ActionError, act
 from ._console import BodyTooLarge, Console, media_type, read_json, set_cookie
@@ -100,9 +99,8 @@ def api_routes(console: Console) -> list[Route]:
 
     async def show(request: Request, who: Who) -> Response:
         run_id = request.path_params["run_id"]
-        events = await console.store.read(run_id)
         now = console.clock()
-        summary = summarize(run_id, events, await holder_of(console.store, run_id), now=now)
+        events, summary = await load_summary(console.store, run_id, now=now)
         rows = timeline(events)
         return JSONResponse(
             {

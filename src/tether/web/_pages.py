@@ -20,9 +20,8 @@ from starlette.routing import Route
 
 from .._errors import InvalidRunIdError, JournalError, RunNotFoundError
 from ..journal import ToolResult
-from ..operate import summarize
+from ..operate import load_summary
 from ..operate._deploy import fleet_of
-from ..operate._display import holder_of
 from ..supervisor import RunStatus
 from ._actions import ActionError, act
 from ._console import (
@@ -150,9 +149,8 @@ def page_routes(console: Console) -> list[Route]:
 
     async def run(request: Request, who: Who, opened: Session | None) -> Response:
         run_id = request.path_params["run_id"]
-        events = await console.store.read(run_id)
         now = console.clock()
-        summary = summarize(run_id, events, await holder_of(console.store, run_id), now=now)
+        events, summary = await load_summary(console.store, run_id, now=now)
         state = summary.state
         retryable = state is not None and (
             summary.status == RunStatus.FAILED

@@ -63,6 +63,7 @@ def run_row(s: RunSummary, now: float) -> dict[str, Any]:
         "reason": s.reason,
         "waiting": [{**w.as_dict(), "deadline": w.deadline} for w in s.questions]
         + [r.as_dict() for r in s.rests],
+        "queued": list(s.queued),
         "action": s.action,
         "model": s.model,
         "tools": dict(s.tools),
