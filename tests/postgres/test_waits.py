@@ -338,13 +338,15 @@ async def test_a_child_cancelled_by_a_person_wakes_its_sleeping_parent(
         PostgresStore(pg_dsn, schema=pg_schema), model=model, tools=tools, resume=False
     ) as creator:
         await creator.start(PARENT, "a customer asks", drive=False)
+    # Sweeps an hour apart: the cancellation's notice must wake the parent, not a sweep (the
+    # child's end written to the parent by another store once did not notify).
     async with Supervisor(
-        PostgresStore(pg_dsn, schema=pg_schema), model=model, tools=tools, sweep_interval=0.2
+        PostgresStore(pg_dsn, schema=pg_schema), model=model, tools=tools, sweep_interval=3600
     ) as worker:
         want = RunStatus.SLEEPING if child_is == "asleep" else RunStatus.RUNNING
         await test_children.wait_for_status(worker, CHILD, want)
         for _ in range(2):  # the parent, asleep, is now known to the worker's sweeps as it is
-            await worker._sweeper.sweep()  # (as the sweeps of every 0.2 s would, meanwhile)
+            await worker._sweeper.sweep()  # (as a sweep would, meanwhile)
         async with PostgresStore(pg_dsn, schema=pg_schema) as other:  # as `tether cancel`
             done = await operate.cancel(other, CHILD, reason="not needed", by="priya")
         assert done.queued is (child_is == "held")

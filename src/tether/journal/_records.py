@@ -401,6 +401,15 @@ class Repinned(Event, frozen=True, kw_only=True, tag="repinned"):
     note: str = ""
 
 
+ANSWERS = (Decision, Resolved, Retried)
+"""A person's answers to a run at a rest (a call or a run waiting for one): written for it by
+the verbs, not by a process driving it."""
+
+FROM_OUTSIDE = (Signal, Repinned, ChildEnded)
+"""Records that may be written for a run from outside, whatever it was doing (a signal, a
+repin by a person or a compatible takeover by the runtime, a child run's end): they say
+nothing of how its last process stopped."""
+
 AnyEvent = (
     RunStarted
     | ModelResponse

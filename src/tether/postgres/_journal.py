@@ -29,9 +29,9 @@ from .._errors import (
     JournalCorruptError,
     LeaseLostError,
 )
-from ..journal import AnyEvent, Decision, Event, Resolved, Retried, RunFinished, Signal
+from ..journal import AnyEvent, Event, Retried, RunFinished
 from ..journal._backend import EventsView, stamp_events
-from ..journal._records import decode_event
+from ..journal._records import ANSWERS, FROM_OUTSIDE, decode_event
 
 if TYPE_CHECKING:
     import asyncio
@@ -39,6 +39,10 @@ if TYPE_CHECKING:
     from ._parts import StoreParts
 
 log = logging.getLogger("tether.postgres")
+
+_WAKES = (*ANSWERS, *FROM_OUTSIDE)
+"""Records that, once the run is released, wake the other workers to look at it: a person's
+answer, a signal, a repin, a child run's end (a parent asleep for it wakes at once)."""
 
 
 def stamp(
@@ -251,8 +255,8 @@ class PgJournal:
                 self.mark_lost(detail)
                 raise LeaseLostError(self.path, detail)
             self._events.extend(stamped)
-            if any(isinstance(ev, (Decision, Resolved, Retried, Signal)) for ev in stamped):
-                self.answered = True  # a person's answer: the workers should look at the run
+            if any(isinstance(ev, _WAKES) for ev in stamped):
+                self.answered = True  # written from outside: the workers should look at the run
 
     async def fence(self) -> None:
         """Raise ``LeaseLostError`` unless this worker still holds the run.

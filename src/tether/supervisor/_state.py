@@ -39,7 +39,7 @@ from ..journal import (
     Usage,
     Waiting,
 )
-from ..journal._records import FIRST_DRIVE, result_text
+from ..journal._records import ANSWERS, FIRST_DRIVE, FROM_OUTSIDE, result_text
 from ..models import (
     ContentBlock,
     Conversation,
@@ -63,15 +63,6 @@ _PROGRESS = (
     Repinned,
 )
 """Records that mean the run moved on (or a person answered): a crash loop's count restarts."""
-
-_ANSWERS = (Decision, Resolved, Retried)
-"""A person's answers to a run at a rest (a call or a run waiting for one): written for it by
-the verbs, not by a process driving it."""
-
-_FROM_OUTSIDE = (Signal, Repinned, ChildEnded)
-"""Records that may be written for a run from outside, whatever it was doing (a signal, a
-repin by a person or a compatible takeover by the runtime, a child run's end): they say
-nothing of how its last process stopped."""
 
 
 class RunStatus(StrEnum):
@@ -195,10 +186,10 @@ class RunState:
     last: AnyEvent | None = None
     last_own: AnyEvent | None = None
     """The latest record that tells how the run's last process stopped: neither a person's
-    answer (``_ANSWERS``) nor one of the records written for it from outside
-    (``_FROM_OUTSIDE``)."""
+    answer (``ANSWERS``) nor one of the records written for it from outside
+    (``FROM_OUTSIDE``)."""
     answered: bool = False
-    """Whether a person answered the run (``_ANSWERS``) since ``last_own``."""
+    """Whether a person answered the run (``ANSWERS``) since ``last_own``."""
     open_calls: int = 0
     """Calls of the latest turn without a result: kept as results land, so that a turn of N
     calls folds in O(N), not O(N²) (each result would otherwise look at every call)."""
@@ -259,9 +250,9 @@ class RunState:
             raise RunRecordsError(event.seq, f"applied where record {self.applied} was expected")
         self.applied += 1
         self.last = event
-        if isinstance(event, _ANSWERS):
+        if isinstance(event, ANSWERS):
             self.answered = True
-        elif not isinstance(event, _FROM_OUTSIDE):
+        elif not isinstance(event, FROM_OUTSIDE):
             self.last_own, self.answered = event, False
         if isinstance(event, _PROGRESS):
             self.interruptions = 0  # durable progress, or a person's answer: no crash loop
