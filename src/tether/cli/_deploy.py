@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING, Any
 
 from .. import operate
@@ -97,13 +98,31 @@ def _load(target: str) -> WorkerApp | None:
         return None
 
 
+async def _open_sources(stack: AsyncExitStack, app: WorkerApp, target: str) -> bool:
+    """Register the tools of the application's sources (MCP servers, an agent framework's
+    tools) until ``stack`` closes, as a worker does: a check that left them out would find
+    every run that pinned one stranded. Whether that worked (if not, it said why)."""
+    try:
+        await stack.enter_async_context(app.tools.open_sources())
+    except Exception as exc:  # an MCP server that cannot be reached, say
+        print(
+            f"tether: cannot open the tool sources of {target}: {type(exc).__name__}: {exc}",
+            file=sys.stderr,
+        )
+        return False
+    return True
+
+
 def _check(args: argparse.Namespace) -> int:
     app = _load(args.app)
     if app is None:
         return 3
 
     async def command() -> int:
-        async with using(open_store(args), write=False) as store:
+        async with AsyncExitStack() as stack:
+            if not await _open_sources(stack, app, args.app):
+                return 3
+            store = await stack.enter_async_context(using(open_store(args), write=False))
             report = await check_deploy(store, app)
         print(json.dumps(report.as_dict(), indent=2) if args.json else "\n".join(report.lines()))
         return 0 if report.ok else 1
@@ -117,7 +136,12 @@ def _repin(args: argparse.Namespace) -> int:
         return 3
 
     async def command() -> int:
-        async with using(open_store(args), write=True, run=args.run) as store:
+        async with AsyncExitStack() as stack:
+            if not await _open_sources(stack, app, args.app):
+                return 3
+            store = await stack.enter_async_context(
+                using(open_store(args), write=True, run=args.run)
+            )
             state = fold(await store.read(args.run))
             for name in args.tool or ():
                 if name not in app.tools:

@@ -189,13 +189,17 @@ def check_runs(states: Iterable[RunState], app: WorkerApp) -> DeployCheck:
 
 async def check_deploy(store: RunStore, app: WorkerApp) -> DeployCheck:
     """What deploying ``app`` would do to the unfinished runs of ``store`` (read without
-    taking any run): ``check_runs`` over every run.
+    taking any run): ``check_runs`` over every run. The application's tool sources (MCP
+    servers, an agent framework's tools) are opened for it, as a worker opens them, and
+    closed again (an opening already held is shared: ``ToolRegistry.open_sources``).
 
     Raises:
         JournalCorruptError, OSError, ...: a run cannot be read (nothing can be promised of it).
+        Exception: what a tool source raised while it opened (``ToolUnavailableError``).
     """
     states = [fold(await store.read(run_id)) for run_id in await store.list_runs()]
-    return check_runs(states, app)
+    async with app.tools.open_sources():
+        return check_runs(states, app)
 
 
 def repin_plan(
