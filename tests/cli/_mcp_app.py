@@ -30,12 +30,12 @@ def _script(messages: list[Message]) -> Any:
 
 def app() -> WorkerApp:
     world = pathlib.Path(os.environ["MCP_APP_WORLD"])
-    options = {"tools": {"send_reply": ToolOptions(approval=True)}, "trusted": True}
+    options = {"send_reply": ToolOptions(approval=True)}
     command = os.environ.get("MCP_APP_COMMAND")
     server = (
-        stdio_server(world, **options)
+        stdio_server(world, tools=options, trusted=True)
         if command is None
-        else MCPServer("helpdesk", command=json.loads(command), **options)
+        else MCPServer("helpdesk", command=json.loads(command), tools=options, trusted=True)
     )
     tools = tether.ToolRegistry()
     tools.add_source(server)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections import deque
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +30,9 @@ from mcp import ClientSession, types
 from .._errors import ToolUnavailableError
 
 log = logging.getLogger("tether.mcp")
+
+LAST_WORDS = 5
+"""Lines of a stdio server's standard error kept for the error of a session that failed."""
 
 IDEMPOTENCY_KEY_META = "tether/idempotency-key"
 """The ``_meta`` key of every ``tools/call`` request that carries the call's idempotency key
@@ -48,6 +52,10 @@ class Link:
     ended: anyio.Event = field(default_factory=anyio.Event)
     waiting: set[anyio.CancelScope] = field(default_factory=set)
     unsent: set[str] = field(default_factory=set)  # keys of calls whose request never left
+    refused: set[str] = field(default_factory=set)  # tools whose changed contract was logged
+    last_words: deque[str] = field(default_factory=lambda: deque(maxlen=LAST_WORDS))
+    """A stdio server's last lines on its standard error (for the error of a session that
+    could not be opened: why the server stopped)."""
 
     def lose(self, why: str) -> None:
         """Mark the session unusable (idempotent): waiting calls are cancelled, its holder

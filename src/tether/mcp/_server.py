@@ -13,6 +13,9 @@ what happened                                  the attempt's outcome
 the server answered                            its result (``isError``: an error result)
 the server answered the request with a         an error result saying so (the tool did not
 JSON-RPC error                                 run, or failed: the server says which)
+the server answered with what is not a         ``OutcomeUnknownError``: the tool may have run
+result (the SDK cannot read it)
+no answer within ``call_timeout``              the attempt is cancelled: an unknown outcome
 no session could be opened (refused, a         ``ToolUnavailableError``: nothing was sent;
 command that fails, no answer to               tried again, whatever the policy, while
 ``initialize``), or the server no longer       ``retries`` are left, then an error result
@@ -37,13 +40,19 @@ import anyio
 import anyio.abc
 import httpx
 import jsonschema
+import pydantic
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp import ClientSession, McpError, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
 
-from .._errors import OutcomeUnknownError, ToolError, ToolUnavailableError
+from .._errors import (
+    OutcomeUnknownError,
+    ToolDefinitionError,
+    ToolError,
+    ToolUnavailableError,
+)
 from ..tools import ReplayPolicy, ToolContext, ToolRegistry, ToolSpec
 from ..tools._adapters import ArgsValidator, ToolOptions
 from ._link import (
@@ -100,6 +109,10 @@ class MCPServer:
         retries: further attempts of a call after an unknown outcome, an unreachable server
             or a timeout, unless ``tools`` says otherwise (see ``ToolRegistry.tool``).
         connect_timeout: seconds to open a session (start, initialize, list the tools).
+        call_timeout: seconds one attempt of a call may wait for the server's answer, for the
+            tools whose ``ToolOptions`` give no ``timeout``: past it the attempt is cancelled
+            and its outcome is unknown, so the tool's policy decides (a server that never
+            answers must not hold a run forever). ``None``: no limit.
 
     Raises:
         ValueError: not exactly one of ``command`` and ``url``.
@@ -122,6 +135,7 @@ class MCPServer:
         prefix: str = "",
         retries: int = 2,
         connect_timeout: float = 30.0,
+        call_timeout: float | None = 300.0,
     ) -> None:
         if (command is None) == (url is None):
             raise ValueError("give exactly one of command= (stdio) and url= (streamable HTTP)")
@@ -141,6 +155,7 @@ class MCPServer:
         self._prefix = prefix
         self._retries = retries
         self._connect_timeout = connect_timeout
+        self._call_timeout = call_timeout
         self._tg: anyio.abc.TaskGroup | None = None
         self._stack: AsyncExitStack | None = None
         self._lock: anyio.Lock | None = None
@@ -227,18 +242,22 @@ class MCPServer:
             if old in registry:
                 registry.unregister(old)
         specs: list[ToolSpec] = []
+        mine: dict[str, str] = {}  # the names registered so far, each with the server's name
+        self._registered[id(registry)] = []
         for tool in link.tools.values():
             if self._include is not None and tool.name not in self._include:
                 continue
-            spec = self._register_one(registry, tool)
+            spec = self._register_one(registry, tool, mine)
             if spec is not None:
                 specs.append(spec)
-        self._registered[id(registry)] = [spec.name for spec in specs]
+                self._registered[id(registry)].append(spec.name)
         for missing in sorted(set(self._options) - set(link.tools)):
             log.warning("MCP server %s lists no tool %r (given in tools=)", self.name, missing)
         return specs
 
-    def _register_one(self, registry: ToolRegistry, tool: types.Tool) -> ToolSpec | None:
+    def _register_one(
+        self, registry: ToolRegistry, tool: types.Tool, mine: dict[str, str]
+    ) -> ToolSpec | None:
         name = self._prefix + _NOT_A_NAME.sub("_", tool.name)
         options = self._options.get(tool.name, ToolOptions())
         policy, why = derive_policy(
@@ -253,24 +272,35 @@ class MCPServer:
         if not 1 <= len(name) <= 64:
             log.error("MCP server %s: tool %r left out: its name is too long", self.name, name)
             return None
-        spec = registry.register_schema(
-            self._caller(tool.name, name),
-            name=name,
-            input_schema=tool.inputSchema,
-            version=options.version,
-            description=tool.description or "",
-            policy=policy,
-            verify=options.verify if policy is ReplayPolicy.VERIFY else None,
-            approval=options.approval,
-            approval_timeout=options.approval_timeout,
-            on_approval_timeout=options.on_approval_timeout,
-            timeout=options.timeout,
-            retries=retries,
-            retry_on=(ToolUnavailableError,) if retries else (),
-            cache_control=options.cache_control,
-            check_args=check,
-        )
+        try:
+            spec = registry.register_schema(
+                self._caller(tool.name, name),
+                name=name,
+                input_schema=tool.inputSchema,
+                version=options.version,
+                description=tool.description or "",
+                policy=policy,
+                verify=options.verify if policy is ReplayPolicy.VERIFY else None,
+                approval=options.approval,
+                approval_timeout=options.approval_timeout,
+                on_approval_timeout=options.on_approval_timeout,
+                timeout=self._call_timeout if options.timeout is None else options.timeout,
+                retries=retries,
+                retry_on=(ToolUnavailableError,) if retries else (),
+                cache_control=options.cache_control,
+                check_args=check,
+            )
+        except ToolDefinitionError as exc:  # name the server, and the tool's own name
+            theirs = f" (its tool {mine[name]!r} has that name too)" if name in mine else ""
+            taken = name in registry  # (by another tool of the registry, or of this server)
+            hint = "; give the server a prefix=, or include= only the tools to register"
+            raise ToolDefinitionError(
+                name,
+                f"MCP server {self.name!r}: its tool {tool.name!r}{theirs}: {exc.reason}"
+                + (hint if taken else ""),
+            ) from exc
         self._contracts[tool.name] = _contract(tool)
+        mine[name] = tool.name
         log.info("MCP server %s: %s registered, policy %s (%s)", self.name, name, policy, why)
         return spec
 
@@ -324,6 +354,15 @@ class MCPServer:
             listed = link.tools.get(tool)
             if listed is None or _contract(listed) != self._contracts.get(tool):
                 what = "no longer lists it" if listed is None else "changed its contract"
+                if tool not in link.refused:  # said once a session, not at every call
+                    link.refused.add(tool)
+                    log.warning(
+                        "MCP server %s %s since %s was registered: its calls get an error "
+                        "result until this process is restarted (to register it anew)",
+                        self.name,
+                        what,
+                        label,
+                    )
                 raise _Refused(
                     f"not called: MCP server {self.name!r} {what} since {label!r} was "
                     "registered; the process must be restarted to register it anew"
@@ -340,20 +379,30 @@ class MCPServer:
                 return await session.call_tool(tool, arguments, meta=meta)
         except McpError as exc:
             code, message = exc.error.code, exc.error.message
-            if code == types.CONNECTION_CLOSED:
+            said = _said_by_sdk(code, message, link)
+            if said == "closed":
                 link.lose(f"connection closed: {message}")
                 if key is not None and key in link.unsent:
                     raise ToolUnavailableError(label, f"not sent: {link.lost}") from exc
                 raise OutcomeUnknownError(label, self._lost(link)) from exc
-            if code == _SESSION_GONE:
+            if said == "session gone":
                 link.lose(f"the server ended the session: {message}")
                 raise ToolUnavailableError(
                     label, f"MCP server {self.name!r} no longer knew the session; not called"
                 ) from exc
-            if code == httpx.codes.REQUEST_TIMEOUT:
+            if said == "timeout":
                 raise OutcomeUnknownError(label, f"no answer in time: {message}") from exc
             raise _Refused(
                 f"MCP server {self.name!r} answered with an error: {message} (code {code})"
+            ) from exc
+        except (pydantic.ValidationError, RuntimeError) as exc:
+            # The server answered, but not with a result the SDK could read (a malformed
+            # result, structured content its own output schema refuses): the tool may have
+            # run, so it is an unknown outcome for the tool's policy, not an error to retry.
+            raise OutcomeUnknownError(
+                label,
+                f"MCP server {self.name!r} answered, but its answer could not be read "
+                f"({describe(exc)}); the call may have been carried out",
             ) from exc
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream) as exc:
             link.lose(f"the session's streams closed: {describe(exc)}")
@@ -418,8 +467,11 @@ class MCPServer:
                 await link.ended.wait()
         except Exception as exc:  # a session that fails must not take the supervisor down
             if not started:
+                said = " | ".join(link.last_words)  # read to the end: the transport is closed
                 raise MCPServerUnavailableError(
-                    self.name, f"cannot open a session ({self!r}): {describe(exc)}"
+                    self.name,
+                    f"cannot open a session ({self!r}): {describe(exc)}"
+                    + (f"; its last words on standard error: {said}" if said else ""),
                 ) from exc
             log.warning("MCP server %s: session ended with %s", self.name, describe(exc))
         finally:
@@ -436,7 +488,9 @@ class MCPServer:
                 # Entered first, left last: the server's last lines are read after it ended.
                 errlog = self._errlog
                 if errlog is None:
-                    errlog = await stack.enter_async_context(server_stderr(self.name))
+                    errlog = await stack.enter_async_context(
+                        server_stderr(self.name, link.last_words)
+                    )
                 read, write = await stack.enter_async_context(stdio_client(params, errlog=errlog))
                 yield read, write
             return
@@ -452,6 +506,26 @@ class MCPServer:
             streamable_http_client(self._url, http_client=client) as (read, write, _),
         ):
             yield read, write
+
+
+def _said_by_sdk(code: int, message: str, link: Link) -> str | None:
+    """What an ``McpError`` the SDK made itself says (``closed``: the connection closed,
+    ``session gone``: the HTTP server no longer knew the session, ``timeout``: no answer
+    in the SDK's own time), or ``None`` for an error the server answered with.
+
+    The SDK's own errors share their codes with what a server may send (-32000 begins
+    JSON-RPC's range for a server's errors), so the code alone does not tell them apart: its
+    words do, and for a closed connection, the relay having seen the server's stream end.
+    """
+    if code == types.CONNECTION_CLOSED and (
+        link.lost is not None or message == "Connection closed"
+    ):
+        return "closed"
+    if code == _SESSION_GONE and message == "Session terminated":
+        return "session gone"
+    if code == httpx.codes.REQUEST_TIMEOUT and message.startswith("Timed out while waiting"):
+        return "timeout"
+    return None
 
 
 async def _relay(

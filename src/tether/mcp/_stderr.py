@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TextIO
@@ -59,10 +60,10 @@ class Levels:
 
 
 @asynccontextmanager
-async def server_stderr(server: str) -> AsyncIterator[TextIO]:
+async def server_stderr(server: str, last: deque[str] | None = None) -> AsyncIterator[TextIO]:
     """A file to give a stdio server as its standard error; its lines are logged (see the
     module) until the block ends, and those the server wrote last, up to ``DRAIN_TIMEOUT``
-    after.
+    after. Each line is also appended to ``last``, when given (a ``deque`` with a length).
 
     On cancellation: stops reading at once; what was not read yet is lost.
     """
@@ -72,7 +73,7 @@ async def server_stderr(server: str) -> AsyncIterator[TextIO]:
     try:
         async with anyio.create_task_group() as tg:
             ended = anyio.Event()
-            tg.start_soon(_relay, read_fd, server, ended)
+            tg.start_soon(_relay, read_fd, server, ended, last)
             try:
                 yield errlog
             finally:
@@ -85,7 +86,7 @@ async def server_stderr(server: str) -> AsyncIterator[TextIO]:
         os.close(read_fd)
 
 
-async def _relay(fd: int, server: str, ended: anyio.Event) -> None:
+async def _relay(fd: int, server: str, ended: anyio.Event, last: deque[str] | None) -> None:
     pending = b""
     levels = Levels()
 
@@ -94,6 +95,8 @@ async def _relay(fd: int, server: str, ended: anyio.Event) -> None:
         if line:
             level = levels.of(line)
             log.log(level, "MCP server %s: %s", server, line, extra={"mcp_server": server})
+            if last is not None:
+                last.append(line)
 
     try:
         while True:
