@@ -240,3 +240,23 @@ def test_blobs_an_interrupted_gc_set_aside_are_put_back(
         assert f"put back blob {digest}, set aside by an interrupted gc" in out
     assert f"removed blob {orphan}" in out  # still unreferenced: this gc decides again
     assert _blobs(env.root) == {live}
+
+
+def test_gc_refuses_a_directory_that_holds_no_store(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A mistyped ``--root`` (the store's parent, say): gc neither creates the store's
+    folders there nor removes what looks like a blob or a leftover, and says why."""
+    parent = tmp_path / "srv"
+    lookalike = parent / "blobs" / "ab" / ("ab" + "0" * 62)
+    lookalike.parent.mkdir(parents=True)
+    lookalike.write_text("not tether's")
+    old = time.time() - 7 * 86400
+    os.utime(lookalike, (old, old))
+    before = sorted(p.relative_to(parent) for p in parent.rglob("*"))
+    for dry in ((), ("--dry-run",)):
+        code, out, err = cli(capsys, "gc", "--root", str(parent), *dry)
+        assert code == 3, (dry, out, err)
+        assert out == ""
+        assert f"{parent}: no tether store here (it has no runs/ directory)" in err
+    assert sorted(p.relative_to(parent) for p in parent.rglob("*")) == before

@@ -108,6 +108,14 @@ def test_runs_on_an_unreadable_journal_and_a_missing_root(
     assert "no such directory" in err
     assert not (tmp_path / "nowhere").exists()
 
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x")
+    for argv in (("runs",), ("gc",), ("show", DONE), ("approve", APPROVE, "toolu_x", "--by", "p")):
+        code, _, err = cli(capsys, argv[0], "--root", str(a_file), *argv[1:])
+        assert code == 3, argv
+        assert f"{a_file}: not a directory (give the store's --root)" in err, argv
+    assert a_file.read_text() == "x"
+
 
 def test_show_timeline(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = cli(capsys, "show", "--root", env.r, DONE)

@@ -511,6 +511,24 @@ def test_worker_reports_an_unreachable_server(tmp_path: pathlib.Path) -> None:
     assert SECRET not in proc.stderr
 
 
+def test_worker_refuses_a_root_that_is_a_file(tmp_path: pathlib.Path) -> None:
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x")
+    proc = subprocess.run(
+        [sys.executable, "-m", "tether.cli", "worker", "--root", str(a_file),
+         "--app", "tests.supervisor._ledger_app:app"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 3, proc.stderr
+    assert f"tether: {a_file}: not a directory (give the store's --root)" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert a_file.read_text() == "x"
+
+
 def test_operator_commands_never_create_a_schema(
     pg_dsn: str,  # noqa: F811
     capsys: pytest.CaptureFixture[str],

@@ -113,7 +113,7 @@ class _Plan:
 
 def _gc(args: argparse.Namespace) -> int:
     async def command() -> int:
-        async with using(open_store(args), write=not args.dry_run) as store:
+        async with using(open_store(args), write=not args.dry_run, existing=True) as store:
             return await _run(store, args)
 
     return execute(args, command)

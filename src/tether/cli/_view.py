@@ -181,25 +181,37 @@ def open_store(args: argparse.Namespace, *, create: bool = False, **options: Any
             return store_for(spec, schema=schema_of(args), create=create, **options)
         except ValueError as exc:  # a malformed URL (bad port, ...)
             raise StoreMissingError(f"{public_url(spec)}: {exc}") from None
+    flag = "--root" if args.store is None else "--store"
+    if os.path.lexists(spec) and not os.path.isdir(spec):
+        raise StoreMissingError(f"{spec}: not a directory (give the store's {flag})")
     if not create and not os.path.isdir(spec):
-        flag = "--root" if args.store is None else "--store"
         raise StoreMissingError(f"{spec}: no such directory (give the store's {flag})")
     return FileStore(spec, **options)
 
 
 @asynccontextmanager
-async def using(store: Store, *, write: bool, run: str | None = None) -> AsyncIterator[Store]:
+async def using(
+    store: Store, *, write: bool, run: str | None = None, existing: bool = False
+) -> AsyncIterator[Store]:
     """Enter ``store`` for a command; a ``FileStore`` only when the command writes.
 
     Reading a directory store needs no setup, and entering one would create its folders and
     clean up leftovers: a command that only reads changes nothing. A command that writes for
     ``run`` of a directory store finds the run first, so a directory that holds no such run
-    (a mistyped ``--root``) is left as it was. A PostgreSQL store is always entered (it opens
-    its connections there).
+    (a mistyped ``--root``) is left as it was; so does one that needs an ``existing`` store
+    (``tether gc``), in a directory that has no ``runs/``. A PostgreSQL store is always
+    entered (it opens its connections there).
 
     Raises:
         RunNotFoundError: a directory store has no run ``run``.
+        StoreMissingError: ``existing``, and the directory holds no store.
     """
+    if existing and isinstance(store, FileStore):
+        if not await anyio.to_thread.run_sync(os.path.isdir, store.runs_dir):
+            raise StoreMissingError(
+                f"{store.root}: no tether store here (it has no runs/ directory); nothing "
+                "was changed (give the store's --root)"
+            )
     if isinstance(store, FileStore) and not write:
         yield store
         return
