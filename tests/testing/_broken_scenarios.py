@@ -3,8 +3,11 @@ agent unsafe (exit 1)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
+
+import anyio
 
 import tether
 from tether.testing import Scenario
@@ -39,3 +42,23 @@ def build_raises(root: Path) -> Scenario:
 
 def fine(root: Path) -> Scenario:
     return Scenario(build=_build, prompt="hi", ledger=list)
+
+
+def hangs(root: Path) -> Scenario:
+    """An agent whose one tool never returns: the baseline's process runs until it is killed
+    (``started`` says it is inside the tool)."""
+
+    def build() -> tuple[tether.ScriptedModel, tether.ToolRegistry]:
+        tools = tether.ToolRegistry()
+
+        @tools.tool(policy="rerun")
+        async def wait_forever() -> str:
+            """Wait."""
+            (root / "started").write_text(str(os.getpid()))
+            await anyio.sleep_forever()
+            return "never"
+
+        use = tether.ScriptedModel.tool_use
+        return tether.ScriptedModel([[use("toolu_w", "wait_forever", {})], "done"]), tools
+
+    return Scenario(build=build, prompt="hi", ledger=list)

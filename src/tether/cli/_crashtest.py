@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 from typing import Any
 
@@ -72,6 +73,7 @@ def add_crashtest_command(commands: Any) -> None:
 
 def _crashtest(args: argparse.Namespace) -> int:
     from ..testing import CrashtestError, run_crashtest
+    from ..testing import _children as children
     from ..testing._harness import redact_url
 
     if os.getcwd() not in sys.path:
@@ -85,6 +87,14 @@ def _crashtest(args: argparse.Namespace) -> int:
                 flush=True,
             )
 
+    terminated = []
+
+    def on_term(signum: int, frame: object) -> None:
+        terminated.append(signum)
+        children.stop()  # the cases' processes: a signal reaches this process alone
+        raise KeyboardInterrupt  # the cases' threads end; their directories are removed
+
+    previous = signal.signal(signal.SIGTERM, on_term)
     try:
         with CaseProgress(sys.stdout, first="baseline", enabled=not args.json) as progress:
             report = run_crashtest(
@@ -101,6 +111,16 @@ def _crashtest(args: argparse.Namespace) -> int:
     except CrashtestError as exc:
         print(f"tether: crashtest: {exc}", file=sys.stderr)
         return 2
+    except (KeyboardInterrupt, children.Stopped):
+        children.stop()
+        print(
+            "tether: crashtest: stopped before it finished; its processes were killed and its "
+            "temporary files removed (with --root, the cases so far are kept there)",
+            file=sys.stderr,
+        )
+        return 128 + (terminated[0] if terminated else signal.SIGINT)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     if args.json:
         print(json.dumps(report.as_dict(), indent=2))
     else:

@@ -206,12 +206,15 @@ async def using(
         RunNotFoundError: a directory store has no run ``run``.
         StoreMissingError: ``existing``, and the directory holds no store.
     """
-    if existing and isinstance(store, FileStore):
-        if not await anyio.to_thread.run_sync(os.path.isdir, store.runs_dir):
-            raise StoreMissingError(
-                f"{store.root}: no tether store here (it has no runs/ directory); nothing "
-                "was changed (give the store's --root)"
-            )
+    if (
+        existing
+        and isinstance(store, FileStore)
+        and not await anyio.to_thread.run_sync(os.path.isdir, store.runs_dir)
+    ):
+        raise StoreMissingError(
+            f"{store.root}: no tether store here (it has no runs/ directory); nothing "
+            "was changed (give the store's --root)"
+        )
     if isinstance(store, FileStore) and not write:
         yield store
         return

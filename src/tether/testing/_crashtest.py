@@ -119,7 +119,8 @@ def run_crashtest(
     Raises:
         CrashtestError: a bad target or store, the uninterrupted baseline run failed, or
             the scenario deploys but its baseline run never rested in flight for the deploy
-            to happen (or ``after_deploy`` for a scenario without a ``deploy``).
+            to happen (or ``after_deploy`` for a scenario without a ``deploy``), or the
+            baseline passed none of the crash points asked for (no case would test anything).
     """
     started = time.monotonic()
     check_points(points)
@@ -129,6 +130,8 @@ def run_crashtest(
         if importlib.util.find_spec("asyncpg") is None:
             raise CrashtestError("a PostgreSQL store needs asyncpg: pip install 'tether[postgres]'")
     spec, factory, paths = resolve_target(target)
+    if root is not None and Path(root).exists() and not Path(root).is_dir():
+        raise CrashtestError(f"--root {root} is not a directory: give a new or empty directory")
     if root is not None and Path(root).exists() and any(Path(root).iterdir()):
         raise CrashtestError(f"--root {root} is not empty: give a new or empty directory")
     deploys = check_scenario(spec, factory).deploy is not None
@@ -166,6 +169,14 @@ def run_crashtest(
         if after_deploy:
             assert base.deployed is not None
             kills = [k for k in kills if k.process >= base.deployed]
+        if not kills:  # a report of no case would read "crash-safe" having tested nothing
+            passed = sorted({point for p in base.processes for point in p.points})
+            chosen = f"the crash points {', '.join(points)}" if points else "any crash point"
+            raise CrashtestError(
+                f"the baseline run never passed {chosen}"
+                + (" after its deploy" if after_deploy else "")
+                + f", so no case would test anything; it passed: {', '.join(passed) or 'none'}"
+            )
         size = 6 if double is True else int(double)
         total = len(kills)  # the double kills are added once they are chosen
         finished = 0

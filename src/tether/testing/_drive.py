@@ -55,6 +55,7 @@ from ..operate._deploy import repin_plan
 from ..supervisor import RunStatus, fold
 from ..supervisor._contracts import CONTRACT, contracts_for
 from ..supervisor._verbs import answer_problem
+from . import _children as children
 from ._casestore import CaseStore, FileCase, postgres_case
 from ._child import CHILD_TIMEOUT_S, MODEL_CALLS_LOG, STATUS_MARK, STORE_ENV, case_dirs
 from ._scenario import Awaited, Decide, Pending, Scenario, ScenarioFactory, Stranded, ledger_of
@@ -257,16 +258,14 @@ def spawn(
     log = case / MODEL_CALLS_LOG
     before = count_lines(log)
     try:
-        proc = subprocess.run(
+        proc = children.run(
             [sys.executable, "-m", "tether.testing", *target.child_args(case, step, schema)],
             env=target.env(kill, trace),
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
             timeout=CHILD_TIMEOUT_S + 30,
-            check=False,
         )
     except subprocess.TimeoutExpired:
-        return ProcessResult(number, step, kill, -1, [], None, "", "timed out")
+        why = f"timed out: still running after {CHILD_TIMEOUT_S + 30:.0f} s, so it was killed"
+        return ProcessResult(number, step, kill, -1, [], None, "", why)
     stdout = proc.stdout.decode("utf-8", "replace")
     status = None
     for line in reversed(stdout.splitlines()):

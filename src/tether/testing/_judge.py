@@ -20,6 +20,9 @@ to finish like the baseline; the outcome is ``resolved``.
 
 from __future__ import annotations
 
+from collections import Counter
+from dataclasses import dataclass
+
 from ._drive import UNREACHED, CaseRun, Kill
 from ._report import CaseResult
 
@@ -28,6 +31,36 @@ def unsaved_answers(points: list[str]) -> int:
     """Model answers a process got and did not save, from the crash points it passed (each
     ``model_answered`` is followed by its run's ``model_saved`` unless the process died)."""
     return max(0, points.count("model_answered") - points.count("model_saved"))
+
+
+@dataclass(frozen=True)
+class Effects:
+    """How a case's side effects (ledger keys and counts) differ from the baseline's."""
+
+    repeated: dict[str, int]
+    """Keys the baseline has, done more often here: each with the count here."""
+    missing: dict[str, int]
+    """Keys the baseline has, done less often here (or not at all): each with the count
+    here."""
+    unexpected: dict[str, int]
+    """Keys the baseline does not have: each with the count here."""
+
+
+def compare_ledgers(base: Counter[str], got: Counter[str]) -> Effects:
+    """The keys whose counts differ between the baseline's ledger and a case's."""
+    return Effects(
+        repeated={k: n for k, n in got.items() if base[k] and n > base[k]},
+        missing={k: got[k] for k, n in base.items() if got[k] < n},
+        unexpected={k: n for k, n in got.items() if n and not base[k]},
+    )
+
+
+def _counts(keys: dict[str, int], base: Counter[str] | None = None) -> str:
+    """``keys`` and their counts here (and the baseline's), in words."""
+    return ", ".join(
+        f"{k!r}: {n}" + ("" if base is None else f" (baseline {base[k]})")
+        for k, n in sorted(keys.items())
+    )
 
 
 def judge(kills: tuple[Kill, ...], base: CaseRun, got: CaseRun) -> CaseResult:
@@ -40,15 +73,21 @@ def judge(kills: tuple[Kill, ...], base: CaseRun, got: CaseRun) -> CaseResult:
     compared for its answer: it did not get as far. Every problem found is listed, not only
     the first.
     """
-    duplicates = sum(max(0, n - base.ledger[k]) for k, n in got.ledger.items())
-    missing = sum(max(0, n - got.ledger[k]) for k, n in base.ledger.items())
+    effects = compare_ledgers(base.ledger, got.ledger)
+    duplicates = sum(n - base.ledger[k] for k, n in effects.repeated.items())
     extra = got.model_calls - base.model_calls
     allowed = sum(unsaved_answers(p.points) for p in got.processes if p.killed)
     problems = list(got.problems)
     differs: list[str] = []
+    if got.status not in ("error", UNREACHED) and effects.unexpected:
+        differs.append(
+            f"{sum(effects.unexpected.values())} side effect(s) the baseline did not have: "
+            f"{_counts(effects.unexpected)}"
+        )
     if got.status not in ("error", UNREACHED) and not got.parked:
         if got.status != base.status:
-            differs.append(f"status {got.status!r}, baseline {base.status!r}")
+            why = f" ({got.reason})" if got.reason else ""
+            differs.append(f"status {got.status!r}{why}, baseline {base.status!r}")
         if got.final_text != base.final_text:
             differs.append(f"final answer {got.final_text!r}, baseline {base.final_text!r}")
         if got.recorded_model_calls != base.recorded_model_calls:
@@ -56,12 +95,18 @@ def judge(kills: tuple[Kill, ...], base: CaseRun, got: CaseRun) -> CaseResult:
                 f"{got.recorded_model_calls} model answers in the journal, "
                 f"baseline {base.recorded_model_calls}"
             )
-        if missing:
-            differs.append(f"{missing} side effect(s) missing: {dict(got.ledger)}")
+        if effects.missing:
+            differs.append(
+                f"{sum(base.ledger[k] - n for k, n in effects.missing.items())} side "
+                "effect(s) missing: "
+                f"{_counts(effects.missing, base.ledger)}"
+            )
         if extra < 0:
             differs.append(f"{-extra} model call(s) fewer than the baseline")
     if duplicates:
-        problems.append(f"{duplicates} duplicate side effect(s): {dict(got.ledger)}")
+        problems.append(
+            f"{duplicates} duplicate side effect(s): {_counts(effects.repeated, base.ledger)}"
+        )
     problems += differs
     too_many = got.status not in ("error", UNREACHED) and extra > allowed
     if too_many:
