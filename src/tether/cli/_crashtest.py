@@ -73,8 +73,7 @@ def add_crashtest_command(commands: Any) -> None:
 
 def _crashtest(args: argparse.Namespace) -> int:
     from ..testing import CrashtestError, run_crashtest
-    from ..testing import _children as children
-    from ..testing._harness import redact_url
+    from ..testing._harness import Stopped, redact_url, stop_children
 
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())  # as `python -m` does, so examples.x:scenario imports
@@ -91,7 +90,7 @@ def _crashtest(args: argparse.Namespace) -> int:
 
     def on_term(signum: int, frame: object) -> None:
         terminated.append(signum)
-        children.stop()  # the cases' processes: a signal reaches this process alone
+        stop_children()  # the cases' processes: a signal reaches this process alone
         raise KeyboardInterrupt  # the cases' threads end; their directories are removed
 
     previous = signal.signal(signal.SIGTERM, on_term)
@@ -111,8 +110,8 @@ def _crashtest(args: argparse.Namespace) -> int:
     except CrashtestError as exc:
         print(f"tether: crashtest: {exc}", file=sys.stderr)
         return 2
-    except (KeyboardInterrupt, children.Stopped):
-        children.stop()
+    except (KeyboardInterrupt, Stopped):
+        stop_children()
         print(
             "tether: crashtest: stopped before it finished; its processes were killed and its "
             "temporary files removed (with --root, the cases so far are kept there)",

@@ -257,7 +257,7 @@ def summarize(
     asks = state  # the run as its holder will find it, and what it will record of the inbox
     words: tuple[str, ...] = ()
     if queued and state.finished is None:
-        from ..supervisor._answers import applying  # (``tether runs`` imports no tools)
+        from ..supervisor._verbs import applying  # (``tether runs`` imports no tools)
 
         asks = fold(events)  # a second fold, only for a run with answers waiting
         taken = applying(asks, queued, at)

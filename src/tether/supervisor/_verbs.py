@@ -41,6 +41,7 @@ from ..journal._records import RESOLUTIONS, Resolution
 from ..tools import wait_for
 from ._answers import Recorded as Recorded
 from ._answers import answer_problem as answer_problem
+from ._answers import applying as applying
 from ._answers import record_answer as record_answer
 from ._attempt import abandoned
 from ._children import child_ended, not_adopted

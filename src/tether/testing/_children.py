@@ -2,10 +2,11 @@
 
 The cases run in threads, each waiting on a child process of its own. A signal reaches only
 the harness's own process (a CI job's timeout sends SIGTERM to it alone), so without this the
-children would go on, adopted by init, and their cases' directories would stay behind. ``run``
-starts and waits for one child; ``stop`` kills every child running (with ``SIGKILL``: each is
-a case's agent, whose case is abandoned anyway) and makes every later ``run`` raise
-``Stopped``, so that each case's thread ends at once and the harness can clean up.
+children would go on, adopted by init, and their cases' directories would stay behind.
+``run`` starts and waits for one child; ``stop_children`` kills every child running (with
+``SIGKILL``: each is a case's agent, whose case is abandoned anyway) and makes every later
+``run`` raise ``Stopped``, so that each case's thread ends at once and the harness can clean
+up.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ def run(
             stderr=subprocess.PIPE,
         )
         _running.add(proc)
-        if _stopped:  # (stopped while it started: ``stop`` may have missed it)
+        if _stopped:  # (stopped while it started: ``stop_children`` may have missed it)
             _kill(proc)
     try:
         try:
@@ -62,7 +63,7 @@ def run(
     return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
 
-def stop() -> None:
+def stop_children() -> None:
     """Kill every child running now and refuse to start any more. Safe in a signal handler:
     it takes no lock (the frame it interrupted may hold one); a child being started as it
     runs is killed by the thread starting it."""
