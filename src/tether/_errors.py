@@ -23,7 +23,7 @@
         ├── JournalCorruptError          damage followed by valid data (path, offset, seq, reason)
         ├── JournalVersionError          written by a newer format than this reader knows
         ├── JournalLockedError           another handle (task or process) holds the write lock
-        │   └── LeaseLostError           PostgreSQL: another worker took the run over
+        │   └── LeaseLostError           PostgreSQL: the run's lease was lost
         ├── JournalBrokenError           a write or fsync failed: this handle accepts no more
         │   └── JournalRemovedError      the file was removed or replaced while held
         ├── JournalIOError               a file could not be created, read or written (the OS error)
@@ -158,19 +158,17 @@ class JournalLockedError(JournalError):
 
 
 class LeaseLostError(JournalLockedError):
-    """Another worker took the run over: this handle's lease (epoch) is stale.
+    """This handle may no longer act for the run: another worker took it over (this handle's
+    lease, its epoch, is stale), or the lease ran out before it was renewed (the process was
+    paused, or cut off from the database). ``detail`` says which.
 
     Raised by an append the store rejected (the epoch check is in the same statement as the
     insert) and by ``fence`` before a tool runs. Nothing more is written through this handle;
-    the worker stops working on the run.
+    the worker stops working on the run, which the next worker to claim it resumes.
     """
 
     def __init__(self, path: str, detail: str = "") -> None:
-        JournalError.__init__(
-            self,
-            path,
-            "lease lost: another worker took the run over" + (f" ({detail})" if detail else ""),
-        )
+        JournalError.__init__(self, path, "lease lost" + (f": {detail}" if detail else ""))
         self.detail = detail
 
     def __reduce__(self) -> tuple[Any, ...]:

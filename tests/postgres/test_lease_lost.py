@@ -11,6 +11,7 @@ taken over from a worker whose lease ran out, so they can make sure it is gone f
 from __future__ import annotations
 
 import json
+import logging
 import os
 import pathlib
 import signal
@@ -120,11 +121,13 @@ def test_a_worker_woken_after_losing_its_lease_does_not_finish_its_call(
 
 
 async def test_a_worker_that_loses_its_own_lease_by_a_stall_charges_the_run_nothing(
-    pg_dsn: str, pg_schema: str
+    pg_dsn: str, pg_schema: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A tool that blocks the event loop past the lease (a starved process) loses the run to
     its own worker's lease timer, again and again; each time the worker takes the run back,
-    and that is no crash: the run is never parked as a crash loop, and finishes."""
+    and that is no crash: the run is never parked as a crash loop, and finishes. The log says
+    the lease ran out, not that another worker took the run (there is none)."""
+    caplog.set_level(logging.WARNING, "tether.supervisor")
     stalls: list[int] = []
     tools = tether.ToolRegistry()
 
@@ -161,6 +164,16 @@ async def test_a_worker_that_loses_its_own_lease_by_a_stall_charges_the_run_noth
     resumes = [e for e in events if isinstance(e, Resumed)]
     assert resumes
     assert all(not e.charged and "lease ran out" in e.cause for e in resumes)
+    said = [
+        r.getMessage()
+        for r in caplog.records
+        if r.name == "tether.supervisor" and "lease lost" in r.getMessage()
+    ]
+    assert said
+    for message in said:
+        assert "another worker" not in message
+        assert "lease lost: its lease ran out before it could be renewed" in message
+        assert "the next worker to claim the run resumes it (this one too" in message
 
 
 async def store_events(dsn: str, schema: str, run_id: str) -> list[Any]:

@@ -113,8 +113,10 @@ async def drive(
     journal.when_lost(lost.cancel)
     with lost:
         return await _drive(stepper, fresh=fresh, prior=prior)
-    # The calls still running for it were stopped, and nothing more recorded.
-    raise LeaseLostError(journal.path, "it may no longer act for the run; its calls were stopped")
+    # The calls still running for it were stopped, and nothing more recorded: the handle's
+    # fence says why (another worker took the run, or the lease ran out).
+    await journal.fence()
+    raise LeaseLostError(journal.path, "this process may no longer act for the run")
 
 
 async def _drive(stepper: _Drive, *, fresh: bool, prior: Interruption | None) -> Standing | None:

@@ -99,11 +99,18 @@ async def drive_until_rest(
         except Exception as exc:
             lost = _lease_lost(exc)
             if lost is not None:
-                log.warning("run %s: %s; another worker continues it", run_id, lost)
+                log.warning(
+                    "run %s: %s; its calls here were stopped and nothing more is recorded "
+                    "here: the next worker to claim the run resumes it (this one too, once "
+                    "it can)",
+                    run_id,
+                    lost,
+                    extra={"run_id": run_id},
+                )
                 return OWNED_ELSEWHERE
             if isinstance(exc, JournalLockedError):
-                # (also after a crash of ours: another worker may have taken it meanwhile)
-                log.info("run %s is owned by another process", run_id)
+                # (also after a crash of ours: another worker may have taken it meanwhile;
+                # said once by the caller, not at every sweep that tries its lock)
                 return OWNED_ELSEWHERE
             if isinstance(exc, RunNotFoundError):
                 return GONE

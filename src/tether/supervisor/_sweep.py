@@ -99,7 +99,8 @@ def start_line(store: Store, counts: Counter[str]) -> str:
     total = sum(counts.values())
     if not total:
         return f"serving {where}: no runs yet"
-    parts = [f"{counts['resumed']} resumed"] if counts["resumed"] else []
+    # Found to resume: started here, each taken up unless another process holds it.
+    parts = [f"{counts['resumed']} to resume"] if counts["resumed"] else []
     parts += [f"{n} {status}" for status, n in sorted(counts.items()) if status != "resumed"]
     return f"serving {where}: {total} runs ({', '.join(parts)})"
 

@@ -193,7 +193,14 @@ class RunTasks:
             jitter=self._jitter,
         )
         if outcome is OWNED_ELSEWHERE:
-            self._board.entry(run_id).remote = True
+            entry = self._board.entry(run_id)
+            if not entry.remote:  # news once; each sweep tries its lock again, quietly
+                log.info(
+                    "run %s is advanced by another process; taken up here if that one stops",
+                    run_id,
+                    extra={"run_id": run_id},
+                )
+            entry.remote = True
             return None
         if outcome is GONE:
             report_gone(run_id, self._board.runs.get(run_id))
