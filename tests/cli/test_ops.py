@@ -230,7 +230,11 @@ def test_resolve_refusals(env: Env, capsys: pytest.CaptureFixture[str]) -> None:
     base = ("resolve", "--root", env.r)
     code, _, err = cli(capsys, *base, APPROVE, REFUND_CALL, "--outcome", "retry", "--by", "o")
     assert code == 1
-    assert "is not escalated (approve or reject" in err
+    assert f"call {REFUND_CALL!r} (issue_refund) is not escalated: it waits for approval" in err
+    assert cli(capsys, "approve", "--root", env.r, APPROVE, REFUND_CALL, "--by", "o")[0] == 0
+    code, _, err = cli(capsys, *base, APPROVE, REFUND_CALL, "--outcome", "retry", "--by", "o")
+    assert code == 1  # approved, not run yet: nothing for a person to resolve
+    assert "is not escalated: only a call whose outcome is unknown, or that its tool" in err
     ok = cli(capsys, *base, ESCALATED, CHARGE_CALL, "--outcome", "failed", "--by", "o")
     assert ok[0] == 0
     code, _, err = cli(capsys, *base, ESCALATED, CHARGE_CALL, "--outcome", "retry", "--by", "o")

@@ -67,11 +67,16 @@ def answer_problem(state: RunState, answer: Event | AnyEvent, now: float) -> str
         if call is None or call.done:
             return _not_open(state, answer.call_id)
         if not call.escalated:
-            why = (
-                "was already resolved"
-                if call.resolution is not None
-                else "is not escalated (approve or reject calls that wait for approval)"
-            )
+            pin = pinned_tool(state, call.name)
+            if call.resolution is not None:
+                why = "was already resolved"
+            elif pin is not None and pin.approval and call.decision is None and not call.attempts:
+                why = "is not escalated: it waits for approval (approve or reject it)"
+            else:
+                why = (
+                    "is not escalated: only a call whose outcome is unknown, or that its tool "
+                    "escalated, is resolved"
+                )
             return f"call {call.id!r} ({call.name}) {why}"
         return None
     return f"a {type(answer).__name__} record is not an answer a person can give"
