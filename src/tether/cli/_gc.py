@@ -153,7 +153,7 @@ async def _run(store: Store, args: argparse.Namespace) -> int:
     print(
         f"{'dry run: ' if args.dry_run else ''}{would} {removed} run(s) and {blob_count} "
         f"blob(s) ({blob_bytes} bytes){also}; kept {plan.unfinished} unfinished, {plan.recent} "
-        f"finished within their window, {len(plan.locked)} held, "
+        f"finished within their window, {len(plan.locked)} old but held by a process, "
         f"{len(plan.unreadable)} unreadable"
     )
     if blob_note:
