@@ -6,6 +6,7 @@ Spans go to the SDK's in-memory exporter and are printed at the end; in producti
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import anyio
@@ -38,9 +39,10 @@ model = tether.ScriptedModel(
 async def main() -> None:
     telemetry = OpenTelemetry(tracer_provider=provider, agent_name="helpdesk")
     store = tether.FileStore("tether-data")
+    run_id = f"traced-{uuid.uuid4().hex[:8]}"  # a new run each time the script runs
     async with tether.Supervisor(store, model=model, tools=tools, telemetry=telemetry) as sup:
-        await sup.start("traced-1", "Ticket KITE-142 just came in.")
-        await sup.wait("traced-1")
+        await sup.start(run_id, "Ticket KITE-142 just came in.")
+        await sup.wait(run_id)
     for span in exporter.get_finished_spans():
         attributes = span.attributes or {}
         print(span.name, {k: v for k, v in attributes.items() if k.startswith("gen_ai.op")})

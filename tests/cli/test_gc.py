@@ -62,7 +62,10 @@ def test_gc_dry_run_then_for_real(env: Env, capsys: pytest.CaptureFixture[str]) 
     would_blobs = {line.split()[3] for line in out.splitlines() if "would remove blob" in line}
     assert would_blobs == gone_blobs
     assert "dry run: would remove 4 run(s) and 3 blob(s)" in out
-    assert "kept 2 unfinished, 3 finished within their window, 0 old but held by a process, 0 unreadable" in out
+    assert (
+        "kept 2 unfinished, 3 finished within their window, 0 old but held by a process, "
+        "0 unreadable" in out
+    )
     assert (_runs(env.root), _blobs(env.root)) == (before_runs, before_blobs)
 
     code, out, err = cli(capsys, "gc", "--root", env.r)

@@ -293,7 +293,10 @@ async def test_gc_dry_run_then_for_real(pg: PgEnv, capsys: pytest.CaptureFixture
         gone_blobs
     )
     assert "dry run: would remove 4 run(s) and 3 blob(s)" in out
-    assert "kept 1 unfinished, 3 finished within their window, 0 old but held by a process, 0 unreadable" in out
+    assert (
+        "kept 1 unfinished, 3 finished within their window, 0 old but held by a process, "
+        "0 unreadable" in out
+    )
     assert (await pg.runs(), await pg.blobs()) == (before, gone_blobs | {live_blob})
 
     # A worker that died holding a finished run: its lease expired, the run goes.

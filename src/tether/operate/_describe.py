@@ -104,6 +104,8 @@ def describe(event: AnyEvent, names: dict[str, str], limit: int = 100) -> str:
         case ToolResult():
             if event.blob is not None:
                 body = f"blob {event.blob.size} bytes: {event.blob.summary}"
+            elif event.blocks and isinstance(event.content, list):
+                body = _blocks_text(event.content)
             else:
                 body = result_text(event.content)
             return shorten(f"{tool(event.call_id)} {'ok' if event.ok else 'error'}: {body}", limit)
@@ -164,6 +166,17 @@ def describe(event: AnyEvent, names: dict[str, str], limit: int = 100) -> str:
             return shorten(f"now on {', '.join(parts) or 'the same contract'}{who}{note}", limit)
         case _:
             assert_never(event)
+
+
+def _blocks_text(blocks: list[Any]) -> str:
+    """Content blocks as a person reads them: the text of text blocks, others by their type
+    (``[image]``)."""
+    words = []
+    for block in blocks:
+        kind = block.get("type") if isinstance(block, dict) else None
+        text = block.get("text") if isinstance(block, dict) else None
+        words.append(text if kind == "text" and isinstance(text, str) else f"[{kind or '?'}]")
+    return " ".join(words)
 
 
 def _started(event: RunStarted) -> str:

@@ -172,7 +172,7 @@ def contract_changes(
                 f"tool {pin.name!r} version {pin.version!r} changed its contract "
                 f"(schema hash {spec.schema_hash[:12]}, pinned {pin.schema_hash[:12]}){declared}"
                 "; register the old contract under its version or give the new one a new "
-                "version",
+                "version, or let the run go on under the new one (tether repin)",
                 pin,
                 spec,
             )
