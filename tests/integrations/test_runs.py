@@ -170,3 +170,47 @@ def test_the_agents_still_run_without_tether(tmp_path: pathlib.Path) -> None:
     assert result.last_agent.name == "refunds"
     assert [i.name for i in result.interruptions] == ["refund", "refund"]  # the SDK's own gate
     assert lines(tmp_path / "payments.jsonl") == []
+
+
+def test_a_pydantic_ai_model_is_pinned_by_its_own_name() -> None:
+    """pydantic-ai names a ``FunctionModel`` ``function:NAME:``; the run pins that name, not
+    its system twice (``function:function:NAME:``)."""
+    from pydantic_ai import Agent
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+    from tether.integrations.pydantic_ai._agent import AgentStepModel
+
+    def respond(messages: list[Any], info: AgentInfo) -> Any:
+        raise AssertionError("not called")
+
+    agent: Agent[None, str] = Agent(FunctionModel(respond))
+    assert AgentStepModel(agent, None).name == "function:respond:"
+
+
+async def test_a_framework_tool_given_only_a_verify_function_is_verified() -> None:
+    """As ``ToolOptions`` says: ``verify=`` implies policy ``verify`` for a tool nothing else
+    says anything of (it raised "only used with policy 'verify', not 'escalate'")."""
+    from pydantic_ai import Agent
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+    from tether.integrations.pydantic_ai._tools import AgentTools
+    from tether.mcp import ToolOptions
+
+    def respond(messages: list[Any], info: AgentInfo) -> Any:
+        raise AssertionError("not called")
+
+    agent: Agent[None, str] = Agent(FunctionModel(respond))
+
+    @agent.tool_plain
+    def refund(order: str) -> str:
+        """Refund an order."""
+        return f"refunded {order}"
+
+    async def landed(arguments: dict[str, Any], ctx: tether.ToolContext) -> Any:
+        return None
+
+    options = {"refund": ToolOptions(verify=landed), "other": ToolOptions()}
+    assert options["other"].own_policy() == "escalate"
+    registry = tether.ToolRegistry()
+    async with AgentTools(agent, {"refund": options["refund"]}, None).opened(registry):
+        assert registry.get("refund").policy == "verify"

@@ -26,7 +26,8 @@ class ToolOptions:
     Attributes:
         policy: the replay policy, whatever the server's annotations say (see
             ``tether.mcp``'s table for what applies without it; a framework's tool without
-            one is ``escalate``, as local tools are).
+            one is ``verify`` when ``verify`` is given, else ``escalate``, as local tools
+            are: ``own_policy``).
         verify: ``await verify(arguments, ctx)``, for policy ``verify`` (implied when the
             tool is not known to be safe to repeat): the result if the call landed, else
             ``None``.
@@ -47,3 +48,10 @@ class ToolOptions:
     retries: int | None = None
     version: str = "1"
     cache_control: dict[str, Any] | None = None
+
+    def own_policy(self) -> ReplayPolicy | PolicyName:
+        """The policy of a tool nothing else says anything of (an agent framework's): the
+        one given, else ``verify`` when a ``verify`` function is given, else ``escalate``."""
+        if self.policy is not None:
+            return self.policy
+        return ReplayPolicy.VERIFY if self.verify is not None else ReplayPolicy.ESCALATE

@@ -17,7 +17,7 @@ from ..._errors import RunStateError, ToolDefinitionError
 from ...journal import Budgets
 from ...models import Message, ModelReply, SystemPrompt, ToolDefinition
 from ...supervisor import RunStatus, Supervisor, WorkerApp
-from ...tools import ReplayPolicy, ToolContext, ToolRegistry
+from ...tools import ToolContext, ToolRegistry
 from ...tools._adapters import ToolOptions
 from .._steps import CONTINUE_TOOL, ToolSettings, add_continue_tool, read_steps, tool_options
 from ._step import FRAMEWORK, StepModel, replayed_guardrail, replayed_tool, run_step
@@ -192,7 +192,7 @@ class TetherRunner:
             input_schema=tool.params_json_schema,
             description=tool.description,
             version=options.version,
-            policy=options.policy or ReplayPolicy.ESCALATE,
+            policy=options.own_policy(),
             verify=options.verify,
             approval=options.approval or tool.needs_approval is not False,
             approval_timeout=options.approval_timeout,

@@ -24,7 +24,7 @@ OutputT = TypeVar("OutputT")
 class AgentStepModel:
     """The tether ``Model`` of a pydantic-ai agent: each call takes the agent's next step.
 
-    ``name`` is the agent's model (``openai:gpt-5-mini``, ``function:respond``) and ``params``
+    ``name`` is the agent's model (``openai:gpt-5-mini``, ``function:respond:``) and ``params``
     name the framework and the agent, so a run resumed by a deploy that changed the model
     stops as ``needs_attention`` naming the change; the tools' contracts are pinned as tools.
     """
@@ -39,7 +39,7 @@ class AgentStepModel:
         self._deps = deps
         self._stream = event_stream_handler
         model = agent_model(agent)
-        self._name = "none" if model is None else f"{model.system}:{model.model_name}"
+        self._name = "none" if model is None else _model_name(model.system, model.model_name)
         self._params: dict[str, Any] = {"framework": FRAMEWORK, "agent": agent.name or ""}
 
     @property
@@ -168,3 +168,10 @@ class TetherAgent(Generic[OutputT]):
         )
         result: AgentRunResult[OutputT] = replayed.result
         return result
+
+
+def _model_name(system: str, model_name: str) -> str:
+    """``SYSTEM:MODEL`` (``openai:gpt-5-mini``), as pydantic-ai names models, from a model's
+    ``system`` and ``model_name``; a name that starts with its system already (a
+    ``FunctionModel``'s ``function:respond:``) is kept as it is."""
+    return model_name if model_name.startswith(f"{system}:") else f"{system}:{model_name}"

@@ -30,7 +30,7 @@ from pydantic_ai.usage import RunUsage
 from pydantic_core import to_jsonable_python
 
 from ..._errors import ToolDefinitionError
-from ...tools import ReplayPolicy, ToolContext, ToolRegistry
+from ...tools import ToolContext, ToolRegistry
 from ...tools._adapters import ToolOptions
 from .._steps import CONTINUE_TOOL
 
@@ -114,7 +114,7 @@ class AgentTools:
             input_schema=definition.parameters_json_schema,
             description=definition.description or "",
             version=options.version,
-            policy=options.policy or ReplayPolicy.ESCALATE,
+            policy=options.own_policy(),
             verify=options.verify,
             approval=options.approval or definition.kind == "unapproved",
             approval_timeout=options.approval_timeout,
