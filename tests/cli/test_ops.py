@@ -11,7 +11,7 @@ import sys
 import anyio
 import pytest
 
-from tether.journal import Decision, FileStore, Resolved, Retried, RunFinished
+from tether.journal import Decision, FileStore, Resolved, Retried, RunFinished, ToolFailed
 from tether.models import Message, ToolResultBlock, is_known
 from tether.supervisor import RunStatus
 
@@ -355,3 +355,21 @@ def test_a_journal_whose_records_make_no_run_is_refused_in_one_line(
     code, out, _ = cli(capsys, "runs", "--root", root)
     assert code == 0
     assert "its journal's records do not make a run" in out
+
+
+async def test_cancelling_an_escalated_run_ends_its_call_as_unresolved(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The escalated call waited for a person; the cancellation's end of it says so (not
+    that a process stopped while it ran)."""
+    code, _, err = await cli_async(
+        capsys, "cancel", "--root", env.r, ESCALATED, "--reason", "refunded by hand", "--by", "o"
+    )
+    assert code == 0, err
+    ended = [e for e in await env.events(ESCALATED) if isinstance(e, ToolFailed)][-1]
+    assert ended.call_id == CHARGE_CALL
+    assert ended.timed_out
+    assert ended.error == (
+        "interrupted: the call waited for a person to resolve it, and the run was cancelled "
+        "first; whether it had its effect is unknown"
+    )

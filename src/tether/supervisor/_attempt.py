@@ -210,9 +210,13 @@ def abandoned(state: RunState, but: Container[str] = ()) -> list[Event]:
     with ``timed_out`` each, as ``interrupted`` gives, so that none is left in flight in a
     finished run's journal. Recorded with a cancellation of a run that no process holds, and
     with one a drive takes in from the inbox."""
-    why = "the run's process stopped while this call ran, and the run was cancelled before it"
+    stopped = (
+        "the run's process stopped while this call ran, and the run was cancelled before it "
+        "was taken up again"
+    )
+    unresolved = "the call waited for a person to resolve it, and the run was cancelled first"
     return [
-        _unknown_end(c, f"{why} was taken up again")
+        _unknown_end(c, unresolved if c.escalated else stopped)
         for c in state.calls.values()
         if c.dangling and c.id not in but
     ]
