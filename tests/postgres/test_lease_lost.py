@@ -174,6 +174,7 @@ async def test_a_worker_that_loses_its_own_lease_by_a_stall_charges_the_run_noth
         assert "another worker" not in message
         assert "lease lost: its lease ran out before it could be renewed" in message
         assert "the next worker to claim the run resumes it (this one too" in message
+    assert not any("by another process" in r.getMessage() for r in caplog.records)
 
 
 async def store_events(dsn: str, schema: str, run_id: str) -> list[Any]:

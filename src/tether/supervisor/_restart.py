@@ -35,6 +35,9 @@ from ._status import Standing
 log = logging.getLogger("tether.supervisor")
 
 OWNED_ELSEWHERE = Standing(RunStatus.RUNNING, "owned by another process")
+LOCKED_ELSEWHERE = Standing(RunStatus.RUNNING, "held by another process")
+"""``OWNED_ELSEWHERE`` found so this time (the run's lock or lease is another's), not left for
+another worker or lost by this one: its caller says so once."""
 """What ``drive_until_rest`` returns when another worker holds the run."""
 GONE = Standing(RunStatus.RUNNING, "gone from the store")
 """What ``drive_until_rest`` returns when the run is no longer in the store."""
@@ -73,7 +76,8 @@ async def drive_until_rest(
 ) -> Standing | None:
     """Drive run ``run_id`` (opening ``journal`` if it is ``None``) until it rests.
 
-    Returns its resting outcome, ``OWNED_ELSEWHERE`` when another worker holds it, ``GONE``
+    Returns its resting outcome, ``OWNED_ELSEWHERE`` (``LOCKED_ELSEWHERE``: found held) when
+    another worker holds it, ``GONE``
     when it is no longer in the store, or ``None`` when the supervisor is stopping
     (``rt.stopping``).
 
@@ -111,7 +115,7 @@ async def drive_until_rest(
             if isinstance(exc, JournalLockedError):
                 # (also after a crash of ours: another worker may have taken it meanwhile;
                 # said once by the caller, not at every sweep that tries its lock)
-                return OWNED_ELSEWHERE
+                return LOCKED_ELSEWHERE
             if isinstance(exc, RunNotFoundError):
                 return GONE
             if unusable(exc) or (isinstance(exc, JournalError) and not _recoverable(exc)):

@@ -22,7 +22,7 @@ from .._backoff import STORE_RETRY_CAP, Backoff
 from ..journal import JournalHandle, Store
 from ..journal._descriptors import Descriptors
 from ._entry import Board
-from ._restart import GONE, OWNED_ELSEWHERE, drive_until_rest, report_gone
+from ._restart import GONE, LOCKED_ELSEWHERE, OWNED_ELSEWHERE, drive_until_rest, report_gone
 from ._runtime import Runtime
 from ._state import RunStatus
 from ._status import Standing
@@ -192,9 +192,9 @@ class RunTasks:
             sleep=self._rt.sleep,
             jitter=self._jitter,
         )
-        if outcome is OWNED_ELSEWHERE:
+        if outcome is OWNED_ELSEWHERE or outcome is LOCKED_ELSEWHERE:
             entry = self._board.entry(run_id)
-            if not entry.remote:  # news once; each sweep tries its lock again, quietly
+            if outcome is LOCKED_ELSEWHERE and not entry.remote:  # news once, not each sweep
                 log.info(
                     "run %s is advanced by another process; taken up here if that one stops",
                     run_id,
