@@ -447,3 +447,18 @@ def encode_event(event: Event) -> bytes:
 def decode_event(data: bytes | memoryview) -> AnyEvent:
     """Decode one event; raises ``msgspec.DecodeError`` or ``msgspec.ValidationError``."""
     return DECODER.decode(data)
+
+
+def check_types(event: Event, what: str) -> None:
+    """Raise ``TypeError`` if ``event`` has a field of another type than its record declares.
+
+    msgspec checks types when it decodes a record, not when one is made: an answer built from
+    a caller's wrongly typed argument (``by=5``) would be written, fsync'd and acknowledged,
+    and the journal would then not read (``corrupt ... Expected `str`, got `int``). So a
+    record made from what a caller gave is decoded once before it is written. ``what`` names
+    it in the error (``a signal``).
+    """
+    try:
+        DECODER.decode(ENCODER.encode(event))
+    except (msgspec.ValidationError, msgspec.EncodeError, TypeError) as exc:
+        raise TypeError(f"{what}: {exc}") from None

@@ -34,7 +34,8 @@ from ..journal import (
     Signal,
     Store,
 )
-from ._budgets import budget_problem
+from ..journal._records import check_types
+from ._budgets import budget_problem, limits_problem
 from ._runtime import Mailbox
 from ._state import RunState, RunStatus, fold
 from ._status import approval_deadline, pinned_tool, run_status
@@ -142,6 +143,8 @@ def retry_problem(state: RunState, budgets: Budgets | None, now: float) -> str |
     A run can be retried when the runtime parked it (a model that refused, a crash loop) or
     when it failed; a failed run must not still be over a budget once ``budgets`` apply.
     """
+    if budgets is not None and (wrong := limits_problem(budgets)) is not None:
+        return wrong
     finished = state.finished
     if finished is not None and finished.status != RunStatus.FAILED:
         return f"run already finished ({finished.status})"
@@ -220,6 +223,8 @@ async def record_answer(
     Raises:
         RunNotFoundError, InvalidRunIdError: no such run, or not a run id.
         RunStateError: the answer does not fit the run (``answer_problem`` says why).
+        TypeError: a field of the answer is of another type than its record declares (a
+            caller's ``by=5``): nothing written or queued (``check_types``).
         RecordTooLargeError: the journal could not hold the answer (nothing written or queued).
         JournalCorruptError, JournalVersionError: the journal cannot be read.
         JournalIOError, JournalBrokenError, OSError: the store failed; for a broken journal
@@ -232,6 +237,7 @@ async def record_answer(
     def checked(state: RunState) -> Event | None:
         """The answer to write, ``None`` for a signal the run has already."""
         record = build(state)
+        check_types(record, f"a {record.__struct_config__.tag} answer for run {run_id!r}")
         if repeated(state, record):
             return None
         problem = answer_problem(state, record, clock())

@@ -45,3 +45,20 @@ def budget_problem(
                 f"limit {b.max_tool_calls}"
             )
     return None
+
+
+def limits_problem(budgets: Budgets) -> str | None:
+    """What is wrong with ``budgets`` as a caller gave them, or ``None``: each limit is
+    ``None`` (unlimited) or a number of the type it declares, not below zero (a run started
+    with ``max_model_calls=-1`` could only fail)."""
+    for name in budgets.__struct_fields__:
+        value = getattr(budgets, name)
+        if value is None:
+            continue
+        kind = (int, float) if name == "deadline_s" else (int,)
+        if isinstance(value, bool) or not isinstance(value, kind):
+            want = "a number of seconds" if name == "deadline_s" else "a whole number"
+            return f"budgets {name}={value!r}: expected {want} or None"
+        if value < 0:
+            return f"budgets {name}={value!r}: a limit cannot be below zero"
+    return None

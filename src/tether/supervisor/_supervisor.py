@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import random
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from typing import Any, final
 
@@ -24,11 +24,12 @@ import anyio
 
 from .._errors import RunExistsError, RunNotFoundError, RunStateError
 from ..journal import Budgets, JournalHandle, RunStarted, Store, Waiting
-from ..journal._records import Resolution
+from ..journal._records import Resolution, check_types
 from ..models import Message, Model, SystemPrompt
 from ..tools import ToolRegistry
 from . import _verbs as verbs
 from ._answers import Recorded
+from ._budgets import limits_problem
 from ._children import child_started
 from ._clock import Clock, SystemClock, dated
 from ._entry import Board
@@ -285,14 +286,19 @@ class Supervisor:
             RunExistsError: a run with this id exists.
             InvalidRunIdError: ``run_id`` is not a valid run id.
             RuntimeError: the supervisor is not entered, or is stopping.
+            TypeError, ValueError: ``prompt`` is neither a string nor a list of messages (or
+                an empty one), ``budgets`` not ``Budgets`` or one of its limits not a whole
+                number (seconds for ``deadline_s``) at least 0, or a value of ``messages``
+                not JSON: nothing is written.
         """
         if not self._tasks.running:
             raise RuntimeError("the supervisor is not running (enter it, and do not drain it)")
-        messages = (
-            [{"role": "user", "content": prompt}]
-            if isinstance(prompt, str)
-            else [dict(m) for m in prompt]
-        )
+        messages = _start_messages(prompt)
+        if budgets is not None and not isinstance(budgets, Budgets):
+            raise TypeError(f"budgets: expected tether.Budgets, got {type(budgets).__name__}")
+        wrong = None if budgets is None else limits_problem(budgets)
+        if wrong is not None:
+            raise ValueError(wrong)
         manifest = build_manifest(self._rt, system=system, app_version=self._app_version)
         telemetry = self._rt.telemetry
         # Tracing reports the start only once the run exists: a refused start reports nothing.
@@ -308,6 +314,7 @@ class Supervisor:
                 trace=trace,
                 at=self._rt.clock(),
             )
+            check_types(started, f"the start of run {run_id!r}")
             mark = self._halts.mark(run_id)
             journal: JournalHandle | None = await self._store.create(run_id, [started])
         assert journal is not None
@@ -647,3 +654,23 @@ class Supervisor:
             self._board.set(run_id, Standing(RunStatus.RUNNING))
             self._tasks.spawn(run_id, None, fresh=False)
         return done
+
+
+def _start_messages(prompt: str | Sequence[Message]) -> list[dict[str, Any]]:
+    """The first messages of a run asked ``prompt``: a string is the user's one message.
+
+    Raises:
+        TypeError: neither a string nor a sequence of messages (mappings).
+        ValueError: an empty string or no messages.
+    """
+    if isinstance(prompt, str):
+        if not prompt:
+            raise ValueError("prompt: an empty string asks the model nothing")
+        return [{"role": "user", "content": prompt}]
+    if not isinstance(prompt, Sequence) or not all(isinstance(m, Mapping) for m in prompt):
+        raise TypeError(
+            f"prompt: expected a string or a list of messages, got {type(prompt).__name__}"
+        )
+    if not prompt:
+        raise ValueError("prompt: no messages")
+    return [dict(m) for m in prompt if isinstance(m, Mapping)]  # (every one is: checked)
