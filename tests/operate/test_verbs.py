@@ -136,3 +136,53 @@ async def test_supervisor_and_operate_refuse_and_accept_the_same_answers(env: En
             await sup.signal(APPROVE, "payment.o-1", signal_id="has spaces")
         with pytest.raises(ValueError, match="a signal id is"):
             await operate.signal(store, APPROVE, "payment.o-1", signal_id="x" * 201)
+
+
+async def test_two_answers_to_one_call_at_once_one_is_recorded_the_other_refused(
+    env: Env,
+) -> None:
+    """Two requests to one console approve and reject the same call at the same moment, no
+    worker holding the run: one is recorded, the other is refused naming it. (The second
+    found the journal held by the first, and was queued against the journal as it stood
+    before the first landed: acknowledged, then dropped by the next worker.)"""
+    outcomes: list[object] = []
+
+    async def answer(store: FileStore, approved: bool, by: str) -> None:
+        try:
+            outcomes.append(
+                await operate.decide(store, APPROVE, REFUND_CALL, approved=approved, by=by)
+            )
+        except RunStateError as exc:
+            outcomes.append(exc)
+
+    async with FileStore(env.root) as store:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(answer, store, True, "priya")
+            tg.start_soon(answer, store, False, "sam")
+        assert await store.peek_inbox(APPROVE) == []
+    recorded = [o for o in outcomes if not isinstance(o, RunStateError)]
+    refused = [o for o in outcomes if isinstance(o, RunStateError)]
+    assert len(recorded) == 1
+    assert len(refused) == 1
+    assert not recorded[0].queued  # type: ignore[attr-defined]
+    assert "was already" in str(refused[0])
+
+
+async def test_an_answer_waits_out_another_answer_s_moment_with_the_journal(
+    env: Env,
+) -> None:
+    """Another process holds the journal for a moment (its own answer's append): an answer
+    given then is recorded once it is let go, not queued for a worker that is not there."""
+    async with FileStore(env.root) as store, FileStore(env.root) as other:
+        journal = await store.open(APPROVE)
+
+        async def let_go() -> None:
+            await anyio.sleep(0.1)
+            await journal.aclose()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(let_go)
+            done = await operate.decide(other, APPROVE, REFUND_CALL, approved=True, by="priya")
+        assert not done.queued
+        assert done.record.seq > 0
+        assert await other.peek_inbox(APPROVE) == []

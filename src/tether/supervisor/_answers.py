@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import logging
 import time
+import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+import anyio
 import msgspec
 
 from .._errors import JournalLockedError, RecordTooLargeError, RunStateError
@@ -27,6 +29,7 @@ from ..journal import (
     ChildEnded,
     Decision,
     Event,
+    JournalHandle,
     Repinned,
     Resolved,
     Retried,
@@ -207,6 +210,7 @@ async def record_answer(
     *,
     clock: Callable[[], float] = time.time,
     before: Callable[[RunState], list[Event]] | None = None,
+    busy_wait: bool = False,
 ) -> Recorded:
     """Build an answer from the run's state, check it, and append it (or queue it).
 
@@ -216,7 +220,13 @@ async def record_answer(
     While another process holds the run, the answer is checked against the run as its journal
     stands *and* as the answers already queued for it will leave it (an approval queued after
     another person's rejection of the same call is refused now, not ignored later), then
-    queued; the holder checks it once more when it records it. A signal the run already has
+    queued; the holder checks it once more when it records it. Two answers of this process
+    to one run go one after the other, so that the second is checked against the first; with
+    ``busy_wait`` (an answer that another person's may have answered already: a decision, a
+    resolution, a retry, a repin), a journal held only for a moment (that other answer
+    landing) is waited for (``BUSY_TRIES``). A cancellation or a signal is queued at once: it
+    fits whatever another answer did, and a busy run must hear of it without delay. A signal
+    the run already has
     (by its id) is acknowledged and neither appended nor queued, even after the run finished.
     ``store`` must be entered (a directory store writes through its writer threads).
 
@@ -257,28 +267,64 @@ async def record_answer(
         await store.post(run_id, record)
         return Recorded(record, state, behind=behind)
 
-    try:
-        journal = await store.open(run_id)
-    except JournalLockedError:
-        # A worker is advancing the run (its journal's lock, or a live lease): the answer is
-        # queued in the run's inbox; the worker records it at its next pause.
-        state = fold(await store.read(run_id))
-        return await queue(state, await store.peek_inbox(run_id), behind=False)
-    async with journal:
-        state = fold(journal.events)
-        queued = await store.peek_inbox(run_id)
-        if queued:
-            # Acknowledged as queued while a process held the run, which stopped before it
-            # recorded them: this answer goes behind them, so that none is judged without
-            # the others (a rejection recorded now would have made a queued approval of the
-            # same call be dropped) and they are recorded in the order they were given.
-            return await queue(state, queued, behind=True)
-        record = checked(state)
-        if record is None:
-            return Recorded(build(state), state, repeated=True)
-        ahead = [] if before is None else before(state)
-        *_, written = await journal.append([*ahead, record], at=clock())
-    return Recorded(written, state)
+    async with _answering(store.location(run_id)):
+        journal = await _open_unless_busy(store, run_id, BUSY_TRIES if busy_wait else 1)
+        if journal is None:
+            # A worker is advancing the run (its journal's lock, or a live lease): the answer
+            # is queued in the run's inbox; the worker records it at its next pause.
+            state = fold(await store.read(run_id))
+            return await queue(state, await store.peek_inbox(run_id), behind=False)
+        async with journal:
+            state = fold(journal.events)
+            queued = await store.peek_inbox(run_id)
+            if queued:
+                # Acknowledged as queued while a process held the run, which stopped before
+                # it recorded them: this answer goes behind them, so that none is judged
+                # without the others (a rejection recorded now would have made a queued
+                # approval of the same call be dropped) and they are recorded in the order
+                # they were given.
+                return await queue(state, queued, behind=True)
+            record = checked(state)
+            if record is None:
+                return Recorded(build(state), state, repeated=True)
+            ahead = [] if before is None else before(state)
+            *_, written = await journal.append([*ahead, record], at=clock())
+        return Recorded(written, state)
+
+
+BUSY_TRIES = 6
+BUSY_PAUSE = 0.05
+"""An answer finds the run's journal held: it tries again ``BUSY_TRIES`` times, this many
+seconds apart, before it queues the answer for the holder. Another person's answer holds a
+journal for milliseconds (one append); a worker advancing the run holds it for as long as the
+run is busy. Queued against the journal as it stood before that other answer landed, an
+answer would be acknowledged as queued and then refused by the holder (two people answering
+one call at once: the second must be told it was answered already)."""
+
+_locks: weakref.WeakValueDictionary[str, anyio.Lock] = weakref.WeakValueDictionary()
+
+
+def _answering(where: str) -> anyio.Lock:
+    """The lock of this process's answers to the run at ``where``: two of them at once (two
+    requests to one console) go one after the other, so each is checked against the other's
+    record."""
+    lock = _locks.get(where)
+    if lock is None:
+        lock = _locks[where] = anyio.Lock()
+    return lock
+
+
+async def _open_unless_busy(store: Store, run_id: str, tries: int) -> JournalHandle | None:
+    """The run's journal, opened for this answer; ``None`` while a process advances the run
+    (it stayed held through ``tries``, ``BUSY_PAUSE`` apart)."""
+    for attempt in range(tries):
+        try:
+            return await store.open(run_id)
+        except JournalLockedError:
+            if attempt == tries - 1:
+                return None
+            await anyio.sleep(BUSY_PAUSE)
+    return None
 
 
 def applying(state: RunState, queued: list[AnyEvent], now: float) -> list[AnyEvent]:

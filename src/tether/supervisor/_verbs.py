@@ -76,7 +76,7 @@ async def decide(
         RunNotFoundError, InvalidRunIdError, RecordTooLargeError, ...: as ``record_answer``.
     """
     record = Decision(call_id=call_id, approved=approved, by=by, note=note)
-    return await record_answer(store, run_id, lambda _: record, clock=clock)
+    return await record_answer(store, run_id, lambda _: record, clock=clock, busy_wait=True)
 
 
 async def resolve(
@@ -104,7 +104,7 @@ async def resolve(
     if outcome == "retry" and result is not None:
         raise ValueError("a result does not apply to the outcome retry")
     record = Resolved(call_id=call_id, outcome=outcome, result=result, by=by, note=note)
-    return await record_answer(store, run_id, lambda _: record, clock=clock)
+    return await record_answer(store, run_id, lambda _: record, clock=clock, busy_wait=True)
 
 
 async def retry(
@@ -137,7 +137,7 @@ async def retry(
         limits = budgets if budgets is not None else extended(state.budgets, extensions)
         return Retried(by=by, note=note, budgets=limits)
 
-    return await record_answer(store, run_id, build, clock=clock)
+    return await record_answer(store, run_id, build, clock=clock, busy_wait=True)
 
 
 async def signal(
@@ -304,7 +304,7 @@ async def repin(
         RunNotFoundError, InvalidRunIdError, ...: as ``record_answer``.
     """
     record = repin_record(tools=tools, model=model, by=by, note=note)
-    return await record_answer(store, run_id, lambda _: record, clock=clock)
+    return await record_answer(store, run_id, lambda _: record, clock=clock, busy_wait=True)
 
 
 def repin_record(
