@@ -50,6 +50,13 @@ def answer(text: str) -> httpx2.Response:
     return httpx2.Response(200, json=body)
 
 
+def not_json() -> httpx2.Response:
+    """A 200 whose body is not JSON (a proxy's error page)."""
+    return httpx2.Response(
+        200, content=b"<html>upstream error</html>", headers={"content-type": "application/json"}
+    )
+
+
 def api_error(status: int, error_type: str, text: str, **headers: str) -> httpx2.Response:
     body = {"type": "error", "error": {"type": error_type, "message": text}}
     return httpx2.Response(status, json=body, headers=headers)
@@ -239,7 +246,10 @@ async def test_malformed_answers_are_asked_again_a_few_times_then_park(
     tmp_path: pathlib.Path,
 ) -> None:
     model = Babbling()
-    async with Supervisor(tether.FileStore(tmp_path), model=model) as sup:
+    clock = VirtualClock(autojump_threshold=0)
+    async with Supervisor(
+        tether.FileStore(tmp_path), model=model, clock=clock, jitter=lambda: 0.5
+    ) as sup:
         await sup.start(RUN, "hi")
         assert await sup.wait(RUN, timeout=WAIT) is RunStatus.NEEDS_ATTENTION
         view = await sup.inspect(RUN)
@@ -247,6 +257,35 @@ async def test_malformed_answers_are_asked_again_a_few_times_then_park(
     assert "malformed 3 times in a row" in view.reason
     assert "'id' must be a string" in view.reason
     events = await read_events(tmp_path, RUN)
-    assert [f.kind for f in of_type(events, ModelFailed)] == ["malformed"] * 3
+    failed = of_type(events, ModelFailed)
+    assert [f.kind for f in failed] == ["malformed"] * 3
+    # Asked again after the backoff of a transient failure (1 s, then 2 s: the clock is
+    # virtual), not at once: a proxy's error page for a moment does not park the run.
+    assert failed[0].retry_at == failed[0].at + 1.0 == failed[1].at
+    assert failed[1].retry_at == failed[1].at + 2.0 == failed[2].at
+    assert failed[2].retry_at is None  # the third parks it
     assert of_type(events, ModelResponse) == []
     assert of_type(events, Resumed) == []
+
+
+async def test_transient_failures_before_a_malformed_answer_are_not_counted_as_malformed(
+    tmp_path: pathlib.Path,
+) -> None:
+    """Two 529s, then one answer that is not JSON, then a good one: one malformed answer is
+    not three in a row, and the run finishes."""
+    api = FakeAPI(
+        api_error(529, "overloaded_error", "Overloaded"),
+        api_error(529, "overloaded_error", "Overloaded"),
+        not_json(),
+        answer("Here you are."),
+    )
+    clock = VirtualClock(autojump_threshold=0)
+    async with (
+        claude(api) as model,
+        Supervisor(tether.FileStore(tmp_path), model=model, clock=clock, jitter=lambda: 0.5) as sup,
+    ):
+        await sup.start(RUN, "hi")
+        assert await sup.wait(RUN, timeout=WAIT) is RunStatus.DONE
+    events = await read_events(tmp_path, RUN)
+    assert [f.kind for f in of_type(events, ModelFailed)] == ["transient", "transient", "malformed"]
+    assert of_type(events, Parked) == []

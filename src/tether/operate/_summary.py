@@ -80,7 +80,10 @@ PARKED_ACTIONS = {
         "one: `tether repin RUN --app MODULE:FACTORY --by NAME` (`tether check` shows what "
         "changed)"
     ),
-    "model": "fix what the model refused (its key, the request), then `tether retry`",
+    "model": (
+        "fix what made the model's calls fail (its key, the request, or the answers it sends: "
+        "the reason says which), then `tether retry`"
+    ),
     "crash_loop": "find why its process keeps stopping (the worker's log), then `tether retry`",
 }
 """What a person can do about a run the runtime parked, by the ``parked`` record's cause."""

@@ -173,16 +173,29 @@ def model_failed(state: RunState, rt: Runtime, run_id: str, exc: ModelError) -> 
     """What to journal for a failed model call: ask again later, ask again now, or park."""
     usage = exc.usage if isinstance(exc.usage, Usage) else Usage()
     if isinstance(exc, ModelResponseError):
-        failed = ModelFailed(kind="malformed", error=exc.reason, usage=usage)
-        records: list[Event] = [failed]
-        if state.model_failures + 1 >= MALFORMED_LIMIT:
-            reason = (
-                f"the model's answer was malformed {state.model_failures + 1} times in a row; "
-                f"last: {exc.reason}"
+        row = state.malformed + 1  # malformed answers in a row, this one included
+        if row >= MALFORMED_LIMIT:
+            reason = f"the model's answer was malformed {row} times in a row; last: {exc.reason}"
+            log.warning("run %s: the model's answer is malformed: %s", run_id, exc.reason)
+            return [
+                ModelFailed(kind="malformed", error=exc.reason, usage=usage),
+                Parked(reason=reason, cause="model"),
+            ]
+        # Asked again after a pause, as after a transient failure: a proxy that answers with
+        # an error page for a moment must not park the run within a second.
+        pause = MODEL_RETRY.delay(row, rt.jitter)
+        log.warning(
+            "run %s: the model's answer is malformed (%s); asking again in %.1f s",
+            run_id,
+            exc.reason,
+            pause,
+            extra={"run_id": run_id},
+        )
+        return [
+            ModelFailed(
+                kind="malformed", error=exc.reason, retry_at=rt.clock() + pause, usage=usage
             )
-            records.append(Parked(reason=reason, cause="model"))
-        log.warning("run %s: the model's answer is malformed: %s", run_id, exc.reason)
-        return records
+        ]
     if exc.transient:
         delay = exc.retry_after
         if delay is None:

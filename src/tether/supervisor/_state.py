@@ -174,6 +174,9 @@ class RunState:
     finished: RunFinished | None = None
     parked: Parked | None = None
     model_failures: int = 0
+    malformed: int = 0
+    """The model's malformed answers in a row since its last answer (another failure, a retry
+    or an answer breaks the row)."""
     last_model_failure: ModelFailed | None = None
     retried_budgets: Budgets | None = None
     call_ids: set[str] = field(default_factory=set)
@@ -312,6 +315,7 @@ class RunState:
                 pass  # a graceful stop: what it means is read off ``last`` (see _resume)
             case ModelFailed():
                 self.model_failures += 1
+                self.malformed = self.malformed + 1 if event.kind == "malformed" else 0
                 self.last_model_failure = event
                 self._count(event.usage)
             case Parked():
@@ -320,6 +324,7 @@ class RunState:
                 self.parked = None
                 self.finished = None
                 self.model_failures = 0
+                self.malformed = 0
                 self.last_model_failure = None
                 if event.budgets is not None:
                     self.retried_budgets = event.budgets
@@ -347,6 +352,7 @@ class RunState:
         self.messages.append(message_of(event.message))
         self.model_calls += 1
         self.model_failures = 0
+        self.malformed = 0
         self.last_model_failure = None
         self._count(event.usage)
         self.calls = {
