@@ -230,3 +230,21 @@ async def test_runs_json_and_show_say_what_a_resting_run_waits_for(
         f"waiting for event payment.o-9 (until 2096-10-02 07:06:40 UTC): c1 wait_paid  ->  "
         f"tether signal --root {env.r} run-event payment.o-9 --data JSON --id ID"
     ) in out
+
+
+def test_escape_sequences_in_what_a_run_says_never_reach_the_terminal(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A reason, a note or a model's words may hold escape sequences (from a console user,
+    a model, a tool): printed, they are written out, so none retitles, recolours or rewrites
+    the operator's terminal."""
+    evil = "esc\x1b]0;pwned\x07\x1b[31mRED\x1b[0m\rOVER"
+    code, _, err = cli(capsys, "cancel", "--root", env.r, APPROVE, "--reason", evil, "--by", "o")
+    assert code == 0, err
+    for argv in (("runs",), ("show", APPROVE)):
+        code, out, _ = cli(capsys, *argv, "--root", env.r)
+        assert code == 0
+        assert "\x1b" not in out
+        assert "\r" not in out
+        assert "\x07" not in out
+        assert "esc\\x1b]0;pwned\\x07\\x1b[31mRED\\x1b[0m" in out  # (\\r: a space)

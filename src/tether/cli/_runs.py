@@ -15,7 +15,7 @@ from typing import Any
 import msgspec
 
 from ..operate import as_tree, describe, load_summary
-from ..operate._display import Listing, format_age, shorten
+from ..operate._display import Listing, format_age, printable, shorten
 from ..supervisor import RunStatus
 from ._view import (
     add_store_options,
@@ -147,7 +147,11 @@ def _show(args: argparse.Namespace) -> int:
             print(json.dumps(out, indent=2, default=str))
             return 0 if summary.readable else 1
         detail = summary.detail()
-        print(f"run {summary.run_id}: {summary.status}" + (f" ({detail})" if detail else ""))
+        print(
+            printable(
+                f"run {summary.run_id}: {summary.status}" + (f" ({detail})" if detail else "")
+            )
+        )
         print(
             f"age {format_age(summary.age(now))}, model calls {summary.model_calls}, "
             f"tool calls {summary.tool_calls}, restarts {summary.restarts}, tokens "
@@ -167,7 +171,7 @@ def _show(args: argparse.Namespace) -> int:
             print(f"final text: {shorten(summary.final_text, 200)}")
         where = store_flags(args)
         for answer in summary.queued:
-            print(f"queued in its inbox (not in its journal yet): {answer}")
+            print(printable(f"queued in its inbox (not in its journal yet): {answer}"))
         for w in summary.questions:
             action = (
                 f"tether approve|reject {where} {args.run} {w.call_id} --by NAME"
@@ -175,14 +179,14 @@ def _show(args: argparse.Namespace) -> int:
                 else f"tether resolve {where} {args.run} {w.call_id} "
                 "--outcome succeeded|retry|failed --by NAME"
             )
-            print(f"awaiting {w.kind}: {w.call_id} {w.tool}  ->  {action}")
+            print(printable(f"awaiting {w.kind}: {w.call_id} {w.tool}  ->  {action}"))
         for r in summary.rests:
             line = f"{r.what}: {r.call_id} {r.tool}"
             if r.event is not None:
                 line += f"  ->  tether signal {where} {args.run} {r.event} --data JSON --id ID"
-            print(line)
+            print(printable(line))
         if summary.action:
-            print(f"to go on: {summary.action}")
+            print(printable(f"to go on: {summary.action}"))
         print()
         rows = [["SEQ", "TIME", "TYPE", "WHAT"]]
         for event, text in zip(events, lines, strict=True):

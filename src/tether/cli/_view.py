@@ -35,14 +35,16 @@ from .._errors import (
 )
 from .._store_url import is_postgres, store_for
 from ..journal import FileStore, Store
-from ..operate._display import unfoldable
+from ..operate._display import printable, unfoldable
 from ..postgres._admin import check_schema_name
 
 
 def table(rows: list[list[str]]) -> list[str]:
-    """Rows as plain, left-aligned columns (the last column is not padded)."""
+    """Rows as plain, left-aligned columns (the last column is not padded), each cell fit for
+    a terminal (``printable``: a reason or a note may hold escape sequences)."""
     if not rows:
         return []
+    rows = [[printable(c) for c in r] for r in rows]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     return [
         "  ".join([c.ljust(w) for c, w in zip(r, widths, strict=False)] + [r[-1]]).rstrip()

@@ -6,6 +6,7 @@ Pure functions of the journal's records; nothing here reads a store or the clock
 from __future__ import annotations
 
 import datetime as dt
+import re
 from typing import Any, assert_never
 
 import msgspec
@@ -40,9 +41,21 @@ def event_type(event: AnyEvent) -> str:
 
 
 def shorten(text: str, limit: int) -> str:
-    """``text`` on one line, cut to ``limit`` characters with an ellipsis."""
-    flat = " ".join(text.split())
+    """``text`` on one line, cut to ``limit`` characters with an ellipsis, fit for a terminal
+    (``printable``)."""
+    flat = printable(" ".join(text.split()))
     return flat if len(flat) <= limit else flat[: max(0, limit - 1)] + "…"
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """``text`` with every control character but the newline and the tab written out
+    (``\\x1b``): a model's words, a tool's result or a person's note reach an operator's
+    terminal, and an escape sequence there could retitle the window, recolour or rewrite what
+    is shown."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def as_json(value: Any) -> str:

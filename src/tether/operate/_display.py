@@ -10,6 +10,7 @@ from ._describe import as_json as as_json
 from ._describe import event_type as event_type
 from ._describe import format_age as format_age
 from ._describe import format_time as format_time
+from ._describe import printable as printable
 from ._describe import shorten as shorten
 from ._holders import held_by as held_by
 from ._holders import holder_of as holder_of
