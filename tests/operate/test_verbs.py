@@ -186,3 +186,41 @@ async def test_an_answer_waits_out_another_answer_s_moment_with_the_journal(
         assert not done.queued
         assert done.record.seq > 0
         assert await other.peek_inbox(APPROVE) == []
+
+
+async def test_a_signal_queued_for_a_run_that_then_finishes_is_kept(
+    tmp_path: pathlib.Path,
+) -> None:
+    """Acknowledged as queued while a worker ran the run's last call; the run finished before
+    its next pause: the signal is recorded all the same (as it would have been had nobody
+    held the run), and a delivery again is told it counts once, not refused."""
+    import tether
+
+    inside, release = anyio.Event(), anyio.Event()
+    tools = tether.ToolRegistry()
+
+    @tools.tool(policy="rerun")
+    async def slow() -> str:
+        """Work a while."""
+        inside.set()
+        await release.wait()
+        return "worked"
+
+    use = tether.ScriptedModel.tool_use
+    model = tether.ScriptedModel([[use("toolu_1", "slow", {})], "done"])
+    async with Supervisor(FileStore(tmp_path), model=model, tools=tools) as sup:
+        await sup.start("r", "work")
+        with anyio.fail_after(10):
+            await inside.wait()
+        async with FileStore(tmp_path) as other:
+            done = await operate.signal(other, "r", "paid", {"n": 1}, signal_id="s1")
+        assert done.queued
+        release.set()
+        assert (await sup.wait("r", timeout=10)).value == "done"
+    events = await FileStore(tmp_path).read("r")
+    (kept,) = [e for e in events if isinstance(e, Signal)]
+    assert (kept.name, kept.signal_id) == ("paid", "s1")
+    async with FileStore(tmp_path) as other:
+        again = await operate.signal(other, "r", "paid", {"n": 1}, signal_id="s1")
+    assert again.repeated
+    assert not (tmp_path / "runs" / "r.inbox").exists()

@@ -351,7 +351,8 @@ async def fold_inbox(
 
     Each answer is checked against ``state`` as it stands when its turn comes (``append``
     writes it and folds it into ``state``); one that no longer fits is logged and dropped, a
-    signal the run has already is skipped. Returns whether any answer was recorded.
+    signal the run has already is skipped, and a signal is recorded even if the run finished
+    since it was queued. Returns whether any answer was recorded.
     """
     if mailbox is None or not await mailbox.has_inbox(run_id):
         return False
@@ -361,6 +362,11 @@ async def fold_inbox(
         if repeated(state, answer):
             continue  # a signal delivered twice while the run was held
         problem = answer_problem(state, answer, clock())
+        if problem is not None and isinstance(answer, Signal) and state.finished is not None:
+            # Queued while the run had not finished (a post is checked first), and finished
+            # before this pause: kept, as it would have been had nobody held the run then,
+            # so that its delivery holds and a delivery again counts once.
+            problem = None
         if problem is not None:
             log.warning("run %s: ignored a queued answer: %s", run_id, problem)
             continue
