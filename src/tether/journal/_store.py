@@ -501,7 +501,8 @@ class FileStore:
         folder = os.path.join(self.root, "workers")
         held = self._adverts.pop(key, None)
         if held is not None:
-            await anyio.to_thread.run_sync(withdraw_advert, folder, key, held, self._ops)
+            with anyio.CancelScope(shield=True):  # popped: nothing else would ever close it
+                await anyio.to_thread.run_sync(withdraw_advert, folder, key, held, self._ops)
         if data is not None:
             fd = await anyio.to_thread.run_sync(publish_advert, folder, key, data, self._ops)
             self._adverts[key] = fd

@@ -23,6 +23,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+import anyio
 import msgspec
 
 from ..journal import Manifest, ToolPin
@@ -38,6 +39,8 @@ log = logging.getLogger("tether.supervisor")
 
 LOOK_AGAIN = 1.0
 """Seconds the fleet's advertisements are reused before the store is read again."""
+LEAVE_TIMEOUT = 5.0
+"""Seconds taking the advertisement back may take (a database out of reach: it expires)."""
 
 
 class Contracts(msgspec.Struct, frozen=True, kw_only=True):
@@ -170,7 +173,10 @@ class Fleet:
             return
         self._entered = False
         try:
-            await store.advertise(self.key, None)
+            # Shielded: a supervisor left by a cancellation (a ``move_on_after`` around it)
+            # must not leave its advertisement (a file's lock, a row) saying it is alive.
+            with anyio.CancelScope(shield=True), anyio.move_on_after(LEAVE_TIMEOUT):
+                await store.advertise(self.key, None)
         except Exception as exc:
             log.debug("could not take the advertisement back (%s)", exc)
 
