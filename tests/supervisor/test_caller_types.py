@@ -82,3 +82,23 @@ async def test_a_start_with_a_bad_prompt_or_budgets_writes_nothing(
         assert await sup.wait("r", timeout=10) is RunStatus.DONE
     with anyio.fail_after(5):
         assert fold(await FileStore(tmp_path).read("r")).finished is not None
+
+
+async def test_wait_says_which_run_did_not_rest_in_time(tmp_path: pathlib.Path) -> None:
+    tools = tether.ToolRegistry()
+
+    @tools.tool(policy="rerun")
+    async def slow() -> str:
+        """Work a while."""
+        await anyio.sleep(60)
+        return "done"
+
+    model = tether.ScriptedModel([[use("toolu_1", "slow", {})], "done"])
+    async with Supervisor(FileStore(tmp_path), model=model, tools=tools) as sup:
+        await sup.start("r", "work")
+        with pytest.raises(TimeoutError) as caught:
+            await sup.wait("r", timeout=0.5)
+        assert str(caught.value) == "run 'r' did not come to rest within 0.5 s (it is running)"
+        with pytest.raises(TypeError, match="timeout: expected seconds or None, got str"):
+            await sup.wait("r", timeout="1")  # type: ignore[arg-type]
+        await sup.cancel("r", reason="enough")

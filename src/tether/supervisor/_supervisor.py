@@ -350,6 +350,10 @@ class Supervisor:
 
         On cancellation: stops waiting; the run is not affected.
         """
+        if timeout is not None and (
+            isinstance(timeout, bool) or not isinstance(timeout, int | float)
+        ):
+            raise TypeError(f"timeout: expected seconds or None, got {type(timeout).__name__}")
         entry = self._board.runs.get(run_id)
         if entry is None or not entry.known:
             status = (await self.inspect(run_id)).status
@@ -357,29 +361,42 @@ class Supervisor:
                 return status
         # (No cancel scope without a timeout: this one was 3% of a one-answer run's CPU.)
         waiting = contextlib.nullcontext() if timeout is None else anyio.fail_after(timeout)
-        with waiting:
-            while True:
+        try:
+            with waiting:
+                return await self._wait_for_rest(run_id)
+        except TimeoutError:
+            if timeout is None:
+                raise
+            last = self._board.runs.get(run_id)
+            now = f" (it is {last.status.value})" if last is not None and last.known else ""
+            raise TimeoutError(
+                f"run {run_id!r} did not come to rest within {timeout:g} s{now}"
+            ) from None
+
+    async def _wait_for_rest(self, run_id: str) -> RunStatus:
+        """``wait`` without its timeout."""
+        while True:
+            entry = self._board.runs.get(run_id)
+            if entry is None or entry.remote or not entry.known:
+                # Not advanced here (another process has it, or nobody yet, or it finished
+                # and was let go): watch the run as its journal tells it until it rests or
+                # this supervisor takes it.
+                status = (await self.inspect(run_id)).status
+                if status.resting:
+                    return status
                 entry = self._board.runs.get(run_id)
-                if entry is None or entry.remote or not entry.known:
-                    # Not advanced here (another process has it, or nobody yet, or it finished
-                    # and was let go): watch the run as its journal tells it until it rests or
-                    # this supervisor takes it.
-                    status = (await self.inspect(run_id)).status
-                    if status.resting:
-                        return status
-                    entry = self._board.runs.get(run_id)
-                    if entry is None or not entry.known:
-                        await anyio.sleep(REMOTE_POLL)
-                        continue
-                    if entry.remote:
-                        with anyio.move_on_after(REMOTE_POLL):
-                            await entry.changed().wait()
-                        continue
-                if entry.status is not RunStatus.RUNNING:
-                    return entry.status
-                await entry.changed().wait()
-                if entry.status.resting:  # the entry says so even if the board let it go
-                    return entry.status
+                if entry is None or not entry.known:
+                    await anyio.sleep(REMOTE_POLL)
+                    continue
+                if entry.remote:
+                    with anyio.move_on_after(REMOTE_POLL):
+                        await entry.changed().wait()
+                    continue
+            if entry.status is not RunStatus.RUNNING:
+                return entry.status
+            await entry.changed().wait()
+            if entry.status.resting:  # the entry says so even if the board let it go
+                return entry.status
 
     async def decide(
         self, run_id: str, call_id: str, *, approved: bool, by: str, note: str = ""
