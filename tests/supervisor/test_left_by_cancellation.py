@@ -51,3 +51,29 @@ async def test_a_supervisor_cancelled_mid_run_leaves_no_descriptor_or_advertisem
     assert list((tmp_path / "workers").glob("*")) == []
     async with FileStore(tmp_path) as again:
         assert await again.advertised() == {}
+
+
+async def test_a_drain_does_not_wait_for_a_run_whose_journal_is_still_opening(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing of such a run is in flight: the drain gives its opening up at once instead of
+    waiting out ``drain_timeout`` (a worker told to stop during a database outage took 30 s)."""
+    model = tether.ScriptedModel(["done"])
+    async with Supervisor(FileStore(tmp_path), model=model, resume=False) as creator:
+        await creator.start("run-1", "hi", drive=False)
+    store = FileStore(tmp_path)
+
+    async def slow_to_open(run_id: str) -> tether.FileJournal:
+        """As a PostgreSQL claim retrying a database out of reach, for its
+        ``reconnect_timeout``."""
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    monkeypatch.setattr(store, "open", slow_to_open)
+    sup = Supervisor(store, model=model, drain_timeout=30)
+    with anyio.fail_after(10):
+        async with sup:
+            while not sup._rt.opening:
+                await anyio.sleep(0.01)
+            started = anyio.current_time()
+    assert anyio.current_time() - started < 5

@@ -134,6 +134,7 @@ def _serve(args: argparse.Namespace) -> int:
         level=logging.WARNING if args.quiet else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    logging.getLogger("asyncpg.pool").addFilter(_one_line)
     log.info("worker %d starting (%s)", os.getpid(), args.app)
     try:
         app = load_app(args.app)
@@ -163,3 +164,14 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"tether: {problem}", file=sys.stderr)
         return 3
     return 0
+
+
+def _one_line(record: logging.LogRecord) -> bool:
+    """asyncpg's pool logs a whole traceback at each try to reconnect while the database is
+    out of reach (every second or so): in a worker's log, one line each, with the error's
+    words (tether says itself what the outage does to the runs)."""
+    if record.exc_info and record.exc_info[1] is not None:
+        error = record.exc_info[1]
+        record.msg, record.args = f"{record.getMessage()} ({type(error).__name__}: {error})", ()
+        record.exc_info, record.exc_text = None, None
+    return True

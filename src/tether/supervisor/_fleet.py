@@ -39,7 +39,7 @@ log = logging.getLogger("tether.supervisor")
 
 LOOK_AGAIN = 1.0
 """Seconds the fleet's advertisements are reused before the store is read again."""
-LEAVE_TIMEOUT = 5.0
+LEAVE_TIMEOUT = 2.0
 """Seconds taking the advertisement back may take (a database out of reach: it expires)."""
 
 

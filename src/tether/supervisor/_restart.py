@@ -13,6 +13,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 
+import anyio
+
 from .._backoff import Backoff, sleep_unless
 from .._errors import (
     JournalBrokenError,
@@ -89,7 +91,9 @@ async def drive_until_rest(
     while True:
         try:
             if journal is None:
-                journal = await store.open(run_id)
+                journal = await _open(store, run_id, rt)
+                if journal is None:
+                    return None  # the supervisor began to stop while the journal opened
             async with journal:
                 outcome = await drive(journal, rt, fresh=fresh, prior=prior, alone=alone)
             if outcome is None:
@@ -148,6 +152,21 @@ async def drive_until_rest(
             await sleep_unless(rt.stopping, sleep, delay)
             if rt.stopping.is_set():
                 return None
+
+
+async def _open(store: Store, run_id: str, rt: Runtime) -> JournalHandle | None:
+    """The run's journal, or ``None`` if the supervisor began to stop first: opening may wait
+    a while (a PostgreSQL claim tries a database out of reach again for its
+    ``reconnect_timeout``), and a drain must not wait for a run nothing of which runs yet."""
+    if rt.stopping.is_set():
+        return None
+    with anyio.CancelScope() as opening:
+        rt.opening.add(opening)
+        try:
+            return await store.open(run_id)
+        finally:
+            rt.opening.discard(opening)
+    return None  # cancelled by the drain
 
 
 def _lease_lost(exc: BaseException) -> LeaseLostError | None:

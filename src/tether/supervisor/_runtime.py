@@ -76,6 +76,9 @@ class Runtime:
     host: str = field(default_factory=socket.gethostname)
     mailbox: Mailbox | None = None
     stopping: anyio.Event = field(default_factory=anyio.Event)
+    opening: set[anyio.CancelScope] = field(default_factory=set)
+    """The scopes of journals being opened (a claim that waits for a database out of reach,
+    say): a drain cancels them at once, as nothing of their runs is in flight yet."""
     start_child: Callable[[RunState, Waiting], Awaitable[None]] = _no_children
     read_run: Callable[[str], Awaitable[list[AnyEvent]]] = _no_runs
     on_text: Callable[[str, str], None] | None = None

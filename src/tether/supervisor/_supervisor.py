@@ -250,6 +250,8 @@ class Supervisor:
         if self._tasks.draining:
             return
         self._rt.stopping.set()
+        for opening in list(self._rt.opening):
+            opening.cancel()  # nothing of those runs is in flight: no wait for them
         self._sweeper.stop()
         await self._tasks.drain(self._drain_timeout)
 
