@@ -25,6 +25,7 @@ import pytest
 import tether
 from tether.journal import ModelFailed, ModelResponse, Parked, Resumed, Retried
 from tether.models import Message, ModelReply, SystemPrompt, ToolDefinition
+from tether.operate import summarize
 from tether.supervisor import RunStatus, Supervisor
 from tether.testing import VirtualClock
 
@@ -114,6 +115,14 @@ async def test_an_overloaded_model_is_asked_again_after_the_wait_it_named(
     assert failed[1].retry_at == failed[1].at + 2.0 == response.at
     assert of_type(events, Resumed) == []  # asked again within the run: no restart
     assert view.model_calls == 1
+    # Meanwhile the listings said so (``tether runs``, the console): an outage is visible.
+    waiting = summarize(RUN, events[: events.index(failed[1]) + 1], now=failed[1].at)
+    assert waiting.retrying.startswith(
+        "the model call failed 2 times, last: HTTP 529 overloaded_error: Overloaded; asked "
+        "again at "
+    )
+    assert waiting.retrying in waiting.detail()
+    assert summarize(RUN, events).retrying == ""
 
 
 async def test_a_rejected_request_parks_the_run_until_a_person_retries_it(

@@ -123,6 +123,9 @@ class RunSummary:
     """The model and ``(tool, version)`` the run goes by now (as it started, or repinned)."""
     action: str = ""
     """What a person can do about a run the runtime parked (``needs_attention``), else ``""``."""
+    retrying: str = ""
+    """While a run's model calls fail (an outage, a rate limit): the last failure and when the
+    model is asked again, in words (``""`` otherwise)."""
     queued: tuple[str, ...] = ()
     """The answers waiting in the run's inbox that its holder will record (each in words, in
     order): given while a process held the run, not in its journal yet. The calls they
@@ -147,6 +150,8 @@ class RunSummary:
             calls = [w for w in self.questions if w.kind == kind]
             if calls:
                 parts.append(f"awaiting {kind}: " + ", ".join(w.describe() for w in calls))
+        if self.retrying:
+            parts.append(self.retrying)
         if self.queued:
             parts.append("queued in its inbox: " + "; ".join(self.queued))
         if self.held_by is not None and not self.finished:
@@ -168,6 +173,7 @@ class RunSummary:
             "reason": self.reason,
             "waiting": [w.as_dict() for w in self.questions] + [r.as_dict() for r in self.rests],
             "queued": list(self.queued),
+            "retrying": self.retrying,
             "action": self.action,
             "model": self.model,
             "tools": dict(self.tools),
@@ -297,9 +303,21 @@ def summarize(
         tools=tuple((pin.name, pin.version) for pin in state.manifest.tools),
         action=parked_action(parked.cause) if parked is not None else "",
         queued=words,
+        retrying=_retrying(state) if state.finished is None and state.parked is None else "",
         state=state,
         changes_at=changes_at,
     )
+
+
+def _retrying(state: RunState) -> str:
+    """The run's model calls fail for now: the last failure, and when the model is asked
+    again."""
+    failure = state.last_model_failure
+    if failure is None or failure.retry_at is None:
+        return ""
+    when = time.strftime("%H:%M:%S", time.localtime(failure.retry_at))
+    times = f"{state.model_failures} times" if state.model_failures > 1 else "once"
+    return f"the model call failed {times}, last: {failure.error}; asked again at {when}"
 
 
 def rests_of(state: RunState, now: float) -> tuple[Rest, ...]:

@@ -64,6 +64,7 @@ def run_row(s: RunSummary, now: float) -> dict[str, Any]:
         "waiting": [{**w.as_dict(), "deadline": w.deadline} for w in s.questions]
         + [r.as_dict() for r in s.rests],
         "queued": list(s.queued),
+        "retrying": s.retrying,
         "action": s.action,
         "model": s.model,
         "tools": dict(s.tools),
