@@ -102,3 +102,16 @@ async def test_wait_says_which_run_did_not_rest_in_time(tmp_path: pathlib.Path) 
         with pytest.raises(TypeError, match="timeout: expected seconds or None, got str"):
             await sup.wait("r", timeout="1")  # type: ignore[arg-type]
         await sup.cancel("r", reason="enough")
+
+
+async def test_an_answer_to_an_exited_supervisor_says_so(tmp_path: pathlib.Path) -> None:
+    model = tether.ScriptedModel(["done"])
+    sup = Supervisor(FileStore(tmp_path), model=model, tools=_tools())
+    async with sup:
+        await sup.start("r", "hi")
+        assert await sup.wait("r", timeout=10) is RunStatus.DONE
+    with pytest.raises(RuntimeError, match="the supervisor is not entered"):
+        await sup.signal("r", "paid", 1)
+    with pytest.raises(RuntimeError, match="the supervisor is not entered"):
+        await sup.cancel("r", reason="x")
+    assert (await sup.inspect("r")).status is RunStatus.DONE  # reading still works

@@ -566,6 +566,7 @@ class Supervisor:
             if await self._halts.halt(target):
                 halted.append(target)
 
+        self._check_entered()
         try:
             await verbs.cancel(
                 self._store, run_id, reason=reason, by=by, clock=self._rt.clock, halt=halt
@@ -654,6 +655,15 @@ class Supervisor:
                 problem,
             )
 
+    def _check_entered(self) -> None:
+        """Raise ``RuntimeError`` unless the supervisor is entered (an answer given to one
+        that was exited would reach a closed store, and no drive would act on it)."""
+        if self._tasks.tg is None:
+            raise RuntimeError(
+                "the supervisor is not entered (async with it), or was exited: to answer a "
+                "run without one, use tether.operate"
+            )
+
     async def _known(self, run_id: str) -> _Entry:
         if run_id not in self._board.runs and not await self._store.exists(run_id):
             raise RunNotFoundError(run_id)
@@ -662,7 +672,12 @@ class Supervisor:
     async def _answer(self, run_id: str, give: Callable[[], Awaitable[Recorded]]) -> Recorded:
         """Give a person's answer (``give``) once no task of this supervisor advances the run,
         then continue the run if the answer was appended (not queued for another process, nor
-        a signal the run had already)."""
+        a signal the run had already).
+
+        Raises:
+            RuntimeError: the supervisor is not entered (or was exited).
+        """
+        self._check_entered()
         entry = await self._known(run_id)
         try:
             async with entry.lock:  # waits while a task of this supervisor advances the run
