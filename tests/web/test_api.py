@@ -224,10 +224,14 @@ async def test_resolve_retry_signal_and_cancel(env: Env) -> None:
         assert response.status_code == 200, response.text
     assert (again.json()["recorded"], again.json()["repeated"]) == (False, True)
     assert (signalled.json()["recorded"], signalled.json()["repeated"]) == (True, False)
-    assert again.json()["message"] == (
+    assert again.json()["message"] == (  # (delivered again without its data)
         f"already recorded: signal payment.o-1 (evt_1) to run {APPROVE}; "
-        "delivered again, it counts once"
+        "delivered again, it counts once (its payload differs from the recorded one, "
+        '{"amount":40}, which stands)'
     )
+    # A retry says what the run had stopped with and its budgets now, as `tether retry` does.
+    assert "; it had stopped with: failed: model call budget exhausted" in retried.json()["message"]
+    assert '; budgets from now on: {"max_model_calls":6' in retried.json()["message"]
     (resolution,) = [e for e in await env.events(ESCALATED) if isinstance(e, Resolved)]
     assert (resolution.outcome, resolution.by, resolution.result) == (
         "succeeded",

@@ -19,12 +19,9 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-import msgspec
-
 from .. import operate
-from ..journal import Retried
 from ..operate import acknowledgement
-from ..operate._display import as_json, shorten
+from ..operate._display import retry_details
 from ..tools import wait_for
 from ._view import add_store_options, execute, open_store, using
 
@@ -229,18 +226,9 @@ def _extension(text: str) -> tuple[str, float]:
 def _retry(args: argparse.Namespace) -> int:
     async def command() -> int:
         done = await _answer(args, operate.retry, by=args.by, note=args.note, extend=args.extend)
-        record, state = done.record, done.state
-        was = (
-            f"failed: {state.finished.reason}"
-            if state.finished is not None
-            else (state.parked.reason if state.parked is not None else "")
-        )
         print(acknowledgement(args.run, done))
-        if was:
-            print(f"it had stopped with: {shorten(was, 160)}")
-        assert isinstance(record, Retried)
-        if record.budgets is not None:
-            print(f"budgets from now on: {as_json(msgspec.to_builtins(record.budgets))}")
+        for line in retry_details(done):
+            print(line)
         print(CONTINUES)
         return 0
 

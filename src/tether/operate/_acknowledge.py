@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import msgspec
+
 from .._errors import RunRecordsError
 from ..journal import AnyEvent, Decision, Event, Repinned, Resolved, Retried, RunFinished, Signal
 from ._describe import as_json, call_text, shorten
@@ -47,8 +49,26 @@ def acknowledgement(run_id: str, done: Recorded) -> str:
             "pause"
         )
     if done.repeated:
-        return f"already recorded: {what}; delivered again, it counts once"
+        return f"already recorded: {what}; delivered again, it counts once" + _other_payload(done)
     return _sentence(done, what) + _children(done)
+
+
+def retry_details(done: Recorded) -> list[str]:
+    """For a retry: what the run had stopped with, and its budgets from now on, if it was
+    given new ones (the lines the command line prints after the sentence, and the console
+    adds to it)."""
+    record, state = done.record, done.state
+    if not isinstance(record, Retried):
+        return []
+    was = (
+        f"failed: {state.finished.reason}"
+        if state.finished is not None
+        else (state.parked.reason if state.parked is not None else "")
+    )
+    lines = [f"it had stopped with: {shorten(was, 160)}"] if was else []
+    if record.budgets is not None:
+        lines.append(f"budgets from now on: {as_json(msgspec.to_builtins(record.budgets))}")
+    return lines
 
 
 def _sentence(done: Recorded, what: str) -> str:
@@ -58,6 +78,19 @@ def _sentence(done: Recorded, what: str) -> str:
     if done.queued:
         return f"{STOPS if isinstance(record, RunFinished) else NEXT_PAUSE}: {what}"
     return f"recorded: {what} (seq {record.seq})"
+
+
+def _other_payload(done: Recorded) -> str:
+    """For a signal delivered again with another payload than the recorded one: that the
+    recorded one stands (the new one is not recorded)."""
+    record = done.record
+    if not isinstance(record, Signal):
+        return ""
+    kept = done.state.signals.get(record.signal_id)
+    if kept is None or kept.payload == record.payload:
+        return ""
+    recorded = shorten(as_json(kept.payload), 80)
+    return f" (its payload differs from the recorded one, {recorded}, which stands)"
 
 
 def _children(done: Recorded) -> str:

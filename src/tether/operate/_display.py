@@ -5,6 +5,7 @@ the summary of a run that cannot be read.
 
 from __future__ import annotations
 
+from ._acknowledge import retry_details as retry_details
 from ._acknowledge import unfoldable as unfoldable
 from ._describe import as_json as as_json
 from ._describe import event_type as event_type

@@ -28,7 +28,7 @@ from ..journal import Store
 from ..journal._records import RESOLUTIONS
 from ..operate import acknowledgement
 from ..operate._deploy import fleet_of, repin_plan
-from ..operate._display import unfoldable
+from ..operate._display import retry_details, unfoldable
 from ..supervisor import fold
 from ..supervisor._verbs import Recorded
 
@@ -183,7 +183,8 @@ async def _act(
             by=by,
         )
     queued = done.queued or done.pending  # (a repeated signal may still wait in the inbox)
-    return Answered(acknowledgement(run_id, done), queued=queued, repeated=done.repeated)
+    message = "; ".join([acknowledgement(run_id, done), *retry_details(done)])
+    return Answered(message, queued=queued, repeated=done.repeated)
 
 
 async def _repin(store: Store, run_id: str, worker: str, note: str, by: str) -> Recorded:
