@@ -31,6 +31,7 @@ from tether.supervisor import RunStatus, Supervisor, fold
 from tether.supervisor._loop import Runtime, build_manifest
 from tether.testing._pgserver import free_port
 
+from .._cli import run_tether
 from ..postgres.conftest import pg_dsn, pg_schema, pg_server  # noqa: F401
 from ..supervisor import _ledger_app
 from ._stores import (
@@ -517,15 +518,7 @@ def test_worker_reports_an_unreachable_server(tmp_path: pathlib.Path) -> None:
 def test_worker_refuses_a_root_that_is_a_file(tmp_path: pathlib.Path) -> None:
     a_file = tmp_path / "a-file"
     a_file.write_text("x")
-    proc = subprocess.run(
-        [sys.executable, "-m", "tether.cli", "worker", "--root", str(a_file),
-         "--app", "tests.supervisor._ledger_app:app"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-    )  # fmt: skip
+    proc = run_tether("worker", "--root", str(a_file), "--app", "tests.supervisor._ledger_app:app")
     assert proc.returncode == 3, proc.stderr
     assert f"tether: {a_file}: not a directory (give the store's --root)" in proc.stderr
     assert "Traceback" not in proc.stderr

@@ -26,10 +26,11 @@ REFUND = "toolu_h1"
 SLOW = "toolu_h2"
 
 
-async def test_a_call_of_a_run_a_worker_holds_is_in_the_inbox_and_its_approval_is_queued(
-    env: Env,
-) -> None:
-    looking, release = anyio.Event(), anyio.Event()
+def _refund_after_a_look(
+    env: Env, looking: anyio.Event, release: anyio.Event
+) -> tuple[tether.ScriptedModel, tether.ToolRegistry]:
+    """A turn that asks for a refund (approval needed) and a look-up that waits for
+    ``release`` (``looking`` is set once it runs) at once, then the answer."""
 
     def answer(messages: list[Message]) -> Any:
         if sum(1 for m in messages if m.get("role") == "assistant") == 0:
@@ -45,7 +46,16 @@ async def test_a_call_of_a_run_a_worker_holds_is_in_the_inbox_and_its_approval_i
         await release.wait()
         return "found"
 
-    async with Supervisor(env.store(), model=tether.ScriptedModel(answer), tools=tools) as sup:
+    return tether.ScriptedModel(answer), tools
+
+
+async def test_a_call_of_a_run_a_worker_holds_is_in_the_inbox_and_its_approval_is_queued(
+    env: Env,
+) -> None:
+    looking, release = anyio.Event(), anyio.Event()
+    model, tools = _refund_after_a_look(env, looking, release)
+
+    async with Supervisor(env.store(), model=model, tools=tools) as sup:
         await sup.start(RUN, "refund o-9 after a look")
         with anyio.fail_after(WAIT):
             await looking.wait()
@@ -88,23 +98,10 @@ async def test_an_answer_queued_by_another_process_is_shown_queued_not_offered_a
     run's inbox: the console (which listed the run before), ``tether show`` and ``tether runs``
     then show it as queued, and no longer offer the call for approval."""
     looking, release = anyio.Event(), anyio.Event()
-
-    def answer(messages: list[Message]) -> Any:
-        if sum(1 for m in messages if m.get("role") == "assistant") == 0:
-            return [use(REFUND, "issue_refund", {"order": "o-9"}), use(SLOW, "slow_lookup", {})]
-        return "refund o-9 issued"
-
-    tools = env.tools()
-
-    @tools.tool(policy="rerun")
-    async def slow_lookup() -> str:
-        """Look something up, slowly."""
-        looking.set()
-        await release.wait()
-        return "found"
+    model, tools = _refund_after_a_look(env, looking, release)
 
     queued = f'queued in its inbox: approved {REFUND} issue_refund(order="o-9") of run {RUN}'
-    async with Supervisor(env.store(), model=tether.ScriptedModel(answer), tools=tools) as sup:
+    async with Supervisor(env.store(), model=model, tools=tools) as sup:
         await sup.start(RUN, "refund o-9 after a look")
         with anyio.fail_after(WAIT):
             await looking.wait()
