@@ -153,7 +153,7 @@ ADAPTERS = {
             e.type == "content_block_delta" and bool(e.data["delta"].get("partial_json"))
         ),
         error=_claude_error,
-        error_said="HTTP 200 overloaded_error: Overloaded",
+        error_said="an error in the stream overloaded_error: Overloaded",
     ),
     "chat": Adapter(
         "chat",

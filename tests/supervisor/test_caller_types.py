@@ -49,6 +49,8 @@ async def test_a_wrongly_typed_answer_is_refused_and_the_journal_still_reads(
                 await call()
             assert field in str(caught.value)
             assert "answer for run 'r'" in str(caught.value)
+        with pytest.raises(TypeError, match="signal_id: expected a string, got int"):
+            await sup.signal("r", "paid", 1, signal_id=bad[0])
         state = fold(await FileStore(tmp_path).read("r"))  # reads: nothing bad was written
         assert state.finished is None
         assert not any(c.decision for c in state.calls.values())

@@ -370,7 +370,8 @@ def _status_reason(exc: anthropic.APIStatusError) -> str:
     error = exc.body.get("error") if isinstance(exc.body, dict) else None
     error_type = error.get("type") if isinstance(error, dict) else None
     message = error.get("message") if isinstance(error, dict) else None
-    reason = f"HTTP {exc.status_code}"
+    # An error event in an answer's stream comes with the stream's own HTTP 200.
+    reason = f"HTTP {exc.status_code}" if exc.status_code != 200 else "an error in the stream"
     if isinstance(error_type, str):
         reason += f" {error_type}"
     reason += f": {message if isinstance(message, str) else exc.message}"

@@ -164,6 +164,8 @@ async def signal(
         RunNotFoundError, InvalidRunIdError, RecordTooLargeError, ...: as ``record_answer``.
     """
     wait_for(name)  # checks the name
+    if signal_id is not None and not isinstance(signal_id, str):
+        raise TypeError(f"signal_id: expected a string, got {type(signal_id).__name__}")
     if signal_id is not None and not _SIGNAL_ID.fullmatch(signal_id):
         raise ValueError(
             f"a signal id is 1 to 200 printable characters without spaces, got {signal_id!r}"
