@@ -8,6 +8,7 @@ import pathlib
 import pytest
 
 from tether.cli import build_parser
+from tether.cli._view import fail
 from tether.journal import FileStore
 
 from ._stores import APPROVE, CHARGE_CALL, DONE, ESCALATED, FAILED, REFUND_CALL, Env, cli, cli_async
@@ -248,3 +249,8 @@ def test_escape_sequences_in_what_a_run_says_never_reach_the_terminal(
         assert "\r" not in out
         assert "\x07" not in out
         assert "esc\\x1b]0;pwned\\x07\\x1b[31mRED\\x1b[0m" in out  # (\\r: a space)
+    # A refusal may quote what another person gave ("already rejected by NAME"): written out.
+    assert fail(f"refused: call was already rejected by {evil}", 1) == 1
+    err = capsys.readouterr().err
+    assert "\x1b" not in err
+    assert "rejected by esc\\x1b]0;pwned" in err

@@ -4,6 +4,7 @@ the CLI and the console, and what it acknowledges holds."""
 from __future__ import annotations
 
 import pathlib
+import threading
 
 import anyio
 import pytest
@@ -224,3 +225,27 @@ async def test_a_signal_queued_for_a_run_that_then_finishes_is_kept(
         again = await operate.signal(other, "r", "paid", {"n": 1}, signal_id="s1")
     assert again.repeated
     assert not (tmp_path / "runs" / "r.inbox").exists()
+
+
+def test_answers_from_threads_with_their_own_event_loops_do_not_wait_on_each_other(
+    env: Env,
+) -> None:
+    """A threaded web server calls ``tether.operate`` with ``anyio.run`` in each thread: the
+    answers of one thread to a run never wait on a lock of another thread's loop (which it
+    could never be woken from)."""
+    done: list[int] = []
+
+    async def answer_often() -> None:
+        async with FileStore(env.root) as store:
+            for _ in range(30):
+                with pytest.raises(RunStateError):
+                    await operate.retry(store, APPROVE, by="priya")  # refused, under the lock
+        done.append(1)
+
+    threads = [threading.Thread(target=anyio.run, args=(answer_often,)) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=20)
+    assert not any(thread.is_alive() for thread in threads)
+    assert done == [1, 1]

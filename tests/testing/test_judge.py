@@ -55,3 +55,16 @@ def test_another_key_than_the_baseline_s_differs_and_is_no_duplicate() -> None:
 
 def test_the_same_effects_are_ok() -> None:
     assert judge(KILLS, BASE, dataclasses.replace(BASE)).outcome == "ok"
+
+
+def test_an_effect_the_baseline_never_had_fails_a_case_that_took_another_path() -> None:
+    """Not killed where armed (its run took another path), the case still did something the
+    baseline never did: that is harm, not an untested point."""
+    from tether.testing._drive import UNREACHED
+
+    got = dataclasses.replace(
+        BASE, status=UNREACHED, ledger=Counter({"charge A": 1, "mail A": 1, "refund A": 1})
+    )
+    result = judge(KILLS, BASE, got)
+    assert result.outcome == "differs"
+    assert result.problems == ["1 side effect(s) the baseline did not have: 'refund A': 1"]

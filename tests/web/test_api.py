@@ -354,3 +354,23 @@ async def test_an_answer_to_a_run_whose_records_make_no_run_is_unreadable(env: E
         "tool call 'toolu_01', which the run never made); nothing was recorded "
         "(`tether journal dump` shows them)",
     }
+
+
+async def test_a_retry_extended_by_part_of_a_call_is_bad_request(env: Env) -> None:
+    async with console(env) as client:
+        for extend, words in (
+            ({"max_model_calls": 2.5}, "extend: max_model_calls counts whole calls or tokens"),
+            ({"max_model_calls": "2"}, "extend maps budget names to numbers"),
+        ):
+            response = await client.post(
+                f"/api/runs/{FAILED}/retry", json={"extend": extend}, headers=auth()
+            )
+            assert response.status_code == 400, response.text
+            assert words in response.text
+        fine = await client.post(
+            f"/api/runs/{FAILED}/retry", json={"extend": {"max_model_calls": 2.0}}, headers=auth()
+        )
+        assert fine.status_code == 200, fine.text
+    (retry,) = [e for e in await env.events(FAILED) if isinstance(e, Retried)]
+    assert retry.budgets is not None
+    assert retry.budgets.max_model_calls == 3  # (1, the run's, and 2 more)

@@ -166,7 +166,7 @@ def _show(args: argparse.Namespace) -> int:
         )
         if summary.model:
             pins = ", ".join(f"{name} v{version}" for name, version in summary.tools) or "none"
-            print(f"pinned: model {summary.model}; tools {pins}")
+            print(printable(f"pinned: model {summary.model}; tools {pins}"))
         if summary.final_text is not None and summary.finished:
             print(f"final text: {shorten(summary.final_text, 200)}")
         where = store_flags(args)

@@ -251,7 +251,9 @@ def store_failure(args: argparse.Namespace, exc: BaseException) -> str | None:
 
 
 def fail(message: str, code: int) -> int:
-    print(f"tether: {message}", file=sys.stderr)
+    """Say ``message`` on standard error (fit for a terminal: a refusal may quote a name or a
+    reason another person gave, ``printable``) and return ``code``."""
+    print(f"tether: {printable(message)}", file=sys.stderr)
     return code
 
 

@@ -285,8 +285,9 @@ class ModelFailed(Event, frozen=True, kw_only=True, tag="model_failed"):
 
     ``kind`` is ``"transient"`` (overloaded, rate-limited, a server error, the connection:
     asked again at ``retry_at``) or ``"malformed"`` (an answer the runtime cannot use: asked
-    again at once, a bounded number of times). ``usage`` holds the tokens of a rejected answer
-    when the model reported them.
+    again at ``retry_at`` too, the third in a row parks the run; a malformed record without a
+    ``retry_at``, from before, was asked again at once). ``usage`` holds the tokens of a
+    rejected answer when the model reported them.
     """
 
     kind: str

@@ -12,7 +12,9 @@ the owner takes the queued answers in.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import threading
 import time
 import weakref
 from collections.abc import Awaitable, Callable
@@ -220,12 +222,13 @@ async def record_answer(
     While another process holds the run, the answer is checked against the run as its journal
     stands *and* as the answers already queued for it will leave it (an approval queued after
     another person's rejection of the same call is refused now, not ignored later), then
-    queued; the holder checks it once more when it records it. Two answers of this process
-    to one run go one after the other, so that the second is checked against the first; with
-    ``busy_wait`` (an answer that another person's may have answered already: a decision, a
-    resolution, a retry, a repin), a journal held only for a moment (that other answer
-    landing) is waited for (``BUSY_TRIES``). A cancellation or a signal is queued at once: it
-    fits whatever another answer did, and a busy run must hear of it without delay. A signal
+    queued; the holder checks it once more when it records it. With ``busy_wait`` (an answer
+    that another person's may have answered already: a decision, a resolution, a retry, a
+    repin), two such answers of this thread to one run go one after the other, so that the
+    second is checked against the first, and a journal held only for a moment (another
+    process's answer landing) is waited for (``BUSY_TRIES``). A cancellation or a signal waits
+    for neither: it fits whatever another answer did, and a busy run must hear of it without
+    delay. A signal
     the run already has
     (by its id) is acknowledged and neither appended nor queued, even after the run finished.
     ``store`` must be entered (a directory store writes through its writer threads).
@@ -267,7 +270,8 @@ async def record_answer(
         await store.post(run_id, record)
         return Recorded(record, state, behind=behind)
 
-    async with _answering(store.location(run_id)):
+    lock = _answering(store.location(run_id)) if busy_wait else contextlib.nullcontext()
+    async with lock:
         journal = await _open_unless_busy(store, run_id, BUSY_TRIES if busy_wait else 1)
         if journal is None:
             # A worker is advancing the run (its journal's lock, or a live lease): the answer
@@ -294,23 +298,25 @@ async def record_answer(
 
 BUSY_TRIES = 6
 BUSY_PAUSE = 0.05
-"""An answer finds the run's journal held: it tries again ``BUSY_TRIES`` times, this many
-seconds apart, before it queues the answer for the holder. Another person's answer holds a
+"""An answer finds the run's journal held: it tries to open it ``BUSY_TRIES`` times in all,
+this many seconds apart, before it queues the answer for the holder. Another person's answer holds a
 journal for milliseconds (one append); a worker advancing the run holds it for as long as the
 run is busy. Queued against the journal as it stood before that other answer landed, an
 answer would be acknowledged as queued and then refused by the holder (two people answering
 one call at once: the second must be told it was answered already)."""
 
-_locks: weakref.WeakValueDictionary[str, anyio.Lock] = weakref.WeakValueDictionary()
+_locks: weakref.WeakValueDictionary[tuple[int, str], anyio.Lock] = weakref.WeakValueDictionary()
 
 
 def _answering(where: str) -> anyio.Lock:
-    """The lock of this process's answers to the run at ``where``: two of them at once (two
+    """The lock of this thread's answers to the run at ``where``: two of them at once (two
     requests to one console) go one after the other, so each is checked against the other's
-    record."""
-    lock = _locks.get(where)
+    record. One per thread: a lock belongs to one event loop, and a thread that runs its own
+    (``anyio.run`` in a thread of a threaded web server) must never wait on another's."""
+    key = (threading.get_ident(), where)
+    lock = _locks.get(key)
     if lock is None:
-        lock = _locks[where] = anyio.Lock()
+        lock = _locks[key] = anyio.Lock()
     return lock
 
 

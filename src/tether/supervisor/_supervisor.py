@@ -701,10 +701,13 @@ def _start_messages(prompt: str | Sequence[Message]) -> list[dict[str, Any]]:
         if not prompt:
             raise ValueError("prompt: an empty string asks the model nothing")
         return [{"role": "user", "content": prompt}]
-    if not isinstance(prompt, Sequence) or not all(isinstance(m, Mapping) for m in prompt):
+    given = (
+        list(prompt) if isinstance(prompt, Iterable) and not isinstance(prompt, Mapping) else None
+    )
+    if given is None or not all(isinstance(m, Mapping) for m in given):
         raise TypeError(
             f"prompt: expected a string or a list of messages, got {type(prompt).__name__}"
         )
-    if not prompt:
+    if not given:
         raise ValueError("prompt: no messages")
-    return [dict(m) for m in prompt if isinstance(m, Mapping)]  # (every one is: checked)
+    return [dict(m) for m in given if isinstance(m, Mapping)]  # (every one is: checked)

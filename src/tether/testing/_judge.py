@@ -79,11 +79,14 @@ def judge(kills: tuple[Kill, ...], base: CaseRun, got: CaseRun) -> CaseResult:
     allowed = sum(unsaved_answers(p.points) for p in got.processes if p.killed)
     problems = list(got.problems)
     differs: list[str] = []
-    if got.status not in ("error", UNREACHED) and effects.unexpected:
-        differs.append(
+    unexpected = (
+        [
             f"{sum(effects.unexpected.values())} side effect(s) the baseline did not have: "
             f"{_counts(effects.unexpected)}"
-        )
+        ]
+        if effects.unexpected
+        else []
+    )  # whatever became of the case: an effect the baseline never had is harm done
     if got.status not in ("error", UNREACHED) and not got.parked:
         if got.status != base.status:
             why = f" ({got.reason})" if got.reason else ""
@@ -107,7 +110,7 @@ def judge(kills: tuple[Kill, ...], base: CaseRun, got: CaseRun) -> CaseResult:
         problems.append(
             f"{duplicates} duplicate side effect(s): {_counts(effects.repeated, base.ledger)}"
         )
-    problems += differs
+    problems += unexpected + differs
     too_many = got.status not in ("error", UNREACHED) and extra > allowed
     if too_many:
         problems.append(f"{extra} extra model call(s), at most {allowed} expected")
@@ -117,6 +120,8 @@ def judge(kills: tuple[Kill, ...], base: CaseRun, got: CaseRun) -> CaseResult:
         outcome = "duplicate"
     elif got.lost:
         outcome = "lost"
+    elif unexpected:
+        outcome = "differs"
     elif got.status == UNREACHED:
         outcome = UNREACHED  # nothing was killed, so nothing to compare
     elif differs:

@@ -162,9 +162,15 @@ async def _act(
     elif verb == "retry":
         extend = params.get("extend") or {}
         if not isinstance(extend, Mapping) or not all(
-            isinstance(v, (int, float)) and not isinstance(v, bool) for v in extend.values()
+            isinstance(v, int | float) and not isinstance(v, bool) for v in extend.values()
         ):
             raise ActionError(400, "bad_request", "extend maps budget names to numbers")
+        fractional = [k for k, v in extend.items() if k != "deadline_s" and v != int(v)]
+        if fractional:
+            raise ActionError(
+                400, "bad_request", f"extend: {fractional[0]} counts whole calls or tokens"
+            )
+        extend = {k: v if k == "deadline_s" else int(v) for k, v in extend.items()}
         done = await operate.retry(
             store, run_id, by=by, note=_text(params, "note"), extend=list(extend.items())
         )
