@@ -58,7 +58,7 @@ def test_gc_dry_run_then_for_real(env: Env, capsys: pytest.CaptureFixture[str]) 
     assert {
         line.split()[3] for line in out.splitlines() if line.startswith("would remove run")
     } == OLD
-    assert "would remove run old-done (done 10d00h ago)" in out
+    assert "would remove run old-done (done 10d00h ago) and old-done.journal.torn-300" in out
     would_blobs = {line.split()[3] for line in out.splitlines() if "would remove blob" in line}
     assert would_blobs == gone_blobs
     assert "dry run: would remove 4 run(s) and 3 blob(s)" in out

@@ -127,7 +127,9 @@ async def _run(store: Store, args: argparse.Namespace) -> int:
     for s in plan.remove:
         age = format_age(now - (s.finished_at or now))
         if args.dry_run:
-            print(f"{would} run {s.run_id} ({s.status} {age} ago)")
+            others = _others_of(store, s.run_id) if isinstance(store, FileStore) else []
+            also = f" and {', '.join(others)}" if others else ""
+            print(f"{would} run {s.run_id} ({s.status} {age} ago){also}")
             removed += 1
             continue
         gone = await _remove(store, s.run_id)
@@ -217,15 +219,20 @@ async def _remove_run(store: FileStore, run_id: str) -> list[str] | None:
     async with journal:
         if fold(journal.events).finished is None:  # pragma: no cover - cannot happen today
             return None
-        own = os.path.basename(journal.path)
         gone: list[str] = []
-        for name in sorted(os.listdir(store.runs_dir)):
-            if name != own and belongs_to(name, run_id):
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(os.path.join(store.runs_dir, name))
-                    gone.append(name)
+        for name in _others_of(store, run_id):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(store.runs_dir, name))
+                gone.append(name)
         os.unlink(journal.path)
     return gone
+
+
+def _others_of(store: FileStore, run_id: str) -> list[str]:
+    """The files of ``runs/`` that go with run ``run_id``'s journal (its inbox, what was
+    kept of a torn tail or a broken inbox), by name."""
+    own = os.path.basename(store.location(run_id))
+    return [n for n in sorted(os.listdir(store.runs_dir)) if n != own and belongs_to(n, run_id)]
 
 
 def _collect_temp_files(store: FileStore, dry_run: bool, now: float) -> int:
