@@ -84,6 +84,19 @@ async def claude(api: FakeAPI) -> AsyncIterator[tether.AnthropicModel]:
         yield tether.AnthropicModel(MODEL, client=client, max_tokens=64)
 
 
+async def _done_on_a_virtual_clock(path: pathlib.Path, api: FakeAPI) -> tether.RunView:
+    """Run ``RUN`` on Claude behind ``api`` to ``done``, on a virtual clock (each retry at its
+    exact time), with no jitter; the run as it ended."""
+    clock = VirtualClock(autojump_threshold=0)
+    async with (
+        claude(api) as model,
+        Supervisor(tether.FileStore(path), model=model, clock=clock, jitter=lambda: 0.5) as sup,
+    ):
+        await sup.start(RUN, "hi")
+        assert await sup.wait(RUN, timeout=WAIT) is RunStatus.DONE
+        return await sup.inspect(RUN)
+
+
 async def test_an_overloaded_model_is_asked_again_after_the_wait_it_named(
     tmp_path: pathlib.Path,
 ) -> None:
@@ -92,14 +105,7 @@ async def test_an_overloaded_model_is_asked_again_after_the_wait_it_named(
         api_error(529, "overloaded_error", "Overloaded"),
         answer("Here you are."),
     )
-    clock = VirtualClock(autojump_threshold=0)
-    async with (
-        claude(api) as model,
-        Supervisor(tether.FileStore(tmp_path), model=model, clock=clock, jitter=lambda: 0.5) as sup,
-    ):
-        await sup.start(RUN, "hi")
-        assert await sup.wait(RUN, timeout=WAIT) is RunStatus.DONE
-        view = await sup.inspect(RUN)
+    view = await _done_on_a_virtual_clock(tmp_path, api)
 
     assert view.final_text == "Here you are."
     assert api.requests == 3
@@ -288,13 +294,7 @@ async def test_transient_failures_before_a_malformed_answer_are_not_counted_as_m
         not_json(),
         answer("Here you are."),
     )
-    clock = VirtualClock(autojump_threshold=0)
-    async with (
-        claude(api) as model,
-        Supervisor(tether.FileStore(tmp_path), model=model, clock=clock, jitter=lambda: 0.5) as sup,
-    ):
-        await sup.start(RUN, "hi")
-        assert await sup.wait(RUN, timeout=WAIT) is RunStatus.DONE
+    await _done_on_a_virtual_clock(tmp_path, api)
     events = await read_events(tmp_path, RUN)
     assert [f.kind for f in of_type(events, ModelFailed)] == ["transient", "transient", "malformed"]
     assert of_type(events, Parked) == []
