@@ -26,6 +26,7 @@ from tether.testing import VirtualClock
 
 from ..supervisor import test_children, test_waits
 from ..supervisor._helpers import STORE_ENV, of_type, result_of
+from ..supervisor.test_busy_answers import slow_then_wait, slow_then_wait_model
 from ..supervisor.test_children import CHILD, PARENT, answer, lead_tools
 
 use = tether.ScriptedModel.tool_use
@@ -355,3 +356,26 @@ async def test_a_child_cancelled_by_a_person_wakes_its_sleeping_parent(
         parent = await worker.inspect(PARENT)
     assert parent.final_text is not None
     assert "not needed" in parent.final_text
+
+
+async def test_a_signal_to_a_run_inside_a_slow_call_returns_at_once(
+    pg_dsn: str, pg_schema: str
+) -> None:
+    """As on files: the signal is queued while this supervisor's task is in a slow call (the
+    run's lease is its own), acknowledged at once, and the later wait has it."""
+    gate, started = anyio.Event(), anyio.Event()
+    async with Supervisor(
+        PostgresStore(pg_dsn, schema=pg_schema),
+        model=slow_then_wait_model(),
+        tools=slow_then_wait(gate, started),
+    ) as sup:
+        await sup.start(RUN, "check o-1")
+        with anyio.fail_after(WAIT):
+            await started.wait()
+            await sup.signal(RUN, "payment.o-1", {"paid": 12}, signal_id="evt-1")
+        assert not gate.is_set()
+        gate.set()
+        assert await sup.wait(RUN, timeout=WAIT) is RunStatus.DONE
+    events = await _events(pg_dsn, pg_schema)
+    assert [s.signal_id for s in of_type(events, Signal)] == ["evt-1"]
+    assert "12" in str(result_of(events, "toolu_2").content)

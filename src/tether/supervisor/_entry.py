@@ -91,6 +91,7 @@ class Entry:
     driving: bool = False
     parent: tuple[str, str] | None = None  # (run, call) of the run that waits for this one
     remote: bool = False
+    posted: bool = False  # an answer was queued for the run while a task here drove it
     seen: tuple[int, int] | None = None
     known: bool = False
     _changed: anyio.Event | None = None

@@ -124,6 +124,11 @@ class Halts:
             return False
         return bool(self._mark_of(run_id) == absent)
 
+    def posted(self, run_id: str) -> None:
+        """An answer is being queued in the inbox of run ``run_id`` from this process: its
+        drive looks when the run rests, without waiting for the watch to move the mark."""
+        self._absent.pop(run_id, None)
+
     def _found_none(self, run_id: str, taken: Hashable | None) -> None:
         if taken is None:
             self._absent.pop(run_id, None)

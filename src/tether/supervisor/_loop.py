@@ -179,6 +179,9 @@ class _Drive:
     async def run(self, *, fresh: bool, prior: Interruption | None) -> Standing:
         state, rt = self.state, self.rt
         if state.finished is not None:
+            # A signal posted just before the run finished, its post landing after the last
+            # look, is kept (see ``fold_inbox``); any other answer is logged and dropped.
+            await self._fold_inbox(look=True)
             return run_status(state, rt.clock())
         problem, takeover = contract_decision(state, rt)
         if problem is not None:

@@ -414,8 +414,9 @@ class Supervisor:
             RunStateError: the call is not waiting for approval (or its deadline passed).
             RunNotFoundError: no such run.
 
-        While another process advances the run, the answer waits in the run's inbox and that
-        process records it at its next pause (when it would otherwise rest).
+        While another process advances the run, or a task of this supervisor is in a call of
+        it, the answer waits in the run's inbox and that process records it at its next pause
+        (when it would otherwise rest); the method returns without waiting for that.
         """
         await self._answer(
             run_id,
@@ -451,8 +452,9 @@ class Supervisor:
             RunStateError: the call is not escalated.
             RunNotFoundError: no such run.
 
-        While another process advances the run, the answer waits in the run's inbox and that
-        process records it at its next pause (when it would otherwise rest).
+        While another process advances the run, or a task of this supervisor is in a call of
+        it, the answer waits in the run's inbox and that process records it at its next pause
+        (when it would otherwise rest); the method returns without waiting for that.
         """
         await self._answer(
             run_id,
@@ -528,8 +530,9 @@ class Supervisor:
             RunStateError: the run already finished (and has no signal of this id).
             ValueError: ``name`` is not an event name, or ``signal_id`` not a signal id.
 
-        While another process advances the run, the signal waits in the run's inbox and that
-        process records it at its next pause.
+        While another process advances the run, or a task of this supervisor is in a call of
+        it, the signal waits in the run's inbox and that process records it at its next pause;
+        the method returns without waiting for that.
         """
         await self._answer(
             run_id,
@@ -670,23 +673,43 @@ class Supervisor:
         return self._board.entry(run_id)
 
     async def _answer(self, run_id: str, give: Callable[[], Awaitable[Recorded]]) -> Recorded:
-        """Give a person's answer (``give``) once no task of this supervisor advances the run,
-        then continue the run if the answer was appended (not queued for another process, nor
-        a signal the run had already).
+        """Give a person's answer (``give``), then continue the run if the answer was appended
+        (not queued for another process, nor a signal the run had already). While a task of
+        this supervisor drives the run, the answer is queued for that task.
 
         Raises:
             RuntimeError: the supervisor is not entered (or was exited).
         """
         self._check_entered()
         entry = await self._known(run_id)
-        try:
-            async with entry.lock:  # waits while a task of this supervisor advances the run
-                done = await give()
-        finally:
-            self._board.release(run_id)  # an entry made only for the lock (a refused answer)
-        if not (done.queued or done.repeated):
+        if entry.driving:
+            # A task of this supervisor advances the run, maybe for as long as a tool call
+            # takes: the answer does not wait for it. The run's journal is held, so it is
+            # queued in the run's inbox, for the task to take in at the run's next pause.
+            self._halts.posted(run_id)
+            done = await give()
+            if done.repeated:
+                return done  # recorded already, or waiting in the inbox already
+            if entry.driving:  # the post may come after its last look: it drives once more
+                entry.posted = True
+                return done
+        else:
+            try:
+                async with entry.lock:  # waits while another answer of this supervisor lands
+                    done = await give()
+            finally:
+                self._board.release(run_id)  # an entry made only for the lock (refused)
+            if done.queued or done.repeated:
+                return done  # for another process (it records it), or had already
+            # (A retry re-opens a failed run.)
             self._board.set(run_id, Standing(RunStatus.RUNNING))
             self._tasks.spawn(run_id, None, fresh=False)
+            return done
+        # The task let go meanwhile: the answer is taken in by a drive of its own (a signal
+        # queued just before the run finished is kept: see ``fold_inbox``).
+        if not entry.status.final:
+            self._board.set(run_id, Standing(RunStatus.RUNNING))
+        self._tasks.spawn(run_id, None, fresh=False)
         return done
 
 

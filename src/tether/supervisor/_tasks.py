@@ -157,12 +157,20 @@ class RunTasks:
                     finally:
                         entry.driving = False
                         self._active.release()
+                    again, entry.posted = entry.posted, False
                     if outcome is not None:
                         self._board.set(run_id, outcome)
                         if outcome.wake_at is not None:
                             self.timers.at(outcome.wake_at, run_id)
                         if outcome.status.final and entry.parent is not None:
                             await self._tell_parent(run_id, entry.parent)
+                    if again and outcome is not None and not self.draining:
+                        # An answer was queued while this task drove the run, maybe after
+                        # the drive's last look at the inbox: the next drive takes it in
+                        # (a finished run, a signal: kept, see ``fold_inbox``).
+                        if not outcome.status.final:
+                            self._board.set(run_id, Standing(RunStatus.RUNNING))
+                        self.spawn(run_id, None, fresh=False)
                 finally:
                     entry.scope = None
                     entry.release_idle_lock()
