@@ -4,15 +4,19 @@ the CLI and the console, and what it acknowledges holds."""
 from __future__ import annotations
 
 import pathlib
+import subprocess
+import sys
 import threading
+from collections.abc import Callable
 
 import anyio
 import pytest
 
 from tether import Budgets, RunStateError, operate
-from tether.journal import Decision, FileStore, Signal
+from tether.journal import Decision, FileStore, Signal, Store
 from tether.supervisor import Supervisor
 
+from .._cli import REPO
 from ..cli._stores import APPROVE, CHARGE_CALL, ESCALATED, REFUND_CALL, Env, cli_async
 
 MORE = Budgets(max_model_calls=3)
@@ -249,3 +253,114 @@ def test_answers_from_threads_with_their_own_event_loops_do_not_wait_on_each_oth
         thread.join(timeout=20)
     assert not any(thread.is_alive() for thread in threads)
     assert done == [1, 1]
+
+
+RACES = 12
+
+
+def test_an_approval_and_a_rejection_raced_by_two_processes_while_a_worker_holds_the_run(
+    tmp_path: pathlib.Path,
+) -> None:
+    """``tether approve`` and ``tether reject`` of one call, started at the same moment as
+    processes of their own, while another process holds the run (a worker advancing it), for
+    several runs at once: for each run one is queued and the other refused naming it, and
+    the one queued is the one the next worker records. (Each checked its answer against an
+    inbox without the other's, so both were told "queued", and the worker then dropped one.)"""
+    env = Env(tmp_path / "store")
+    race_approvals(env, env.store, ["--root", env.r])
+
+
+def race_approvals(env: Env, make_store: Callable[[], Store], where: list[str]) -> None:
+    """Park ``RACES`` runs for the approval of one call in the store ``make_store`` opens,
+    hold them, race ``tether approve`` against ``tether reject`` (``where``: the store's
+    options) on each, then check what each was told against what the next worker records."""
+    runs = [f"race-{i}" for i in range(RACES)]
+
+    async def park() -> None:
+        async with Supervisor(make_store(), model=env.model(), tools=env.tools()) as sup:
+            for run_id in runs:
+                await sup.start(run_id, "refund o-1")
+            for run_id in runs:
+                assert (await sup.wait(run_id, timeout=30)).value == "waiting_for_approval"
+
+    def answer(verb: str, run_id: str, by: str) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "tether.cli", verb, *where, run_id, REFUND_CALL, "--by", by],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+
+    said: dict[str, dict[str, tuple[int, str]]] = {}
+
+    async def race() -> None:
+        async with make_store() as store:
+            held = [await store.open(run_id) for run_id in runs]  # a worker advances them
+            started = {
+                run_id: {
+                    "priya": answer("approve", run_id, "priya"),
+                    "sam": answer("reject", run_id, "sam"),
+                }
+                for run_id in runs
+            }
+            for run_id, procs in started.items():
+                said[run_id] = {}
+                for by, proc in procs.items():
+                    out, _ = await anyio.to_thread.run_sync(proc.communicate, None, 60)
+                    said[run_id][by] = (proc.returncode, out)
+            for journal in held:
+                await journal.aclose()
+
+    async def resume() -> dict[str, list[str]]:
+        async with Supervisor(make_store(), model=env.model(), tools=env.tools()) as sup:
+            for run_id in runs:
+                assert (await sup.wait(run_id, timeout=30)).value == "done"
+        async with make_store() as store:
+            return {
+                run_id: [e.by for e in await store.read(run_id) if isinstance(e, Decision)]
+                for run_id in runs
+            }
+
+    anyio.run(park)
+    anyio.run(race)
+    recorded = anyio.run(resume)
+    for run_id in runs:
+        queued = [by for by, (code, _) in said[run_id].items() if code == 0]
+        refused = [out for code, out in said[run_id].values() if code != 0]
+        assert len(queued) == 1, (run_id, said[run_id])
+        assert "queued" in said[run_id][queued[0]][1]
+        assert len(refused) == 1
+        assert "was already" in refused[0]
+        assert recorded[run_id] == queued, run_id
+
+
+async def test_an_answer_waits_for_the_posters_lock_and_gives_up_naming_the_wait(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process holds the posters' lock (queueing an answer of its own): an answer for
+    a held run waits for it, and is refused, nothing queued, once it has waited too long."""
+    import fcntl
+    import os
+
+    from tether import JournalIOError
+
+    monkeypatch.setattr("tether.journal._posting.PATIENCE", 0.3)
+    fd = os.open(env.root / "runs", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        async with FileStore(env.root) as store, await store.open(APPROVE):
+            with pytest.raises(JournalIOError, match=r"still being queued after 0\.3 s"):
+                await operate.decide(store, APPROVE, REFUND_CALL, approved=True, by="priya")
+            assert await store.peek_inbox(APPROVE) == []
+
+            async def let_go() -> None:
+                await anyio.sleep(0.1)
+                fcntl.flock(fd, fcntl.LOCK_UN)
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(let_go)
+                done = await operate.decide(store, APPROVE, REFUND_CALL, approved=True, by="priya")
+            assert done.queued
+    finally:
+        os.close(fd)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pathlib
 from collections import Counter
 
 import anyio
@@ -12,6 +13,8 @@ from tether.journal import Decision, RunStarted
 from tether.postgres import PostgresStore
 from tether.supervisor import RunStatus, Supervisor
 
+from ..cli._stores import Env
+from ..operate.test_verbs import race_approvals
 from ..supervisor._helpers import delivery_app, gated_tools, lookup_and_send_model
 
 use = tether.ScriptedModel.tool_use
@@ -185,3 +188,16 @@ async def test_a_failed_run_retried_from_elsewhere_is_reopened_and_finished(
             while (await sup.inspect("run-1")).status is not RunStatus.DONE:
                 await anyio.sleep(0.05)
     assert ledger == Counter({"run-1:toolu_2": 1})
+
+
+def test_an_approval_and_a_rejection_raced_by_two_processes_while_a_worker_holds_the_run(
+    tmp_path: pathlib.Path, pg_dsn: str, pg_schema: str
+) -> None:
+    """As on files (``tests/operate/test_verbs.py``): one of the two is queued, the other is
+    refused naming it, and the worker records the one queued."""
+    env = Env(tmp_path / "unused")
+    race_approvals(
+        env,
+        lambda: PostgresStore(pg_dsn, schema=pg_schema),
+        ["--store", pg_dsn, "--schema", pg_schema],
+    )

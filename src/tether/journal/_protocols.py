@@ -15,6 +15,7 @@ three things, each a protocol of its own so that code needing one asks for no mo
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Hashable, Iterable, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol, Self
 
@@ -138,6 +139,12 @@ class Inbox(Protocol):
     async def has_inbox(self, run_id: str) -> bool: ...
 
     async def post(self, run_id: str, event: Event) -> None: ...
+
+    def posting(self, run_id: str) -> AbstractAsyncContextManager[None]:
+        """Held while an answer for run ``run_id`` is checked against the run and queued:
+        nothing else (task, thread or process) queues an answer for the run meanwhile, so
+        that two answers to one call given at once are checked one against the other."""
+        ...
 
     async def take_inbox(self, run_id: str) -> list[AnyEvent]:
         """The answers waiting, oldest first, for the holder to record (then ``clear_inbox``)."""

@@ -26,6 +26,7 @@ import os
 import stat
 import time
 from collections.abc import Awaitable, Callable, Collection, Hashable, Iterable
+from contextlib import AbstractAsyncContextManager
 from typing import Any, TypeVar, final
 
 import anyio
@@ -44,6 +45,7 @@ from ._inbox import inbox_path
 from ._inbox import post as post_inbox
 from ._inbox import take as take_inbox
 from ._listing import Listing, list_runs_dir
+from ._posting import posting
 from ._protocols import RunStat
 from ._reader import scan_live
 from ._records import ENCODER, AnyEvent, BlobRef, Event, ToolResult
@@ -483,6 +485,16 @@ class FileStore:
         # queue it twice. The sender is told, and nothing was acknowledged.
         async with self.descriptors.short():
             await anyio.to_thread.run_sync(post_inbox, path, run_id, event, self._ops)
+
+    def posting(self, run_id: str) -> AbstractAsyncContextManager[None]:
+        """The posters' lock (``_posting``): held while an answer is checked and queued.
+
+        Raises:
+            JournalIOError: another process kept it for ``_posting.PATIENCE`` seconds.
+        """
+        self._check_entered()
+        check_run_id(run_id)
+        return posting(self.runs_dir)
 
     async def take_inbox(self, run_id: str) -> list[AnyEvent]:
         """The events waiting in the run's inbox, oldest first."""

@@ -18,12 +18,13 @@ connection that drops, settled by reading), ``_listen`` (the change listener), `
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import secrets
 import socket
 import time
-from collections.abc import Collection, Hashable, Iterable, Sequence
+from collections.abc import AsyncIterator, Collection, Hashable, Iterable, Sequence
 from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING, Any, final
 from urllib.parse import urlsplit
@@ -58,6 +59,7 @@ if TYPE_CHECKING:
     import asyncpg
 
 _DEFAULT = object()
+POSTING_PATIENCE = 10.0  # seconds an answer waits for another one to be queued
 _READ_MANY = 500  # runs per statement of read_many: bounds one result set
 _ONE_TASK = (
     "this PostgresStore is open in another task (its lease renewer and change listener run "
@@ -387,6 +389,31 @@ class PostgresStore:
                 raise RunNotFoundError(run_id)
             await conn.execute(self.sql.post, run_id, payload)
             await conn.execute(self.sql.notify, self.sql.channel, run_id)
+
+    @contextlib.asynccontextmanager
+    async def posting(self, run_id: str) -> AsyncIterator[None]:
+        """Held while an answer for run ``run_id`` is checked and queued: a session advisory
+        lock on the run (``POSTING_PATIENCE`` seconds at most to get it), on a connection of
+        its own, so that an answer waiting for it holds none of the pool's; the server drops
+        it if this process goes.
+
+        Raises:
+            asyncpg errors: the database could not be reached, or another answer kept the lock
+                for ``POSTING_PATIENCE`` seconds (``LockNotAvailableError``).
+        """
+        import asyncpg
+
+        check_run_id(run_id)
+        conn = await asyncpg.connect(self.dsn, server_settings=SESSION_SETTINGS)
+        try:
+            await conn.execute(f"SET lock_timeout = '{int(POSTING_PATIENCE * 1000)}ms'")
+            await conn.execute(
+                "SELECT pg_advisory_lock(hashtext($1))", f"{self.sql.schema}:inbox:{run_id}"
+            )
+            yield
+        finally:
+            with anyio.CancelScope(shield=True):
+                await conn.close(timeout=self.statement_timeout)  # (drops the lock)
 
     async def take_inbox(self, run_id: str) -> list[AnyEvent]:
         rows = await self._retry("fetch", self.sql.take_inbox, run_id)

@@ -275,10 +275,15 @@ async def record_answer(
         journal = await _open_unless_busy(store, run_id, BUSY_TRIES if busy_wait else 1)
         if journal is None:
             # A worker is advancing the run (its journal's lock, or a live lease): the answer
-            # is queued in the run's inbox; the worker records it at its next pause.
-            state = fold(await store.read(run_id))
-            return await queue(state, await store.peek_inbox(run_id), behind=False)
-        async with journal:
+            # is queued in the run's inbox; the worker records it at its next pause. Checked
+            # and queued under the posters' lock, so that another answer given at once is
+            # checked against this one. The inbox is read before the journal: an answer taken
+            # from it since by the worker was in the journal first.
+            async with store.posting(run_id):
+                queued = await store.peek_inbox(run_id)
+                state = fold(await store.read(run_id))
+                return await queue(state, queued, behind=False)
+        async with journal, store.posting(run_id):  # (against answers queued meanwhile)
             state = fold(journal.events)
             queued = await store.peek_inbox(run_id)
             if queued:
