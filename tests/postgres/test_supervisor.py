@@ -6,6 +6,7 @@ import pathlib
 from collections import Counter
 
 import anyio
+import pytest
 
 import tether
 import tether.supervisor._loop
@@ -201,3 +202,39 @@ def test_an_approval_and_a_rejection_raced_by_two_processes_while_a_worker_holds
         lambda: PostgresStore(pg_dsn, schema=pg_schema),
         ["--store", pg_dsn, "--schema", pg_schema],
     )
+
+
+@pytest.mark.parametrize("pool_size", [16, 1])
+async def test_an_answer_waits_for_the_posters_lock_and_gives_up_naming_the_wait(
+    pg_dsn: str, pg_schema: str, monkeypatch: pytest.MonkeyPatch, pool_size: int
+) -> None:
+    """Another session holds the run's posters' lock: an answer for the held run waits for
+    it and is refused, nothing queued, once it has waited too long; let go, it is queued
+    (with a pool of one connection too, which the lock must not take from the reads)."""
+    import asyncpg
+
+    from tether import JournalIOError, operate
+
+    monkeypatch.setattr("tether.postgres._store.POSTING_PATIENCE", 0.3)
+    gate = anyio.Event()
+    gate.set()
+    tools, model = gated_tools([], gate), lookup_and_send_model()
+    async with Supervisor(PostgresStore(pg_dsn, schema=pg_schema), model=model, tools=tools) as sup:
+        await sup.start("run-1", "go")
+        assert await sup.wait("run-1", timeout=10) is RunStatus.WAITING_FOR_APPROVAL
+    other = await asyncpg.connect(pg_dsn)
+    try:
+        key = f"{pg_schema}:inbox:run-1"
+        assert await other.fetchval("SELECT pg_try_advisory_lock(hashtext($1))", key)
+        async with (
+            PostgresStore(pg_dsn, schema=pg_schema, pool_size=pool_size) as store,
+            await store.open("run-1"),
+        ):
+            with pytest.raises(JournalIOError, match=r"still being queued after 0\.3 s"):
+                await operate.decide(store, "run-1", "toolu_2", approved=True, by="priya")
+            assert await store.peek_inbox("run-1") == []
+            await other.execute("SELECT pg_advisory_unlock(hashtext($1))", key)
+            done = await operate.decide(store, "run-1", "toolu_2", approved=True, by="priya")
+            assert done.queued
+    finally:
+        await other.close()

@@ -19,6 +19,7 @@ connection that drops, settled by reading), ``_listen`` (the change listener), `
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
 import secrets
@@ -35,6 +36,7 @@ import msgspec
 from .._errors import (
     BlobError,
     JournalCorruptError,
+    JournalIOError,
     JournalLockedError,
     RunExistsError,
     RunNotFoundError,
@@ -60,6 +62,7 @@ if TYPE_CHECKING:
 
 _DEFAULT = object()
 POSTING_PATIENCE = 10.0  # seconds an answer waits for another one to be queued
+POSTING_POLL = 0.005
 _READ_MANY = 500  # runs per statement of read_many: bounds one result set
 _ONE_TASK = (
     "this PostgresStore is open in another task (its lease renewer and change listener run "
@@ -393,27 +396,48 @@ class PostgresStore:
     @contextlib.asynccontextmanager
     async def posting(self, run_id: str) -> AsyncIterator[None]:
         """Held while an answer for run ``run_id`` is checked and queued: a session advisory
-        lock on the run (``POSTING_PATIENCE`` seconds at most to get it), on a connection of
-        its own, so that an answer waiting for it holds none of the pool's; the server drops
-        it if this process goes.
+        lock on the run, which the server drops if this process goes. It is tried every
+        ``POSTING_POLL`` seconds, on a connection taken for each try, so that answers waiting
+        for it hold none of the pool's (the one holding it needs more for its reads), and
+        given up after ``POSTING_PATIENCE`` seconds. A pool of one connection takes a
+        connection of its own for it.
 
         Raises:
-            asyncpg errors: the database could not be reached, or another answer kept the lock
-                for ``POSTING_PATIENCE`` seconds (``LockNotAvailableError``).
+            JournalIOError: another answer kept the lock for ``POSTING_PATIENCE`` seconds.
+            asyncpg errors: the database could not be reached.
         """
         import asyncpg
 
         check_run_id(run_id)
-        conn = await asyncpg.connect(self.dsn, server_settings=SESSION_SETTINGS)
-        try:
-            await conn.execute(f"SET lock_timeout = '{int(POSTING_PATIENCE * 1000)}ms'")
-            await conn.execute(
-                "SELECT pg_advisory_lock(hashtext($1))", f"{self.sql.schema}:inbox:{run_id}"
-            )
-            yield
-        finally:
-            with anyio.CancelScope(shield=True):
-                await conn.close(timeout=self.statement_timeout)  # (drops the lock)
+        key = f"{self.sql.schema}:inbox:{run_id}"
+        deadline = time.monotonic() + POSTING_PATIENCE
+        async with contextlib.AsyncExitStack() as stack:
+            while True:
+                conn: Any
+                if self.pool_size < 2:
+                    own = await asyncpg.connect(self.dsn, server_settings=SESSION_SETTINGS)
+                    stack.push_async_callback(own.close)
+                    conn = own
+                else:
+                    pooled = await self.pool.acquire()
+                    stack.push_async_callback(self.pool.release, pooled)
+                    conn = pooled
+                if await conn.fetchval("SELECT pg_try_advisory_lock(hashtext($1))", key):
+                    break
+                await stack.aclose()
+                if time.monotonic() >= deadline:
+                    stuck = OSError(
+                        errno.ETIMEDOUT,
+                        f"another answer was still being queued after {POSTING_PATIENCE:g} s; "
+                        "try again",
+                    )
+                    raise JournalIOError(self.location(run_id), "queue an answer", stuck)
+                await anyio.sleep(POSTING_POLL)
+            try:
+                yield
+            finally:
+                with anyio.CancelScope(shield=True), contextlib.suppress(*connection_errors()):
+                    await conn.execute("SELECT pg_advisory_unlock(hashtext($1))", key)
 
     async def take_inbox(self, run_id: str) -> list[AnyEvent]:
         rows = await self._retry("fetch", self.sql.take_inbox, run_id)
