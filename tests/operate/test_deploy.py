@@ -208,13 +208,25 @@ async def test_the_console_offers_a_live_workers_contract_and_a_click_repins(
                 (offer,) = parked["offers"]
                 assert offer["worker"] == sup._fleet.key
                 assert offer["changes"][0].startswith("notify v1 (")
-                answered = await c.post(
-                    f"/api/runs/{RUN}/repin",
-                    json={"worker": offer["worker"], "note": "email is fine"},
-                    headers=auth(PRIYA),
-                )
-                assert answered.status_code == 200, answered.text
+                answers: list[httpx2.Response] = []
+
+                async def accept() -> None:
+                    answers.append(
+                        await c.post(
+                            f"/api/runs/{RUN}/repin",
+                            json={"worker": offer["worker"], "note": "email is fine"},
+                            headers=auth(PRIYA),
+                        )
+                    )
+
+                async with anyio.create_task_group() as tg:  # three clicks at once
+                    for _ in range(3):
+                        tg.start_soon(accept)
+                (answered,) = [a for a in answers if a.status_code == 200]
                 assert "recorded: repin of run" in answered.json()["message"]
+                for refused in (a for a in answers if a is not answered):
+                    assert refused.status_code == 409, refused.text
+                    assert "already (repinned by priya)" in refused.text
                 gone = await c.post(
                     f"/api/runs/{RUN}/repin", json={"worker": "nobody"}, headers=auth(PRIYA)
                 )

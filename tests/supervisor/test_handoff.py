@@ -72,7 +72,9 @@ async def test_a_signal_or_a_repin_before_its_first_drive_is_no_crash(
         if answer == "signal":
             await signal(store, "run-1", "customer.replied", {"text": "hi"}, signal_id="m1")
         else:
-            await repin(store, "run-1", tools=tools.pins(), by="priya")
+            deliver = tools.get("deliver")  # a second version of it, which the run accepts
+            v2 = tools.register(deliver.fn, name="deliver", version="2", policy=deliver.policy)
+            await repin(store, "run-1", tools=[v2.pin()], by="priya")
     async with Supervisor(
         tether.FileStore(tmp_path), model=delivery_app(ledger)[0], tools=tools
     ) as worker:

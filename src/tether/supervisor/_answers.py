@@ -131,7 +131,22 @@ def _repin_problem(state: RunState, answer: Repinned) -> str | None:
                 "under a call that was started, approved or waits for one under the old "
                 "contract; resolve, reject or cancel it first"
             )
+    if _pinned_already(state, answer):
+        who = f" (repinned by {state.repinned_by})" if state.repinned is not None else ""
+        return f"nothing to repin: the run is on these contracts already{who}"
     return None
+
+
+def _pinned_already(state: RunState, answer: Repinned) -> bool:
+    """Whether the run goes by every contract ``answer`` gives already (two people
+    accepting one change at once: the second has nothing left to accept)."""
+    manifest = state.manifest
+    pins = {pin.name: pin for pin in manifest.tools}
+    if any(pins.get(pin.name) != pin for pin in answer.tools):
+        return False
+    if answer.model is not None and answer.model != manifest.model:
+        return False
+    return answer.model_params is None or answer.model_params == manifest.model_params
 
 
 def _not_open(state: RunState, call_id: str) -> str:

@@ -170,6 +170,7 @@ class RunState:
     resumes: int = 0  # every resume by a process that was not the first to drive it
     taken_from: str = ""  # whose expired lease the latest resume took over, until progress
     repinned: Manifest | None = None  # the manifest as the latest repin left it
+    repinned_by: str = ""  # who gave the latest repin
     interruptions: int = 0
     finished: RunFinished | None = None
     parked: Parked | None = None
@@ -345,6 +346,7 @@ class RunState:
         if event.model_params is not None:
             changes["model_params"] = event.model_params
         self.repinned = msgspec.structs.replace(manifest, **changes)
+        self.repinned_by = event.by
         if self.parked is not None and self.parked.cause == "contract":
             self.parked = None  # parked for the contract it has accepted now
 

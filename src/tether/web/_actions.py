@@ -200,4 +200,12 @@ async def _repin(store: Store, run_id: str, worker: str, note: str, by: str) -> 
         raise ActionError(409, "refused", f"refused: no live worker {worker!r} in this store")
     state = fold(await store.read(run_id))
     pins, model = repin_plan(state, contracts)
+    if not pins and model is None:  # (another person's click was recorded first, say)
+        who = f" (repinned by {state.repinned_by})" if state.repinned is not None else ""
+        raise ActionError(
+            409,
+            "refused",
+            f"refused: run {run_id!r}: nothing to repin: the run is on the contracts of "
+            f"worker {worker!r} already{who}",
+        )
     return await operate.repin(store, run_id, tools=pins, model=model, by=by, note=note)
