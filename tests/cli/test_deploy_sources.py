@@ -11,10 +11,13 @@ import sys
 import anyio
 import pytest
 
+from tether.cli import main
 from tether.journal import FileStore, Repinned
 from tether.supervisor import RunStatus, Supervisor
 
 from .._cli import run_tether
+from ..mcp._helpers import SERVER
+from ..supervisor._worker_proc import lines, start, stop, until
 from . import _mcp_app
 
 RUN = "run-mcp"
@@ -69,3 +72,46 @@ def test_check_and_repin_see_the_tools_of_an_mcp_server(
         assert f"tether: cannot open the tool sources of {APP}: " in failed.stderr
         assert "MCP server 'helpdesk'" in failed.stderr
         assert "Traceback" not in failed.stderr
+
+
+def test_a_worker_waits_for_an_mcp_server_that_is_not_up_yet(
+    world: pathlib.Path, tmp_path: pathlib.Path
+) -> None:
+    """A fleet restarted together with its MCP server: the worker tries again, saying what
+    it waits for, and serves once the server starts (it exited 1 with a traceback)."""
+    late = tmp_path / "late_server.py"  # not there yet: the server's command fails
+    world.mkdir(parents=True, exist_ok=True)
+    command = json.dumps([sys.executable, str(late)])
+    log = tmp_path / "worker.log"
+    proc = start(
+        ["--root", str(tmp_path / "store"), "--app", APP], log=log, env={"MCP_APP_COMMAND": command}
+    )
+    try:
+        until(lambda: "waiting for the tool sources" in log.read_text(), "a wait", running=proc)
+        assert "MCP server 'helpdesk'" in log.read_text()
+        late.write_text(
+            "import os, sys\n"
+            f"os.environ['MCP_TEST_DIR'] = {str(world)!r}\n"
+            f"os.execv(sys.executable, [sys.executable, {str(SERVER)!r}, 'stdio'])\n"
+        )
+        until(lambda: any(": serving " in line for line in lines(log)), "serving", running=proc)
+    finally:
+        code = stop(proc)
+    assert code == 0, log.read_text()
+    assert "Traceback" not in log.read_text()
+
+
+def test_a_worker_gives_up_on_an_mcp_server_with_one_line_and_exit_3(
+    world: pathlib.Path,
+    tmp_path: pathlib.Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("MCP_APP_COMMAND", json.dumps([sys.executable, str(tmp_path / "gone.py")]))
+    monkeypatch.setattr("tether.supervisor._worker.SOURCES_WAIT", 0.5)
+    monkeypatch.setattr("tether.supervisor._worker.tune_collector", lambda: None)
+    assert main(["worker", "--root", str(tmp_path / "store"), "--app", APP]) == 3
+    err = capsys.readouterr().err
+    assert f"tether: {APP}: the tool sources cannot be opened (still after waiting 0.5 s): " in err
+    assert "MCP server 'helpdesk'" in err
+    assert "Traceback" not in err

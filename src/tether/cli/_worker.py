@@ -48,7 +48,8 @@ def add_worker_commands(commands: Any) -> None:
         "workers on many machines share it, each run held by one worker at a time through a "
         "lease that another worker takes over once it expires, see --lease-ttl). Exit 0 on a "
         "signal; 1 if the application cannot be loaded (its import or factory raised); 2 on bad "
-        "usage (--app not MODULE:FACTORY); 3 if the store cannot be reached. A PostgreSQL "
+        "usage (--app not MODULE:FACTORY); 3 if the store cannot be reached, or a tool source "
+        "(an MCP server) after 60 s of trying again. A PostgreSQL "
         "database that cannot be reached yet when the worker starts (down, starting up or in "
         "recovery, out of connection slots, a host name not resolving yet) is waited for, "
         "with a log line at each try, for up to --store-wait seconds; a mistake (a wrong "
@@ -127,7 +128,7 @@ def _worker(args: argparse.Namespace) -> int:
 def _serve(args: argparse.Namespace) -> int:
     from .._errors import StoreUnavailableError
     from ..supervisor import load_app, run_worker
-    from ..supervisor._worker import tune_collector
+    from ..supervisor._worker import SourcesUnavailableError, tune_collector
 
     check_store_usage(args, {"--lease-ttl": args.lease_ttl, "--store-wait": args.store_wait})
     logging.basicConfig(
@@ -156,6 +157,9 @@ def _serve(args: argparse.Namespace) -> int:
         anyio.run(run_worker, store, app)
     except StoreUnavailableError as exc:
         print(f"tether: {exc}", file=sys.stderr)
+        return 3
+    except SourcesUnavailableError as exc:
+        print(f"tether: {args.app}: {exc}", file=sys.stderr)
         return 3
     except Exception as exc:
         problem = str(exc) if isinstance(exc, StoreMissingError) else store_failure(args, exc)

@@ -8,17 +8,20 @@ import logging
 import os
 import signal
 import sys
+import time
 from collections.abc import AsyncIterator, Iterator
-from contextlib import contextmanager
+from contextlib import AsyncExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 
+from .._errors import ToolUnavailableError
 from .._store_url import store_for
 from ..journal import Store
 from ..models import Model
 from ..tools import ToolRegistry
+from ._failures import leaves
 from ._supervisor import Supervisor
 
 log = logging.getLogger("tether.supervisor")
@@ -83,6 +86,52 @@ def load_app(target: str) -> WorkerApp:
     return app
 
 
+SOURCES_WAIT = 60.0
+"""Seconds a starting worker waits for its tool sources (an MCP server not up yet) before it
+gives up with the last reason."""
+
+
+class SourcesUnavailableError(Exception):
+    """The application's tool sources could not be opened within ``SOURCES_WAIT`` seconds."""
+
+
+async def open_sources_waiting(stack: AsyncExitStack, tools: ToolRegistry, wait: float) -> None:
+    """Open ``tools``' sources until ``stack`` closes, trying again with backoff (0.25 s
+    doubling to 4 s) while one cannot be reached (``ToolUnavailableError``: an MCP server down
+    or starting), logging each try, for up to ``wait`` seconds: a fleet restarted together with
+    its MCP servers comes up once they answer. Anything else a source raises, at once.
+
+    Raises:
+        SourcesUnavailableError: still unreachable after ``wait`` seconds (its message says why).
+    """
+    deadline = time.monotonic() + wait
+    delay = 0.25
+    while True:
+        try:
+            await stack.enter_async_context(tools.open_sources())
+            return
+        except Exception as exc:
+            down = [leaf for leaf in leaves(exc) if isinstance(leaf, ToolUnavailableError)]
+            if not down:
+                raise
+            why = "; ".join(str(leaf) for leaf in down)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise SourcesUnavailableError(
+                    f"the tool sources cannot be opened (still after waiting {wait:g} s): {why}"
+                ) from exc
+            pause = min(delay, left)
+            log.warning(
+                "waiting for the tool sources: %s; trying again in %.1f s (giving up %.0f s "
+                "from now)",
+                why,
+                pause,
+                left,
+            )
+            await anyio.sleep(pause)
+            delay = min(delay * 2, 4.0)
+
+
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 """What stops a worker: the first drains, a second stops at once."""
 
@@ -139,9 +188,14 @@ async def run_worker(
     sweep resumes runs) drains it as soon as it has started. The handlers of SIGTERM and
     SIGINT in place before the call are in place again after it.
 
+    The application's tool sources are opened first: one that cannot be reached yet (an MCP
+    server starting) is waited for, with a log line at each try, for up to ``SOURCES_WAIT``
+    seconds.
+
     Raises:
+        SourcesUnavailableError: a tool source still unreachable after ``SOURCES_WAIT``.
         whatever entering the store or the supervisor raises (``StoreUnavailableError``,
-        ``StoreSchemaError``, ``ToolUnavailableError``, ...).
+        ``StoreSchemaError``, ...), or a tool source other than by being out of reach.
     """
     before = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
     try:
@@ -149,7 +203,7 @@ async def run_worker(
             if isinstance(store, (str, os.PathLike)):
                 store = store_for(os.fspath(store))
             sup = Supervisor(store, model=app.model, tools=app.tools, **app.options)
-            await _Serving(store, sup, signals, ready).serve()
+            await _Serving(store, sup, app.tools, signals, ready).serve()
     finally:
         _restore(before)
 
@@ -158,19 +212,25 @@ class _Serving:
     """One worker's life between its first line and its return: opening the store,
     starting, serving, draining. What a signal does depends on which.
 
-    While the store is being opened (a database that cannot be reached yet is waited for)
-    nothing is held, so a signal cancels the wait. Once it is open, the supervisor's entry
-    may already have runs in flight (its first sweep resumes them): a signal then drains,
-    as soon as the entry is done, as it does afterwards; cancelling them instead would cut
-    their tool calls short, leaving calls for their policies to decide. A second signal cuts
-    the drain short.
+    While the tool sources and the store are being opened (an MCP server or a database that
+    cannot be reached yet is waited for) nothing is held, so a signal cancels the wait. Once
+    the store is open, the supervisor's entry may already have runs in flight (its first
+    sweep resumes them): a signal then drains, as soon as the entry is done, as it does
+    afterwards; cancelling them instead would cut their tool calls short, leaving calls for
+    their policies to decide. A second signal cuts the drain short.
     """
 
     def __init__(
-        self, store: Store, sup: Supervisor, signals: AsyncIterator[int], ready: anyio.Event | None
+        self,
+        store: Store,
+        sup: Supervisor,
+        tools: ToolRegistry,
+        signals: AsyncIterator[int],
+        ready: anyio.Event | None,
     ) -> None:
         self._store = store
         self._sup = sup
+        self._tools = tools
         self._signals = signals
         self._ready = ready
         self._opening = anyio.CancelScope()
@@ -185,20 +245,25 @@ class _Serving:
             tg.start_soon(self._listen)
             try:
                 with self._opening:
-                    async with self._store:  # (the supervisor enters it too, and leaves first)
-                        self._opened = True
-                        async with self._sup:
-                            self._serving = True
-                            if self._ready is not None:
-                                self._ready.set()
-                            await self._stop.wait()
-                            with self._draining:
-                                await self._sup.drain()
+                    async with AsyncExitStack() as sources:  # (the supervisor's entry shares it)
+                        await open_sources_waiting(sources, self._tools, SOURCES_WAIT)
+                        await self._serve()
             except Exception as exc:  # raised as it is, not in the listener's task group
                 failed = exc
             tg.cancel_scope.cancel()
         if failed is not None:
             raise failed
+
+    async def _serve(self) -> None:
+        async with self._store:  # (the supervisor enters it too, and leaves first)
+            self._opened = True
+            async with self._sup:
+                self._serving = True
+                if self._ready is not None:
+                    self._ready.set()
+                await self._stop.wait()
+                with self._draining:
+                    await self._sup.drain()
 
     async def _listen(self) -> None:
         async for signum in self._signals:
