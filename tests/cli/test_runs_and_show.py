@@ -249,6 +249,11 @@ def test_escape_sequences_in_what_a_run_says_never_reach_the_terminal(
         assert "\r" not in out
         assert "\x07" not in out
         assert "esc\\x1b]0;pwned\\x07\\x1b[31mRED\\x1b[0m" in out  # (\\r: a space)
+    # So are bidirectional controls, which would reorder what the operator reads.
+    assert fail("refused: by \u202eRED\u202c \u2067x\u2069", 1) == 1
+    err = capsys.readouterr().err
+    assert "\u202e" not in err
+    assert "by \\u202eRED\\u202c \\u2067x\\u2069" in err
     # A refusal may quote what another person gave ("already rejected by NAME"): written out.
     assert fail(f"refused: call was already rejected by {evil}", 1) == 1
     err = capsys.readouterr().err

@@ -141,6 +141,34 @@ async def test_model_and_tool_text_is_escaped(file_env: Env) -> None:
     assert "&lt;script&gt;window.__xss = 1&lt;/script&gt;" in pages[0].text
 
 
+async def test_bidirectional_controls_are_written_out_on_every_page(file_env: Env) -> None:
+    """A right-to-left override in a model's arguments would show them to their approver in
+    another order than the tool gets them: the pages write it out (the API keeps the data)."""
+    flipped = "refund \u202e001$ to\u202c o-1 \u2066x\u2069"
+    use = {"type": "tool_use", "id": "c1", "name": "lookup", "input": {"q": flipped}}
+    await file_env.craft(
+        "run-bidi",
+        [
+            RunStarted(
+                run_id="run-bidi",
+                manifest=Manifest(model="scripted"),
+                messages=[{"role": "user", "content": flipped}],
+            ),
+            ModelResponse(message={"role": "assistant", "content": [use]}),
+        ],
+    )
+    async with console(file_env) as client:
+        await sign_in(client)
+        pages = [await client.get(p) for p in ("/runs/run-bidi", "/", "/inbox")]
+        data = await client.get("/api/runs/run-bidi", headers=auth())
+    for page in pages:
+        assert page.status_code == 200
+        for control in "\u202e\u202c\u2066\u2069":
+            assert control not in page.text, page.url
+    assert "refund \\u202e001$ to\\u202c o-1" in pages[0].text
+    assert "\u202e" in data.text or "\\u202e" in data.text  # the journal's own words
+
+
 SECRET = "sk-ant-api03-" + "Q" * 40
 
 

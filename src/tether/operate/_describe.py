@@ -47,15 +47,29 @@ def shorten(text: str, limit: int) -> str:
     return flat if len(flat) <= limit else flat[: max(0, limit - 1)] + "…"
 
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_BIDI_CONTROLS = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+_CONTROL = re.compile(f"[\\x00-\\x08\\x0b-\\x1f\\x7f-\\x9f{_BIDI_CONTROLS}]")
+_BIDI = re.compile(f"[{_BIDI_CONTROLS}]")
 
 
 def printable(text: str) -> str:
     """``text`` with every control character but the newline and the tab written out
-    (``\\x1b``): a model's words, a tool's result or a person's note reach an operator's
-    terminal, and an escape sequence there could retitle the window, recolour or rewrite what
-    is shown."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    (``\\x1b``), and every bidirectional control (``\\u202e``): a model's words, a tool's
+    result or a person's note reach an operator's terminal, and an escape sequence there could
+    retitle the window, recolour or rewrite what is shown; a right-to-left override could show
+    a call's arguments to its approver in another order than the tool gets them."""
+    return _CONTROL.sub(_written_out, text)
+
+
+def visible(text: str) -> str:
+    """``text`` with its bidirectional controls written out (``\\u202e``), for a page: what
+    the console shows a person is in the order the tool and the model get it."""
+    return _BIDI.sub(_written_out, text)
+
+
+def _written_out(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def as_json(value: Any) -> str:

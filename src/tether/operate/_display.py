@@ -13,6 +13,7 @@ from ._describe import format_age as format_age
 from ._describe import format_time as format_time
 from ._describe import printable as printable
 from ._describe import shorten as shorten
+from ._describe import visible as visible
 from ._holders import held_by as held_by
 from ._holders import holder_of as holder_of
 from ._listing import RACY_NS as RACY_NS

@@ -16,11 +16,13 @@ from typing import Any
 from urllib.parse import parse_qsl, quote
 
 import jinja2
+import markupsafe
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..journal import Store
+from ..operate._display import visible
 from ._guard import COOKIE, Guard, Session
 from ._listing import Listing
 from ._views import when
@@ -64,10 +66,22 @@ def templates() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
+        finalize=_shown,
     )
     env.filters["when"] = when
     env.filters["segment"] = segment
     return env
+
+
+def _shown(value: object) -> object:
+    """Every value a template inserts, with its bidirectional controls written out
+    (``visible``): a right-to-left override in a model's arguments would show them to their
+    approver in another order than the tool gets them. Markup stays markup."""
+    if isinstance(value, markupsafe.Markup):
+        return markupsafe.Markup(visible(str(value)))
+    if isinstance(value, str):
+        return visible(value)
+    return value
 
 
 def segment(value: object) -> str:
