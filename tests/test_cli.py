@@ -105,6 +105,21 @@ async def test_repair_refuses_without_yes_then_repairs(
     assert "0 records" in capsys.readouterr().out
 
 
+async def test_repair_through_a_link_keeps_the_cut_bytes_beside_the_journal(
+    store_root: pathlib.Path, tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Where gc finds them with their run, not beside the link a person named."""
+    path = await _make_journal(store_root)
+    _flip(path, 256 + 20)
+    before = pathlib.Path(path).read_bytes()
+    link = tmp_path / "elsewhere" / "j.journal"
+    link.parent.mkdir()
+    link.symlink_to(path)
+    assert main(["journal", "repair", str(link), "--yes"]) == 0
+    assert pathlib.Path(path + ".broken").read_bytes() == before[256:]
+    assert not (link.parent / "j.journal.broken").exists()
+
+
 def test_missing_file_exit_code(tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["journal", "verify", str(tmp_path / "nope.journal")]) == 3
     assert "No such file" in capsys.readouterr().err

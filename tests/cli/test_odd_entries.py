@@ -77,6 +77,31 @@ def test_runs_lists_every_real_run_and_names_the_odd_entries(env: Env) -> None:
         assert found[run_id] == (
             f"needs_attention: journal cannot be read: {path} is {kind}, not a regular file"
         )
+    actions = {
+        r["run_id"]: r["action"]
+        for r in json.loads(tether("runs", "--root", env.r, "--json").stdout)
+    }
+    for run_id in ODD:
+        assert actions[run_id].startswith("not a journal of this store: move it out of runs/")
+
+
+def test_a_journal_copied_under_another_runs_name_is_named_so(env: Env) -> None:
+    """``tether journal verify`` sees what the store sees (it said "ok" while every listing
+    called the file corrupt), and the advice is to rename it, not to repair it."""
+    runs = env.root / "runs"
+    shutil.copy(runs / f"{DONE}.journal", runs / "copied.journal")
+    verified = tether("journal", "verify", str(runs / "copied.journal"))
+    assert verified.returncode == 1, verified.stdout
+    assert f"header names run '{DONE}', expected 'copied'" in verified.stderr
+    outside = env.root.parent / "copied.journal"  # a copy to look at, anywhere else: fine
+    shutil.copy(runs / f"{DONE}.journal", outside)
+    assert tether("journal", "verify", str(outside)).returncode == 0
+    listed = tether("runs", "--root", env.r)
+    (row,) = [line for line in listed.stdout.splitlines() if line.startswith("copied ")]
+    assert "needs_attention" in row
+    shown = json.loads(tether("runs", "--root", env.r, "--json").stdout)
+    (summary,) = [r for r in shown if r["run_id"] == "copied"]
+    assert summary["action"].startswith("the file holds another run's journal (copied or")
 
 
 def test_show_and_gc_beside_a_fifo_answer_at_once(env: Env) -> None:

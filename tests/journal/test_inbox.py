@@ -174,6 +174,28 @@ async def test_damage_in_the_middle_is_reported_and_the_answers_after_it_are_tak
         assert not await store.has_inbox(RUN)
 
 
+@pytest.mark.parametrize("short", [b"garbage, not an inbox\n", b"TETHER"], ids=["garbage", "torn"])
+async def test_a_short_inbox_is_kept_when_it_is_not_a_torn_first_post(
+    tmp_path: pathlib.Path, caplog: pytest.LogCaptureFixture, short: bytes
+) -> None:
+    """Fewer bytes than a header: the start of a header is a first post cut short (nothing in
+    it was acknowledged), dropped; anything else is kept whole in ``.broken`` for a person."""
+    async with FileStore(tmp_path) as store:
+        await new_run(store)
+        path = inbox_of(tmp_path)
+        path.write_bytes(short)
+        with caplog.at_level(logging.ERROR, logger="tether.journal"):
+            assert await store.take_inbox(RUN) == []
+            await store.clear_inbox(RUN, 0)
+        assert not await store.has_inbox(RUN)
+        broken = tmp_path / "runs" / f"{RUN}.inbox.broken"
+        if short.startswith(b"TETHER"):
+            assert not broken.exists()
+        else:
+            assert broken.read_bytes() == short
+            assert "not an inbox (22 bytes, no header)" in caplog.text
+
+
 async def test_a_newer_inbox_is_refused_not_rewritten(tmp_path: pathlib.Path) -> None:
     from tether.journal._format import encode_header
 

@@ -26,7 +26,9 @@ def add_journal_commands(commands: Any) -> None:
         help="check every frame; print a one-line summary",
         description="Check every frame of a journal without changing it. Exit 0 if it is "
         "sound (a torn tail, which opening would truncate, is reported but is not an error); "
-        "exit 1 with the offset and reason if it is corrupt.",
+        "exit 1 with the offset and reason if it is corrupt. A journal in a store's runs/ "
+        "directory must name its file's run in its header, as the store requires (a journal "
+        "copied there under another run's name is corrupt to it).",
     )
     verify.add_argument("path", help="the journal file")
     verify.set_defaults(handler=_verify)

@@ -150,7 +150,9 @@ def scan_inbox(data: bytes, path: str, run_id: str) -> InboxScan:
         return _scan_legacy(data)
     result = InboxScan(size=len(data))
     if len(data) < HEADER_SIZE:
-        return result  # a first post cut short: nothing in it was acknowledged
+        if data[: len(INBOX_MAGIC)] != INBOX_MAGIC[: len(data)]:  # not even the magic: no inbox
+            result.damage.append((0, f"not an inbox ({len(data)} bytes, no header)"))
+        return result  # else a first post cut short: nothing in it was acknowledged
     try:
         read_header(data, path, run_id, magic=INBOX_MAGIC, newest=INBOX_VERSION)
     except JournalCorruptError as exc:  # the records after it can still be read

@@ -7,12 +7,13 @@ from dataclasses import dataclass
 
 import msgspec
 
-from .._errors import JournalLockedError
+from .._errors import InvalidRunIdError, JournalLockedError
 from ._file import DEFAULT_FILE_OPS, FileOps
 from ._format import ALIGN, FRAME_HEADER_SIZE, FrameHeader, align
 from ._leftovers import free_name, save_copy
 from ._reader import Scan, scan, scan_live
 from ._records import AnyEvent, RunFinished, decode_event
+from ._runid import check_run_id
 
 
 def read_file(path: str, ops: FileOps = DEFAULT_FILE_OPS) -> bytes:
@@ -34,9 +35,25 @@ def verify_file(path: str, ops: FileOps = DEFAULT_FILE_OPS) -> Scan:
         JournalVersionError: written by a newer format.
         FileNotFoundError: no such file.
     """
-    result = scan_live(lambda: read_file(path, ops), path)
+    result = scan_live(lambda: read_file(path, ops), path, expect_run_id=store_run_id(path))
     result.raise_if_corrupt(path)
     return result
+
+
+def store_run_id(path: str) -> str | None:
+    """The run a journal at ``path`` must hold where it lies in a store (``runs/ID.journal``,
+    named as a store names it), so that verify sees what the store sees (a journal copied or
+    renamed there is corrupt to it); ``None`` for a journal anywhere else (a copy to look at)."""
+    real = os.path.realpath(path)
+    folder, name = os.path.split(real)
+    stem, dot, ext = name.rpartition(".")
+    if os.path.basename(folder) != "runs" or not dot or ext != "journal":
+        return None
+    try:
+        check_run_id(stem)
+    except InvalidRunIdError:
+        return None
+    return stem
 
 
 @dataclass(frozen=True)
@@ -103,7 +120,8 @@ def repair_file(path: str, *, apply: bool, ops: FileOps = DEFAULT_FILE_OPS) -> R
         reason = result.damage.reason if result.damage else None
         if not tail.strip(b"\x00"):
             tail = b""
-        moved_to = free_name(f"{path}.broken") if tail else None
+        # Beside the journal itself (through a link too), where gc finds it with its run.
+        moved_to = free_name(f"{os.path.realpath(path)}.broken") if tail else None
         if apply and removed:
             if moved_to is not None:
                 save_copy(moved_to, tail, ops)

@@ -38,7 +38,7 @@ from .._errors import InvalidRunIdError, JournalError, RunNotFoundError
 from ..journal import AnyEvent, FileStore, Store
 from . import _summary_file as summary_file
 from ._holders import Version, look
-from ._summary import RunSummary, by_status, summarize, unreadable
+from ._summary import NOT_A_JOURNAL, RunSummary, by_status, summarize, unreadable
 from ._summary_file import Identity
 
 log = logging.getLogger("tether.operate")
@@ -158,7 +158,9 @@ class Listing:
                     path = os.path.join(self.store.runs_dir, name)
                     out.append(
                         unreadable(
-                            name.removesuffix(".journal"), f"{path} is {kind}, not a regular file"
+                            name.removesuffix(".journal"),
+                            f"{path} is {kind}, not a regular file",
+                            action=NOT_A_JOURNAL,
                         )
                     )
         out.sort(key=lambda s: (-(s.last_at or 0.0), s.run_id))

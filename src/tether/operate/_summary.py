@@ -202,14 +202,34 @@ def _holder_text(holder: int | str) -> str:
     return f"held by pid {holder}" if holder else "held by a process"
 
 
-def unreadable(run_id: str, problem: str) -> RunSummary:
-    """The summary of a run whose journal cannot be read."""
+NOT_A_JOURNAL = (
+    "not a journal of this store: move it out of runs/ (only regular files named "
+    "RUN_ID.journal are runs)"
+)
+"""What to do about an entry of ``runs/`` that is no run's journal (a directory, a FIFO, a
+link, a file whose name is no run id)."""
+
+
+def unreadable(run_id: str, problem: str, *, action: str | None = None) -> RunSummary:
+    """The summary of a run whose journal cannot be read; ``action`` says what a person can
+    do (by default what the problem calls for: a journal of another run is no damage that
+    ``tether journal repair`` could mend)."""
+    if action is None:
+        if "header names run" in problem:
+            action = (
+                "the file holds another run's journal (copied or renamed): give it back its "
+                "own name, or move it out of runs/ (`tether journal dump` reads it)"
+            )
+        elif "invalid run id" in problem:
+            action = NOT_A_JOURNAL
+        else:
+            action = "see `tether journal verify` and `tether journal repair`"
     return RunSummary(
         run_id=run_id,
         status=RunStatus.NEEDS_ATTENTION.value,
         reason=f"journal cannot be read: {problem}",
         readable=False,
-        action="see `tether journal verify` and `tether journal repair`",
+        action=action,
     )
 
 
@@ -414,7 +434,7 @@ async def load_summaries(store: Store) -> list[RunSummary]:
             if name.endswith(".journal"):
                 path = os.path.join(store.runs_dir, name)
                 reason = f"{path} is {kind}, not a regular file"
-                out.append(unreadable(name.removesuffix(".journal"), reason))
+                out.append(unreadable(name.removesuffix(".journal"), reason, action=NOT_A_JOURNAL))
         out.sort(key=lambda s: s.run_id)
     return out
 
