@@ -160,8 +160,9 @@ async def test_every_form_records_its_answer_or_says_why_not(env: Env) -> None:
         async def post(path: str, **fields: str) -> str:
             response = await client.post(path, data={"csrf": csrf, "next": "/inbox", **fields})
             assert response.status_code == 303, response.text
-            assert response.headers["location"] == "/inbox"
-            page = (await client.get("/inbox")).text
+            location = response.headers["location"]
+            assert location.startswith("/inbox?flash=")
+            page = (await client.get(location)).text
             return html.unescape(page.split('<p class="flash', 1)[1].split("</p>", 1)[0])
 
         refused = await post(f"/runs/{DONE}/calls/toolu_l1/approve")
@@ -234,3 +235,25 @@ async def test_the_runs_page_lists_each_child_run_under_its_parent(file_env: Env
     assert order.index("run-lead.c1") == order.index("run-lead") + 1
     assert dict(rows)["run-lead.c1"] == ' class="child depth-1"'
     assert dict(rows)["run-lead"] == ""
+
+
+async def test_each_answer_s_message_is_shown_on_its_own_page(env: Env) -> None:
+    """Two tabs of one session answer at once: each redirect shows its own answer's message
+    and no other (the first page to load showed every message, the second none)."""
+    async with console(env) as client:
+        csrf = await sign_in(client)
+        approve = await client.post(
+            f"/runs/{APPROVE}/calls/{REFUND_CALL}/approve", data={"csrf": csrf, "next": "/inbox"}
+        )
+        refused = await client.post(
+            f"/runs/{DONE}/calls/toolu_l1/approve", data={"csrf": csrf, "next": "/inbox"}
+        )
+        second = (await client.get(refused.headers["location"])).text
+        first = (await client.get(approve.headers["location"])).text
+        plain = (await client.get("/inbox")).text
+    assert "recorded: approved" in first
+    assert "refused" not in first.split("<main", 1)[1].split("</p>", 1)[0]
+    assert 'class="flash error"' in second
+    assert "recorded: approved" not in second
+    assert 'class="flash' not in plain
+    assert "flash=" not in first.split('name="next"', 1)[1].split(">", 1)[0]  # not passed on

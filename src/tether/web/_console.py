@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qsl, quote
+from urllib.parse import parse_qsl, quote, urlencode
 
 import jinja2
 import markupsafe
@@ -109,12 +109,24 @@ def base_of(request: Request) -> str:
 
 
 def local_path(request: Request) -> str:
-    """The request's path and query below the mount (what ``next`` sends a person back to)."""
+    """The request's path and query below the mount (what ``next`` sends a person back to),
+    without the key of the message it showed (``flash``)."""
     path = request.url.path
     base = base_of(request)
     if base and path.startswith(base):
         path = path[len(base) :] or "/"
-    return path + (f"?{request.url.query}" if request.url.query else "")
+    query = urlencode(_without_flash(request.url.query))
+    return path + (f"?{query}" if query else "")
+
+
+def with_flash(target: str, key: str) -> str:
+    """``target`` (a path of this console) with the key of the message its page shows."""
+    path, _, query = target.partition("?")
+    return f"{path}?{urlencode([*_without_flash(query), ('flash', key)])}"
+
+
+def _without_flash(query: str) -> list[tuple[str, str]]:
+    return [(k, v) for k, v in parse_qsl(query, keep_blank_values=True) if k != "flash"]
 
 
 def safe_next(value: str | None) -> str:

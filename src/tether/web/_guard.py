@@ -39,6 +39,7 @@ from starlette.requests import Request
 from ._tokens import identity_of
 
 COOKIE = "tether_console"
+FLASH_KEPT = 20
 
 FAILED_SIGN_IN_DELAY = 0.3
 """Seconds a failed sign-in or a wrong bearer token waits before its answer: guesses cost time."""
@@ -52,7 +53,17 @@ class Session:
     identity: str
     csrf: str
     last_used: float
-    flash: list[tuple[str, str]] = field(default_factory=list)
+    flash: dict[str, tuple[str, str]] = field(default_factory=dict)
+
+    def add_flash(self, kind: str, message: str) -> str:
+        """Keep ``message`` for the page its answer sends the browser to, under a new key
+        that page's URL carries (``?flash=``): each tab shows its own answer's message, not
+        another's. The newest ``FLASH_KEPT`` are kept (a redirect never followed)."""
+        key = secrets.token_urlsafe(6)
+        self.flash[key] = (kind, message)
+        while len(self.flash) > FLASH_KEPT:
+            del self.flash[next(iter(self.flash))]
+        return key
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ from ._console import (
     read_form,
     safe_next,
     set_cookie,
+    with_flash,
 )
 from ._guard import COOKIE, Session, Who
 from ._views import inbox, inbox_page, pretty, run_row, runs_page, timeline
@@ -63,8 +64,9 @@ def page_routes(console: Console) -> list[Route]:
         fragment = request.headers.get("x-tether-fragment") == "1"
         session = who.session if who is not None else None
         flash: list[tuple[str, str]] = []
-        if session is not None and not fragment:
-            flash, session.flash = session.flash, []
+        key = request.query_params.get("flash")
+        if session is not None and not fragment and key is not None and key in session.flash:
+            flash = [session.flash.pop(key)]
         values: dict[str, Any] = {
             "base": base_of(request),
             "who": who.identity if who is not None else None,
@@ -226,12 +228,13 @@ def page_routes(console: Console) -> list[Route]:
                 )
             except ActionError as exc:
                 if who.session is not None:
-                    who.session.flash.append(("error", exc.message))
-                    return RedirectResponse(target, status_code=303)
+                    key = who.session.add_flash("error", exc.message)
+                    return RedirectResponse(with_flash(target, key), status_code=303)
                 return problem_page(request, who, exc.status, "Not recorded", exc.message)
             console.listing.forget(run_id)
             if who.session is not None:
-                who.session.flash.append(("ok", answered.message))
+                key = who.session.add_flash("ok", answered.message)
+                return RedirectResponse(with_flash(target, key), status_code=303)
             return RedirectResponse(target, status_code=303)
 
         return signed_in(post)
