@@ -226,7 +226,11 @@ async def test_the_console_offers_a_live_workers_contract_and_a_click_repins(
                 assert "recorded: repin of run" in answered.json()["message"]
                 for refused in (a for a in answers if a is not answered):
                     assert refused.status_code == 409, refused.text
-                    assert "already (repinned by priya)" in refused.text
+                    # (or the live worker has finished the run by then, on a loaded machine)
+                    assert any(
+                        why in refused.text
+                        for why in ("already (repinned by priya)", "run already finished")
+                    ), refused.text
                 gone = await c.post(
                     f"/api/runs/{RUN}/repin", json={"worker": "nobody"}, headers=auth(PRIYA)
                 )

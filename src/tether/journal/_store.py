@@ -70,6 +70,9 @@ _Opened = TypeVar("_Opened")
 log = logging.getLogger("tether.journal")
 _DEFAULT = object()
 
+_REPORTED: set[tuple[str, str]] = set()
+"""The odd entries of ``runs/`` this process has warned of (each once, whatever the store)."""
+
 INLINE_LOOKS = 64
 """Up to this many inboxes are looked at on the event loop (an ``lstat`` is a few µs); more
 go to a thread."""
@@ -192,7 +195,6 @@ class FileStore:
         """The store's descriptor budget (``descriptors.journals``: journals open at once)."""
         self._dir_fd: int | None = None
         self._watch: RunsWatch | None = None
-        self._reported: set[tuple[str, str]] = set()
         self._adverts: dict[str, int] = {}  # this process's advertisements, by key
         self._created = 0
         self._syncs_before = 0  # made by the committers of earlier entries
@@ -424,14 +426,22 @@ class FileStore:
     def _look(self, *, versions: bool = False) -> Listing:
         listing = list_runs_dir(self.runs_dir, versions=versions)
         for name, kind in listing.odd.items():
-            if (name, kind) not in self._reported:  # once, not at every sweep
-                self._reported.add((name, kind))
-                log.warning(
-                    "%s is %s, not a regular file: skipped, no run is driven from it "
-                    "(`tether runs` shows it as needing attention)",
-                    os.path.join(self.runs_dir, name),
-                    kind,
-                )
+            path = os.path.join(self.runs_dir, name)
+            if (path, kind) not in _REPORTED:  # once a process, not at every sweep or store
+                _REPORTED.add((path, kind))
+                if name.endswith(".journal"):
+                    log.warning(
+                        "%s is %s, not a regular file: skipped, no run is driven from it "
+                        "(`tether runs` shows it as needing attention)",
+                        path,
+                        kind,
+                    )
+                else:
+                    log.warning(
+                        "%s is %s, not a regular file: skipped, no answer is read from it",
+                        path,
+                        kind,
+                    )
         return listing
 
     async def has_inbox(self, run_id: str) -> bool:
