@@ -7,10 +7,11 @@ the network is replaced.
 
 from __future__ import annotations
 
+import json
 import pathlib
 import pickle
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from typing import Any, Literal
 
 import anyio
@@ -30,10 +31,13 @@ from tether.models import (
     ToolDefinition,
     ToolResultBlock,
     ToolUseBlock,
+    _openai_chat,
+    _openai_responses,
     text_sink,
     tool_uses,
 )
 from tether.models._openai_chat import EventData
+from tether.models._openai_translate import Malformed
 
 from .._plain import plain
 from . import _chat_api as chat
@@ -738,6 +742,290 @@ async def test_a_malformed_answer_is_a_response_error_with_its_usage() -> None:
             await OpenAIModel(MODEL, client=client)(system=None, messages=ASK, tools=[])
     assert info.value.reason == "the answer has no choices"
     assert info.value.usage == Usage(input_tokens=5)
+
+
+# -- answers of the wrong shape: malformed, naming the field ----------------------------------
+
+
+@asynccontextmanager
+async def serving(
+    body: object, *, events: bytes | None = None
+) -> AsyncIterator[openai.AsyncOpenAI]:
+    """An SDK client whose every request gets ``body`` as JSON, or ``events`` as a stream: what
+    a server outside the strict fakes may send."""
+
+    def answer(request: httpx2.Request) -> httpx2.Response:
+        if events is not None:
+            return httpx2.Response(
+                200, content=events, headers={"content-type": "text/event-stream"}
+            )
+        return httpx2.Response(200, json=body)
+
+    async with (
+        httpx2.AsyncClient(transport=httpx2.MockTransport(answer)) as http,
+        openai.AsyncOpenAI(api_key="k", http_client=http, max_retries=0) as client,
+    ):
+        yield client
+
+
+def completion(**fields: Any) -> dict[str, Any]:
+    """A Chat Completions answer ("Hi.") with ``fields`` in place of its own."""
+    message = {"role": "assistant", "content": "Hi."}
+    body = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 1,
+        "model": MODEL,
+        "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7},
+    }
+    return body | fields
+
+
+def with_message(**message: Any) -> dict[str, Any]:
+    return completion(choices=[{"index": 0, "message": message, "finish_reason": "stop"}])
+
+
+def chunks(*deltas: Any, usage: Any = None) -> bytes:
+    """A Chat Completions stream: one chunk per delta, the finish reason, the usage, [DONE]."""
+    out = [{"index": 0, "delta": d, "finish_reason": None} for d in deltas]
+    out.append({"index": 0, "delta": {}, "finish_reason": "stop"})
+    events = [{"id": "chatcmpl-1", "object": "chat.completion.chunk", "choices": [c]} for c in out]
+    if usage is not None:
+        events.append(
+            {"id": "chatcmpl-1", "object": "chat.completion.chunk", "choices": [], "usage": usage}
+        )
+    data = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events)
+    return data + b"data: [DONE]\n\n"
+
+
+def response(**fields: Any) -> dict[str, Any]:
+    """A Responses API response ("Hi.") with ``fields`` in place of its own."""
+    text = {"type": "output_text", "text": "Hi.", "annotations": []}
+    item = {"type": "message", "id": "msg_1", "role": "assistant", "content": [text]}
+    body = {
+        "id": "resp_1",
+        "object": "response",
+        "created_at": 1,
+        "model": MODEL,
+        "status": "completed",
+        "output": [item],
+        "usage": {"input_tokens": 5, "output_tokens": 2, "total_tokens": 7},
+    }
+    return body | fields
+
+
+def completed(body: object) -> bytes:
+    event = {"type": "response.completed", "sequence_number": 1, "response": body}
+    return b"event: response.completed\ndata: " + json.dumps(event).encode() + b"\n\n"
+
+
+_CALL = {"id": "call_1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+_PIECE = {"index": 0, "id": "call_1", "function": {"name": "f", "arguments": "{}"}}
+
+
+@pytest.mark.parametrize(
+    ("body", "events", "reason"),
+    [
+        (completion(usage="lots"), None, "usage must be an object, not a string ('lots')"),
+        (
+            completion(usage={"prompt_tokens": 5, "prompt_tokens_details": "x"}),
+            None,
+            "usage.prompt_tokens_details must be an object, not a string ('x')",
+        ),
+        (
+            completion(usage={"prompt_tokens": "5"}),
+            None,
+            "usage.prompt_tokens must be an integer, not a string ('5')",
+        ),
+        (
+            completion(choices=[{"index": 0, "message": "Hi.", "finish_reason": "stop"}]),
+            None,
+            "choices.0.message must be an object, not a string ('Hi.')",
+        ),
+        (
+            completion(choices=[{"index": 0, "finish_reason": "stop"}]),
+            None,
+            "choices.0.message must be an object, not null or missing",
+        ),
+        (
+            with_message(role="assistant", content=7),
+            None,
+            "choices.0.message.content must be a string or an array of content parts, not a "
+            "number (7)",
+        ),
+        (
+            with_message(role="assistant", content=["Hi."]),
+            None,
+            "choices.0.message.content.0 must be an object, not a string ('Hi.')",
+        ),
+        (
+            with_message(role="assistant", refusal=["No."]),
+            None,
+            "choices.0.message.refusal must be a string, not an array (['No.'])",
+        ),
+        (
+            with_message(role="assistant", tool_calls=["f"]),
+            None,
+            "choices.0.message.tool_calls.0 must be an object, not a string ('f')",
+        ),
+        (
+            with_message(role="assistant", tool_calls=[_CALL | {"id": 7}]),
+            None,
+            "choices.0.message.tool_calls.0.id must be a string, not a number (7)",
+        ),
+        (
+            completion(choices=[{"index": 0, "message": {"content": "Hi."}, "finish_reason": 1}]),
+            None,
+            "choices.0.finish_reason must be a string, not a number (1)",
+        ),
+        ([1, 2], None, "the answer must be an object, not an array ([1, 2])"),
+        (
+            None,
+            chunks("Hi."),
+            "streamed chunk 1: choices.0.delta must be an object, not a string ('Hi.')",
+        ),
+        (
+            None,
+            chunks({"tool_calls": ["f"]}),
+            "streamed chunk 1: choices.0.delta.tool_calls.0 must be an object, not a string ('f')",
+        ),
+        (
+            None,
+            chunks({"tool_calls": [_PIECE | {"index": "abc"}]}),
+            "streamed chunk 1: choices.0.delta.tool_calls.0.index must be an integer, not a "
+            "string ('abc')",
+        ),
+        (
+            None,
+            chunks({"tool_calls": [_PIECE | {"function": {"name": "f", "arguments": {}}}]}),
+            "streamed chunk 1: choices.0.delta.tool_calls.0.function.arguments must be a string, "
+            "not an object ({})",
+        ),
+        (
+            None,
+            chunks({"content": 7}),
+            "streamed chunk 1: choices.0.delta.content must be a string, not a number (7)",
+        ),
+        (
+            None,
+            chunks(usage="lots"),
+            "streamed chunk 2: usage must be an object, not a string ('lots')",
+        ),
+        (
+            None,
+            chunks(usage={"completion_tokens_details": "x"}),
+            "usage.completion_tokens_details must be an object, not a string ('x')",
+        ),
+    ],
+)
+async def test_chat_a_field_of_the_wrong_type_is_a_malformed_answer_naming_it(
+    body: object, events: bytes | None, reason: str
+) -> None:
+    async with serving(body, events=events) as client:
+        model = OpenAIModel(MODEL, client=client, stream=events is not None)
+        with pytest.raises(ModelResponseError) as info:
+            await model(system=None, messages=ASK, tools=[])
+    assert info.value.reason == reason
+    assert not info.value.transient
+
+
+_FUNCTION_CALL = {"type": "function_call", "call_id": "call_1", "name": "f", "arguments": "{}"}
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        (response(usage="lots"), "usage must be an object, not a string ('lots')"),
+        (
+            response(usage={"input_tokens": 5, "output_tokens_details": []}),
+            "usage.output_tokens_details must be an object, not an array ([])",
+        ),
+        (response(output="Hi."), "output must be an array, not a string ('Hi.')"),
+        (response(output=["Hi."]), "output.0 must be an object, not a string ('Hi.')"),
+        (
+            response(output=[{"type": "message", "id": "msg_1", "content": "Hi."}]),
+            "output.0.content must be an array, not a string ('Hi.')",
+        ),
+        (
+            response(output=[{"type": "message", "id": "msg_1", "content": ["Hi."]}]),
+            "output.0.content.0 must be an object, not a string ('Hi.')",
+        ),
+        (
+            response(output=[{"type": "message", "content": [{"type": "output_text"}]}]),
+            "output.0.content.0.text must be a string, not null or missing",
+        ),
+        (
+            response(output=[{"type": "message", "content": [{"type": "refusal", "refusal": 1}]}]),
+            "output.0.content.0.refusal must be a string, not a number (1)",
+        ),
+        (
+            response(output=[_FUNCTION_CALL | {"name": 5}]),
+            "output.0.name must be a string, not a number (5)",
+        ),
+        (
+            response(output=[_FUNCTION_CALL | {"id": 5}]),
+            "output.0.id must be a string, not a number (5)",
+        ),
+        (response(status=200), "status must be a string, not a number (200)"),
+        (
+            response(status="incomplete", incomplete_details="max_output_tokens"),
+            "incomplete_details must be an object, not a string ('max_output_tokens')",
+        ),
+        (response(status="failed", error="boom"), "error must be an object, not a string ('boom')"),
+        ("Hi.", "the response must be an object, not a string ('Hi.')"),
+    ],
+)
+@pytest.mark.parametrize("stream", [False, True])
+async def test_responses_a_field_of_the_wrong_type_is_a_malformed_answer_naming_it(
+    body: object, reason: str, stream: bool
+) -> None:
+    if stream and not isinstance(body, dict):
+        reason = reason.replace("the response", "the response.completed event's response")
+    async with serving(body, events=completed(body) if stream else None) as client:
+        model = OpenAIModel(MODEL, client=client, api="responses", stream=stream)
+        with pytest.raises(ModelResponseError) as info:
+            await model(system=None, messages=ASK, tools=[])
+    assert info.value.reason == reason
+
+
+async def test_a_malformed_answer_carries_the_usage_it_could_read() -> None:
+    async with serving(with_message(role="assistant", content=7)) as client:
+        with pytest.raises(ModelResponseError) as info:
+            await OpenAIModel(MODEL, client=client)(system=None, messages=ASK, tools=[])
+    assert info.value.usage == Usage(input_tokens=5, output_tokens=2)
+
+
+# Any JSON, its keys and strings mostly the ones both APIs use, so the parsers meet every field
+# of every type in every place.
+_WORDS = st.sampled_from(
+    [
+        "usage", "choices", "message", "content", "delta", "tool_calls", "index", "function",
+        "name", "arguments", "id", "refusal", "finish_reason", "prompt_tokens", "text",
+        "prompt_tokens_details", "completion_tokens_details", "cached_tokens", "output",
+        "type", "annotations", "call_id", "status", "incomplete_details", "reason", "phase",
+        "input_tokens", "output_tokens", "input_tokens_details", "output_tokens_details",
+        "reasoning_tokens", "output_text", "function_call", "reasoning", "incomplete",
+    ]
+)  # fmt: skip
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | _WORDS | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_WORDS, inner, max_size=6),
+    max_leaves=30,
+)
+
+
+@given(answer=st.dictionaries(_WORDS, _JSON, max_size=6))
+def test_any_answer_is_a_reply_or_a_malformed_one_never_a_crash(answer: dict[str, Any]) -> None:
+    for read in (_openai_chat.reply, _openai_responses.reply):
+        with suppress(ModelResponseError):
+            read(MODEL, answer)
+    streamed = _openai_chat.StreamedAnswer()
+    for chunk in (answer, *(v for v in answer.values() if isinstance(v, dict))):
+        with suppress(Malformed):
+            streamed.add(chunk)
+    with suppress(ModelResponseError):
+        _openai_chat.reply(MODEL, streamed.completion())
 
 
 # -- configuration ----------------------------------------------------------------------------

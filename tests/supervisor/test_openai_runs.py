@@ -21,6 +21,8 @@ from contextlib import asynccontextmanager
 from typing import Any, Literal
 
 import anyio
+import httpx2
+import openai
 import pytest
 
 import tether
@@ -265,6 +267,72 @@ async def test_a_refusal_fails_the_run_saying_so(
     view = await drive(tmp_path, scripted, refund_tools([]))
     assert view.status is RunStatus.FAILED
     assert view.reason == "the model refused to continue (stop_reason refusal)"
+
+
+_CHUNK = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": MODEL}
+
+
+def _sse(*choices: dict[str, Any]) -> bytes:
+    events = [json.dumps(_CHUNK | {"choices": [c]}).encode() for c in choices]
+    return b"".join(b"data: " + e + b"\n\n" for e in events) + b"data: [DONE]\n\n"
+
+
+@pytest.mark.parametrize(
+    ("answer", "wrong"),
+    [
+        (
+            httpx2.Response(
+                200,
+                json={
+                    "id": "chatcmpl-1",
+                    "object": "chat.completion",
+                    "choices": [{"index": 0, "message": {"content": "Hi."}}],
+                    "usage": "lots",
+                },
+            ),
+            "usage must be an object, not a string ('lots')",
+        ),
+        (
+            httpx2.Response(
+                200,
+                content=_sse(
+                    {"index": 0, "delta": {"tool_calls": [{"index": "abc", "id": "c"}]}},
+                    {"index": 0, "delta": {}, "finish_reason": "tool_calls"},
+                ),
+                headers={"content-type": "text/event-stream"},
+            ),
+            "streamed chunk 1: choices.0.delta.tool_calls.0.index must be an integer, not a "
+            "string ('abc')",
+        ),
+    ],
+    ids=["usage", "streamed-index"],
+)
+async def test_an_answer_of_the_wrong_shape_is_asked_again_then_parks_naming_the_field(
+    tmp_path: pathlib.Path, answer: httpx2.Response, wrong: str
+) -> None:
+    asked: list[httpx2.Request] = []
+
+    def serve(request: httpx2.Request) -> httpx2.Response:
+        asked.append(request)
+        return answer
+
+    async with (
+        httpx2.AsyncClient(transport=httpx2.MockTransport(serve)) as http,
+        openai.AsyncOpenAI(api_key="k", http_client=http, max_retries=0) as client,
+        Supervisor(
+            tether.FileStore(tmp_path),
+            model=tether.OpenAIModel(MODEL, client=client, stream=b"[DONE]" in answer.content),
+            clock=VirtualClock(autojump_threshold=0),
+        ) as sup,
+    ):
+        await sup.start(RUN, "hi")
+        assert await sup.wait(RUN, timeout=WAIT) is RunStatus.NEEDS_ATTENTION
+        view = await sup.inspect(RUN)
+    assert view.reason == f"the model's answer was malformed 3 times in a row; last: {wrong}"
+    assert len(asked) == 3
+    events = await read_events(tmp_path, RUN)
+    assert [f.kind for f in of_type(events, ModelFailed)] == ["malformed"] * 3
+    assert [p.cause for p in of_type(events, Parked)] == ["model"]
 
 
 @pytest.mark.parametrize("kind", ["chat", "responses"])

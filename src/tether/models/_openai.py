@@ -15,7 +15,9 @@ that ended before the API said the answer was complete (``StreamEnd``: a finish 
 error that breaks a stream off, or a response that ``failed``, is transient when its code is a
 server-side one (``server_error``, ``rate_limit_exceeded``, ...) or it has none. Anything else
 (400, 401, 403, 404, 422, missing credentials, arguments the SDK refuses, a conversation the
-API cannot take) parks the run for a person. A client built here makes no retries of its own.
+API cannot take) parks the run for a person. An answer with a field of a type the API never
+sends there is a malformed one (``ModelResponseError``, naming the field). A client built here
+makes no retries of its own.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from __future__ import annotations
 import copy
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import AsyncExitStack, contextmanager
 from typing import TYPE_CHECKING, Any, Literal, final
 from urllib.parse import urlsplit
 
@@ -32,7 +35,7 @@ from . import _openai_chat, _openai_responses
 from ._base import ModelReply, StreamEnd, SystemPrompt, check_reply_blocks, text_sink
 from ._client import SDKClient, connection_failed, stream_errors
 from ._messages import Message, ToolDefinition
-from ._openai_translate import Untranslatable
+from ._openai_translate import Malformed, Untranslatable, object_at, text_at, wrong
 from ._retry_after import retry_after
 
 if TYPE_CHECKING:
@@ -201,7 +204,8 @@ class OpenAIModel:
                 usage), the response failed, the SDK refused the arguments or found no
                 credentials, the conversation holds something this API cannot take, or the
                 model was closed.
-            ModelResponseError: the answer is malformed, or is not JSON.
+            ModelResponseError: the answer is malformed (a field holds a value of a type
+                the API never sends there: the reason names it by its path), or is not JSON.
 
         Cancellation: the in-flight HTTP request is abandoned and the cancellation propagates
             unchanged. Nothing about the call is journaled, so a resumed run asks again.
@@ -245,9 +249,8 @@ class OpenAIModel:
             raise _failure(self._name, "the stream broke off", code, exc.message) from exc
         except openai.OpenAIError as exc:
             raise ModelError(self._name, f"{type(exc).__name__}: {exc}") from exc
-        except (TypeError, ValueError) as exc:
-            # The SDK checks arguments before sending anything: a param it does not know.
-            raise ModelError(self._name, f"the SDK refused the request: {exc}") from exc
+        except Malformed as exc:  # a field of the answer that holds the wrong type
+            raise ModelResponseError(self._name, str(exc)) from exc
         try:
             return ModelReply(
                 content=check_reply_blocks(self._name, answer.content),
@@ -266,8 +269,9 @@ class OpenAIModel:
     ) -> ModelReply:
         if not request.get("stream"):
             create: Any = client.chat.completions.create
-            completion = await create(**request)
-            return _openai_chat.reply(self._name, _plain(completion))
+            with _sdk_refusal(self._name):
+                completion = await create(**request)
+            return _openai_chat.reply(self._name, _plain(completion, "the answer"))
         # The SDK's stream of chunks ends alike at [DONE] and at an EOF that came first, and
         # which one it was is what says whether the answer is whole: read its events here.
         streamed = _openai_chat.StreamedAnswer()
@@ -275,7 +279,9 @@ class OpenAIModel:
         end = StreamEnd(self._name, _openai_chat.FINISHED, _openai_chat.DONE)
         create_streaming: Any = client.chat.completions.with_streaming_response.create
         done = False
-        async with create_streaming(**request) as response:
+        async with AsyncExitStack() as stack:
+            with _sdk_refusal(self._name):
+                response = await stack.enter_async_context(create_streaming(**request))
             async for piece in response.iter_bytes():
                 try:
                     ended = events.feed(piece)
@@ -301,6 +307,7 @@ class OpenAIModel:
         Raises:
             ModelError: the chunk is the error the API breaks a stream off with.
             ModelResponseError: the chunk is not a JSON object.
+            Malformed: a field of it holds a value of the wrong type.
         """
         chunk = json.loads(data)
         if not isinstance(chunk, dict):
@@ -322,15 +329,16 @@ class OpenAIModel:
         sink: Callable[[str], None] | None,
     ) -> ModelReply:
         create: Any = client.responses.create
+        with _sdk_refusal(self._name):
+            sent = await create(**request)
         if request.get("stream"):
-            response = await self._streamed_response(await create(**request), sink)
+            response = await self._streamed_response(sent, sink)
         else:
-            response = _plain(await create(**request))
+            response = _plain(sent, "the response")
         if response.get("status") == "failed":
-            error = response.get("error") or {}
-            raise _failure(
-                self._name, "the response failed", error.get("code"), str(error.get("message", ""))
-            )
+            error = object_at(response.get("error"), "error")
+            message = text_at(error.get("message"), "error.message") or ""
+            raise _failure(self._name, "the response failed", error.get("code"), message)
         return _openai_responses.reply(self._name, response)
 
     async def _streamed_response(
@@ -350,7 +358,7 @@ class OpenAIModel:
                     raise _failure(self._name, "the stream broke off", code, message)
                 elif kind in _FINAL_EVENTS:
                     end.saw(_FINAL)
-                    response = _plain(event.response)
+                    response = _plain(event.response, f"the {kind} event's response")
                     break
         end.check()
         return response
@@ -389,10 +397,32 @@ class OpenAIModel:
         return client
 
 
-def _plain(model: Any) -> dict[str, Any]:
-    """An SDK response object as plain JSON, extra fields (a server's own) included."""
+@contextmanager
+def _sdk_refusal(model: str) -> Iterator[None]:
+    """Around handing a request to the SDK, which checks its arguments before it sends
+    anything: a ``TypeError`` or ``ValueError`` then is the SDK refusing them (a param it
+    does not know). Only the sending: what reading the answer raises is the answer's.
+
+    Raises:
+        ModelError: (permanent) the SDK refused the request.
+    """
+    try:
+        yield
+    except (TypeError, ValueError) as exc:
+        raise ModelError(model, f"the SDK refused the request: {exc}") from exc
+
+
+def _plain(model: Any, what: str) -> dict[str, Any]:
+    """An SDK response object as plain JSON, extra fields (a server's own) included; ``what``
+    names it, should the server have sent something that is not an object.
+
+    Raises:
+        Malformed: the server's answer is not a JSON object (the SDK keeps it as it came).
+    """
     if isinstance(model, dict):
         return model
+    if not hasattr(model, "model_dump"):
+        raise wrong(what, "an object", model)
     # warnings off: a compatible server may send a value outside the SDK's literals (a finish
     # reason of its own), which the SDK keeps as it came.
     plain: dict[str, Any] = model.model_dump(mode="json", exclude_none=True, warnings=False)

@@ -17,6 +17,8 @@ is renamed: ``distinct_ids``). The stop reason is
 the runtime's: ``refusal`` when the model refused or ``finish_reason`` is ``content_filter``,
 ``max_tokens`` for ``length``, ``tool_use`` when there are calls, ``end_turn`` for ``stop``;
 any other finish reason is kept as it is. ``stop_details`` keeps ``finish_reason`` as sent.
+A choice without a ``message`` object, and a field of a type the API never sends there, make
+the answer malformed (``Malformed``, naming the field: ``choices.0.message.content``).
 
 Streams. A streamed answer is ``data:`` events of ``chat.completion.chunk`` objects
 (``EventData`` reads them off the response's bytes, as the SSE rules dispatch them), rebuilt
@@ -29,22 +31,28 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .._errors import ModelResponseError
+from ..journal import Usage
 from ._base import ModelReply, SystemPrompt
-from ._messages import ContentBlock, Message, ToolDefinition, is_known, tool_uses
+from ._messages import ContentBlock, Message, ToolDefinition, ToolUseBlock, is_known, tool_uses
 from ._openai_translate import (
     NOT_SENT_BACK,
+    Malformed,
     Untranslatable,
     arguments_text,
     blocks_of,
     data_url,
     distinct_ids,
+    integer_at,
+    list_at,
+    object_at,
+    read_answer,
     result_text,
     search_result_text,
     system_text,
+    text_at,
     tool_function,
     tool_use,
-    usage,
+    wrong,
 )
 
 RESERVED_PARAMS = frozenset({"messages", "tools", "stream", "n", "functions", "function_call"})
@@ -177,50 +185,80 @@ def reply(model: str, completion: dict[str, Any]) -> ModelReply:
     checked (``check_reply_blocks``).
 
     Raises:
-        ModelResponseError: the answer has no choice, or a tool call with no function name.
+        ModelResponseError: the answer has no choice or message, a tool call has no function
+            name, or a field holds a value of a type the API never sends there (``Malformed``:
+            the reason names the field).
     """
-    counted = completion.get("usage") or {}
-    prompt_details = counted.get("prompt_tokens_details") or {}
-    tokens = usage(
-        prompt=counted.get("prompt_tokens"),
-        cached=prompt_details.get("cached_tokens"),
-        written=prompt_details.get("cache_write_tokens"),
-        output=counted.get("completion_tokens"),
-        reasoning=(counted.get("completion_tokens_details") or {}).get("reasoning_tokens"),
+    return read_answer(
+        model, completion, _answer, prompt="prompt_tokens", output="completion_tokens"
     )
-    choices = completion.get("choices")
-    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        raise ModelResponseError(model, "the answer has no choices", usage=tokens)
-    choice = choices[0]
-    message: dict[str, Any] = choice["message"] if isinstance(choice.get("message"), dict) else {}
+
+
+def _answer(completion: dict[str, Any], tokens: Usage) -> ModelReply:
+    choices = list_at(completion.get("choices"), "choices")
+    if not choices:
+        raise Malformed("the answer has no choices")
+    choice = object_at(choices[0], "choices.0", required=True)
+    message = object_at(choice.get("message"), "choices.0.message", required=True)
     blocks: list[ContentBlock] = []
     reasoning = message.get("reasoning_content") or message.get("reasoning")
-    if isinstance(reasoning, str) and reasoning:
+    if isinstance(reasoning, str) and reasoning:  # a server's own field: read only when text
         blocks.append({"type": "openai_reasoning_content", "text": reasoning})
-    content = message.get("content")
-    if isinstance(content, list):  # some servers send content parts
-        content = "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-    if isinstance(content, str) and content:
+    content = _content_text(message.get("content"), "choices.0.message.content")
+    if content:
         blocks.append({"type": "text", "text": content})
-    refusal = message.get("refusal")
-    if isinstance(refusal, str) and refusal:
+    refusal = text_at(message.get("refusal"), "choices.0.message.refusal")
+    if refusal:
         blocks.append({"type": "openai_refusal", "refusal": refusal})
-    for n, call in enumerate(message.get("tool_calls") or []):
-        function = call.get("function") if isinstance(call, dict) else None
-        if not isinstance(function, dict) or not function.get("name"):
-            raise ModelResponseError(
-                model, f"tool call {n}: no function name (a {call!r})", usage=tokens
-            )
-        call_id = call.get("id") or f"call_{n}"
-        blocks.append(tool_use(str(call_id), str(function["name"]), function.get("arguments")))
+    calls = list_at(message.get("tool_calls"), "choices.0.message.tool_calls")
+    blocks.extend(
+        _call(call, f"choices.0.message.tool_calls.{n}", n) for n, call in enumerate(calls)
+    )
     distinct_ids(blocks)
-    finish = choice.get("finish_reason")
+    finish = text_at(choice.get("finish_reason"), "choices.0.finish_reason")
     return ModelReply(
         content=blocks,
         usage=tokens,
         stop_reason=_stop_reason(finish, blocks),
-        stop_details={"finish_reason": finish} if isinstance(finish, str) else None,
+        stop_details={"finish_reason": finish} if finish is not None else None,
     )
+
+
+def _content_text(content: object, where: str) -> str:
+    """A message's ``content`` as text: a string, or the text of its parts (some servers send
+    content parts), or none.
+
+    Raises:
+        Malformed: it is neither, or a part is not an object with text.
+    """
+    if content is None or isinstance(content, str):
+        return content or ""
+    if not isinstance(content, list):
+        raise wrong(where, "a string or an array of content parts", content)
+    texts: list[str] = []
+    for j, part in enumerate(content):
+        text = text_at(
+            object_at(part, f"{where}.{j}", required=True).get("text"), f"{where}.{j}.text"
+        )
+        texts.append(text or "")
+    return "".join(texts)
+
+
+def _call(call: object, where: str, n: int) -> ToolUseBlock:
+    """The ``tool_use`` block of tool call ``n`` of the answer (a call without an id is
+    ``call_N``).
+
+    Raises:
+        Malformed: the call, its function or a field of them is not of its type, or the
+            function has no name.
+    """
+    fields = object_at(call, where, required=True)
+    function = object_at(fields.get("function"), f"{where}.function")
+    name = text_at(function.get("name"), f"{where}.function.name")
+    if not name:
+        raise Malformed(f"{where}: no function name")
+    call_id = text_at(fields.get("id"), f"{where}.id") or f"call_{n}"
+    return tool_use(call_id, name, function.get("arguments"))
 
 
 def _stop_reason(finish: object, blocks: list[ContentBlock]) -> str | None:
@@ -300,6 +338,7 @@ class StreamedAnswer:
         self._calls: dict[int, dict[str, Any]] = {}
         self._finish: str | None = None
         self._usage: dict[str, Any] | None = None
+        self._chunks = 0
 
     @property
     def finished(self) -> bool:
@@ -307,40 +346,63 @@ class StreamedAnswer:
         return self._finish is not None
 
     def add(self, chunk: dict[str, Any]) -> str:
-        """Take one chunk; returns the answer text it added (for people watching)."""
-        if isinstance(chunk.get("usage"), dict):
-            self._usage = chunk["usage"]
+        """Take one chunk; returns the answer text it added (for people watching).
+
+        Raises:
+            Malformed: a field of the chunk holds a value of a type the API never sends there;
+                the message names the chunk (counted from 1) and the field.
+        """
+        self._chunks += 1
+        try:
+            return self._add(chunk)
+        except Malformed as exc:
+            raise Malformed(f"streamed chunk {self._chunks}: {exc}") from exc
+
+    def _add(self, chunk: dict[str, Any]) -> str:
+        if chunk.get("usage") is not None:
+            self._usage = object_at(chunk["usage"], "usage")
         added = ""
-        for choice in chunk.get("choices") or []:
-            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+        for i, choice in enumerate(list_at(chunk.get("choices"), "choices")):
+            where = f"choices.{i}"
+            fields = object_at(choice, where, required=True)
+            if integer_at(fields.get("index"), f"{where}.index") not in (0, None):
                 continue
-            delta = choice.get("delta") or {}
-            if isinstance(delta.get("content"), str):
-                added = delta["content"]
-                self._content.append(added)
-            if isinstance(delta.get("refusal"), str):
-                self._refusal.append(delta["refusal"])
-            for key in ("reasoning_content", "reasoning"):
+            delta = object_at(fields.get("delta"), f"{where}.delta")
+            content = text_at(delta.get("content"), f"{where}.delta.content")
+            if content is not None:
+                added = content
+                self._content.append(content)
+            refusal = text_at(delta.get("refusal"), f"{where}.delta.refusal")
+            if refusal is not None:
+                self._refusal.append(refusal)
+            for key in ("reasoning_content", "reasoning"):  # a server's own: read when text
                 if isinstance(delta.get(key), str):
                     self._reasoning.append(delta[key])
-            for piece in delta.get("tool_calls") or []:
-                self._add_call(piece)
-            if isinstance(choice.get("finish_reason"), str):
-                self._finish = choice["finish_reason"]
+            pieces = list_at(delta.get("tool_calls"), f"{where}.delta.tool_calls")
+            for j, piece in enumerate(pieces):
+                self._add_call(piece, f"{where}.delta.tool_calls.{j}")
+            finish = text_at(fields.get("finish_reason"), f"{where}.finish_reason")
+            if finish is not None:
+                self._finish = finish
         return added
 
-    def _add_call(self, piece: dict[str, Any]) -> None:
+    def _add_call(self, piece: object, where: str) -> None:
+        fields = object_at(piece, where, required=True)
+        index = integer_at(fields.get("index"), f"{where}.index")
         call = self._calls.setdefault(
-            int(piece.get("index", len(self._calls))),
+            len(self._calls) if index is None else index,
             {"id": "", "type": "function", "function": {"name": "", "arguments": ""}},
         )
-        if piece.get("id") and not call["id"]:
-            call["id"] = piece["id"]
-        function = piece.get("function") or {}
-        if function.get("name") and not call["function"]["name"]:
-            call["function"]["name"] = function["name"]  # sent whole, in the call's first piece
-        if isinstance(function.get("arguments"), str):
-            call["function"]["arguments"] += function["arguments"]
+        call_id = text_at(fields.get("id"), f"{where}.id")
+        if call_id and not call["id"]:
+            call["id"] = call_id
+        function = object_at(fields.get("function"), f"{where}.function")
+        name = text_at(function.get("name"), f"{where}.function.name")
+        if name and not call["function"]["name"]:
+            call["function"]["name"] = name  # sent whole, in the call's first piece
+        arguments = text_at(function.get("arguments"), f"{where}.function.arguments")
+        if arguments is not None:
+            call["function"]["arguments"] += arguments
 
     def completion(self) -> dict[str, Any]:
         """The whole answer, shaped like a non-streamed one."""

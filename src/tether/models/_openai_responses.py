@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._errors import ModelResponseError
+from ..journal import Usage
 from ._base import ModelReply, SystemPrompt
 from ._messages import (
     ContentBlock,
@@ -40,22 +40,28 @@ from ._messages import (
     OpenAIRefusalBlock,
     TextBlock,
     ToolDefinition,
+    ToolUseBlock,
     is_known,
     tool_uses,
 )
 from ._openai_translate import (
     NOT_SENT_BACK,
+    Malformed,
     Untranslatable,
     arguments_text,
     blocks_of,
     data_url,
     distinct_ids,
+    list_at,
+    object_at,
+    read_answer,
     result_text,
     search_result_text,
     system_text,
+    text_at,
     tool_function,
     tool_use,
-    usage,
+    wrong,
 )
 
 RESERVED_PARAMS = frozenset(
@@ -230,42 +236,33 @@ def reply(model: str, response: dict[str, Any]) -> ModelReply:
     reply; the blocks are not yet checked (``check_reply_blocks``).
 
     Raises:
-        ModelResponseError: the response has no output list, or an item is malformed.
+        ModelResponseError: the response has no output list, a function call has no name or
+            call id, or a field holds a value of a type the API never sends there
+            (``Malformed``: the reason names the field).
     """
-    counted = response.get("usage") or {}
-    input_details = counted.get("input_tokens_details") or {}
-    tokens = usage(
-        prompt=counted.get("input_tokens"),
-        cached=input_details.get("cached_tokens"),
-        written=input_details.get("cache_write_tokens"),
-        output=counted.get("output_tokens"),
-        reasoning=(counted.get("output_tokens_details") or {}).get("reasoning_tokens"),
-    )
-    output = response.get("output")
-    if not isinstance(output, list):
-        raise ModelResponseError(model, "the response has no output list", usage=tokens)
+    return read_answer(model, response, _answer, prompt="input_tokens", output="output_tokens")
+
+
+def _answer(response: dict[str, Any], tokens: Usage) -> ModelReply:
+    if response.get("output") is None:
+        raise Malformed("the response has no output list")
     blocks: list[ContentBlock] = []
-    for n, item in enumerate(output):
-        if not isinstance(item, dict):
-            raise ModelResponseError(model, f"output item {n} is not an object", usage=tokens)
-        kind = item.get("type")
+    for n, item in enumerate(list_at(response.get("output"), "output")):
+        where = f"output.{n}"
+        fields = object_at(item, where, required=True)
+        kind = fields.get("type")
         if kind == "message":
-            blocks.extend(_message_blocks(item))
+            blocks.extend(_message_blocks(fields, where))
         elif kind == "function_call":
-            if not item.get("name") or not item.get("call_id"):
-                raise ModelResponseError(
-                    model, f"output item {n} (function_call): no name or call_id", usage=tokens
-                )
-            item_id = item["id"] if isinstance(item.get("id"), str) else None
-            call_id, name = str(item["call_id"]), str(item["name"])
-            blocks.append(tool_use(call_id, name, item.get("arguments"), item_id=item_id))
+            blocks.append(_function_call(fields, where))
         elif kind == "reasoning":
-            blocks.append({"type": "openai_reasoning", "item": item})
+            blocks.append({"type": "openai_reasoning", "item": fields})
         else:
-            blocks.append({"type": "openai_item", "item": item})
+            blocks.append({"type": "openai_item", "item": fields})
     distinct_ids(blocks)
-    status = response.get("status")
-    reason = (response.get("incomplete_details") or {}).get("reason")
+    status = text_at(response.get("status"), "status")
+    incomplete = object_at(response.get("incomplete_details"), "incomplete_details")
+    reason = text_at(incomplete.get("reason"), "incomplete_details.reason")
     details: dict[str, Any] = {"status": status}
     if reason is not None:
         details["incomplete_reason"] = reason
@@ -277,29 +274,63 @@ def reply(model: str, response: dict[str, Any]) -> ModelReply:
     )
 
 
-def _message_blocks(item: dict[str, Any]) -> list[ContentBlock]:
+def _function_call(item: dict[str, Any], where: str) -> ToolUseBlock:
+    """The ``tool_use`` block of a ``function_call`` output item.
+
+    Raises:
+        Malformed: it has no name or call id, or they or its id are not text.
+    """
+    name = text_at(item.get("name"), f"{where}.name")
+    call_id = text_at(item.get("call_id"), f"{where}.call_id")
+    if not name or not call_id:
+        raise Malformed(f"{where} (function_call): no name or call_id")
+    item_id = text_at(item.get("id"), f"{where}.id")
+    return tool_use(call_id, name, item.get("arguments"), item_id=item_id)
+
+
+def _message_blocks(item: dict[str, Any], where: str) -> list[ContentBlock]:
+    """The blocks of a ``message`` output item: its text and refusal parts, in order.
+
+    Raises:
+        Malformed: its content is not an array of parts, or a field of it is not of its type.
+    """
     blocks: list[ContentBlock] = []
-    item_id, phase = item.get("id"), item.get("phase")
-    for part in item.get("content") or []:
-        if not isinstance(part, dict):
-            continue
-        # The text as sent, whatever it is: check_reply_blocks refuses text that is not text.
-        sent: Any = part.get("text" if part.get("type") == "output_text" else "refusal")
+    item_id = text_at(item.get("id"), f"{where}.id")
+    phase = text_at(item.get("phase"), f"{where}.phase")
+    for j, part in enumerate(list_at(item.get("content"), f"{where}.content")):
+        at = f"{where}.content.{j}"
+        fields = object_at(part, at, required=True)
+        kind = fields.get("type")
         block: TextBlock | OpenAIRefusalBlock
-        if part.get("type") == "output_text":
-            block = {"type": "text", "text": sent}
-        elif part.get("type") == "refusal":
-            block = {"type": "openai_refusal", "refusal": sent}
+        if kind == "output_text":
+            block = {"type": "text", "text": _text(fields.get("text"), f"{at}.text")}
+            annotations = list_at(fields.get("annotations"), f"{at}.annotations")
+            if annotations:
+                block["annotations"] = annotations
+        elif kind == "refusal":
+            block = {
+                "type": "openai_refusal",
+                "refusal": _text(fields.get("refusal"), f"{at}.refusal"),
+            }
         else:
             continue
-        if isinstance(item_id, str):
+        if item_id is not None:
             block["item_id"] = item_id
-        if isinstance(phase, str):
+        if phase is not None:
             block["phase"] = phase
-        if block["type"] == "text" and part.get("annotations"):
-            block["annotations"] = part["annotations"]
         blocks.append(block)
     return blocks
+
+
+def _text(value: object, where: str) -> str:
+    """The text a part must hold.
+
+    Raises:
+        Malformed: it holds none, or something else.
+    """
+    if not isinstance(value, str):
+        raise wrong(where, "a string", value)
+    return value
 
 
 def _stop_reason(status: object, reason: object, blocks: list[ContentBlock]) -> str | None:

@@ -13,6 +13,11 @@ Anthropic-shaped, and both OpenAI APIs take some of its pieces the same way.
   id (or none); the later ones are renamed here (``call_0-2``), so the answer's ids are
   distinct, and the runtime renames any id an earlier turn of the run used.
 - Tokens: OpenAI counts cached input inside the prompt's tokens; ``Usage`` keeps them apart.
+- An answer is read field by field: a field the API defines that holds a value of another type
+  (``"usage": "lots"``, a streamed ``delta`` that is a string, a call's ``index`` that is not
+  a number) is ``Malformed``, naming the field by its path (``usage.prompt_tokens_details``),
+  and ``OpenAIModel`` raises it as the ``ModelResponseError`` of a malformed answer. Fields
+  some compatible servers add (``reasoning_content``) are read only when they are text.
 
 Nothing here imports the SDK: the translations work on plain JSON values.
 """
@@ -20,10 +25,12 @@ Nothing here imports the SDK: the translations work on plain JSON values.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
+from .._errors import ModelResponseError
 from ..journal import Usage
-from ._base import SystemPrompt
+from ._base import ModelReply, SystemPrompt
 from ._messages import (
     ContentBlock,
     DocumentBlock,
@@ -47,6 +54,91 @@ compatible server's extension) produced. They stay in the journal, for people to
 
 class Untranslatable(ValueError):
     """The conversation holds something the chosen API cannot take; says what and where."""
+
+
+class Malformed(Exception):
+    """A field of an answer is missing or holds a value of a type the API never gives it; the
+    message names the field (its path in the answer) and what it held."""
+
+
+_SHOWN = 40
+"""Characters of a wrongly-typed value quoted in the ``Malformed`` message that names it."""
+
+
+def _kind(value: object) -> str:
+    """What a JSON value is, in words: ``a string``, ``a number``, ``an array``, ..."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    return f"a {type(value).__name__}"
+
+
+def wrong(where: str, expected: str, value: object) -> Malformed:
+    """``Malformed``: the field at ``where`` must be ``expected`` but holds ``value``."""
+    if value is None:
+        return Malformed(f"{where} must be {expected}, not null or missing")
+    shown = repr(value)
+    if len(shown) > _SHOWN:
+        shown = f"{shown[:_SHOWN]}..."
+    return Malformed(f"{where} must be {expected}, not {_kind(value)} ({shown})")
+
+
+def object_at(value: object, where: str, *, required: bool = False) -> dict[str, Any]:
+    """``value``, a JSON object; an absent field (``None``) is an empty one, unless it is
+    ``required`` (an entry of an array, a choice's ``message``).
+
+    Raises:
+        Malformed: ``value`` is something else.
+    """
+    if value is None and not required:
+        return {}
+    if not isinstance(value, dict):
+        raise wrong(where, "an object", value)
+    return value
+
+
+def list_at(value: object, where: str) -> list[Any]:
+    """``value``, a JSON array; an absent field (``None``) is an empty one.
+
+    Raises:
+        Malformed: ``value`` is something else.
+    """
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise wrong(where, "an array", value)
+    return value
+
+
+def text_at(value: object, where: str) -> str | None:
+    """``value``, a string, or ``None`` for an absent field.
+
+    Raises:
+        Malformed: ``value`` is something else.
+    """
+    if value is not None and not isinstance(value, str):
+        raise wrong(where, "a string", value)
+    return value
+
+
+def integer_at(value: object, where: str) -> int | None:
+    """``value``, an integer (``true`` is not one), or ``None`` for an absent field.
+
+    Raises:
+        Malformed: ``value`` is something else.
+    """
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+        raise wrong(where, "an integer", value)
+    return value
 
 
 def system_text(system: SystemPrompt) -> str | None:
@@ -195,6 +287,54 @@ def data_url(block: ImageBlock | DocumentBlock, where: str) -> str:
             return f"data:{media_type};base64,{source['data']}"
     kind = source.get("type") if isinstance(source, dict) else None
     raise Untranslatable(f"{where}: a {block.get('type')} block with a {kind!r} source")
+
+
+def read_answer(
+    model: str,
+    answer: dict[str, Any],
+    read: Callable[[dict[str, Any], Usage], ModelReply],
+    *,
+    prompt: str,
+    output: str,
+) -> ModelReply:
+    """The reply ``read`` makes of ``answer`` and the usage it holds (``usage_of``).
+
+    Raises:
+        ModelResponseError: a field of the answer is ``Malformed``, carrying the usage when
+            that could be read (the tokens were spent all the same).
+    """
+    try:
+        tokens = usage_of(answer.get("usage"), prompt=prompt, output=output)
+    except Malformed as exc:
+        raise ModelResponseError(model, str(exc)) from exc
+    try:
+        return read(answer, tokens)
+    except Malformed as exc:
+        raise ModelResponseError(model, str(exc), usage=tokens) from exc
+
+
+def usage_of(counted: object, *, prompt: str, output: str) -> Usage:
+    """``Usage`` from an answer's ``usage`` object, whose counts are named ``prompt`` and
+    ``output`` (``prompt_tokens`` and ``completion_tokens`` in Chat Completions,
+    ``input_tokens`` and ``output_tokens`` in the Responses API), each with its ``_details``.
+
+    Raises:
+        Malformed: ``usage``, a count or one of the details is not of its type.
+    """
+    fields = object_at(counted, "usage")
+    asked = object_at(fields.get(f"{prompt}_details"), f"usage.{prompt}_details")
+    said = object_at(fields.get(f"{output}_details"), f"usage.{output}_details")
+    return usage(
+        prompt=integer_at(fields.get(prompt), f"usage.{prompt}"),
+        cached=integer_at(asked.get("cached_tokens"), f"usage.{prompt}_details.cached_tokens"),
+        written=integer_at(
+            asked.get("cache_write_tokens"), f"usage.{prompt}_details.cache_write_tokens"
+        ),
+        output=integer_at(fields.get(output), f"usage.{output}"),
+        reasoning=integer_at(
+            said.get("reasoning_tokens"), f"usage.{output}_details.reasoning_tokens"
+        ),
+    )
 
 
 def usage(
