@@ -697,6 +697,53 @@ async def test_connection_failures_and_timeouts_are_transient(
     assert info.value.reason.startswith(reason)
 
 
+async def test_a_connection_failure_names_the_server() -> None:
+    def fail(request: httpx2.Request) -> httpx2.Response:
+        raise httpx2.ConnectError("All connection attempts failed")
+
+    async with (
+        httpx2.AsyncClient(transport=httpx2.MockTransport(fail)) as http,
+        openai.AsyncOpenAI(
+            api_key="k", base_url="http://127.0.0.1:18931/v1", http_client=http, max_retries=0
+        ) as client,
+    ):
+        with pytest.raises(ModelError) as info:
+            await OpenAIModel(MODEL, client=client)(system=None, messages=ASK, tools=[])
+    assert info.value.reason == (
+        "connection failed: ConnectError: All connection attempts failed (server 127.0.0.1:18931)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("base_url", "said"),
+    [
+        (
+            "http://127.0.0.1:8000",
+            "; the server has nothing at http://127.0.0.1:8000/chat/completions (does the base "
+            "URL lack its /v1?)",
+        ),
+        (
+            "http://127.0.0.1:8000/v1",
+            "; the server has nothing at http://127.0.0.1:8000/v1/chat/completions",
+        ),
+    ],
+)
+async def test_a_404_no_api_error_explains_names_the_url(base_url: str, said: str) -> None:
+    """As vLLM (FastAPI) answers a path it does not serve."""
+    not_found = httpx2.MockTransport(lambda r: httpx2.Response(404, json={"detail": "Not Found"}))
+    async with (
+        httpx2.AsyncClient(transport=not_found) as http,
+        openai.AsyncOpenAI(
+            api_key="k", base_url=base_url, http_client=http, max_retries=0
+        ) as client,
+    ):
+        with pytest.raises(ModelError) as info:
+            await OpenAIModel(MODEL, client=client)(system=None, messages=ASK, tools=[])
+    assert info.value.reason.startswith("HTTP 404: ")
+    assert info.value.reason.endswith(said)
+    assert not info.value.transient
+
+
 async def test_an_unknown_param_is_refused_by_the_sdk_and_extra_body_goes_through() -> None:
     api = chat.ChatAPI(chat.answer("ok"))
     async with api.client() as client:

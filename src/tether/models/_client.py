@@ -63,9 +63,10 @@ class SDKClient(Generic[C]):
 
 
 @contextmanager
-def stream_errors(model: str) -> Iterator[None]:
+def stream_errors(model: str, *, host: str | None = None) -> Iterator[None]:
     """Around a request and the reading of its answer: the errors that reach an adapter from
-    below either SDK, each as the ``ModelError`` it is.
+    below either SDK, each as the ``ModelError`` it is (``host``: the server the client talks
+    to, named in a connection failure, when the adapter knows it).
 
     - A failure of the transport (``transport_errors``): ``connection_failed``, transient; a
       timeout of it (a stream that stalled past the client's read timeout) says so.
@@ -82,7 +83,7 @@ def stream_errors(model: str) -> Iterator[None]:
     except transport_errors() as exc:
         if isinstance(exc, _timeouts()):
             raise ModelError(model, f"request timed out{_detail(exc)}", transient=True) from exc
-        raise connection_failed(model, exc) from exc
+        raise connection_failed(model, exc, host=host) from exc
     except UnicodeDecodeError as exc:
         raise ModelError(
             model, f"the stream ended inside a character: {exc}", transient=True
@@ -123,10 +124,14 @@ def _timeouts() -> tuple[type[BaseException], ...]:
     return (httpx2.TimeoutException,)
 
 
-def connection_failed(model: str, cause: BaseException | None) -> ModelError:
+def connection_failed(
+    model: str, cause: BaseException | None, *, host: str | None = None
+) -> ModelError:
     """The transient ``ModelError`` for a connection that failed (``cause``: the transport's
-    error, when known), before or in the middle of an answer: asked again, with backoff."""
-    return ModelError(model, f"connection failed{_detail(cause)}", transient=True)
+    error, when known; ``host``: the server, ``host:port``, when known), before or in the
+    middle of an answer: asked again, with backoff."""
+    where = f" (server {host})" if host else ""
+    return ModelError(model, f"connection failed{_detail(cause)}{where}", transient=True)
 
 
 def _detail(cause: BaseException | None) -> str:

@@ -223,7 +223,7 @@ class OpenAIModel:
         import openai
 
         try:
-            with stream_errors(self._name):
+            with stream_errors(self._name, host=self._host):
                 if self._api == "chat":
                     answer = await self._chat(client, request, sink)
                 else:
@@ -241,7 +241,7 @@ class OpenAIModel:
         except openai.APITimeoutError as exc:
             raise ModelError(self._name, "request timed out", transient=True) from exc
         except openai.APIConnectionError as exc:
-            raise connection_failed(self._name, exc.__cause__) from exc
+            raise connection_failed(self._name, exc.__cause__, host=self._host) from exc
         except openai.APIResponseValidationError as exc:
             raise ModelResponseError(self._name, f"response failed validation: {exc}") from exc
         except openai.APIError as exc:  # an error event that broke a stream off
@@ -448,4 +448,16 @@ def _status_reason(exc: openai.APIStatusError) -> str:
     reason += f": {message if isinstance(message, str) else exc.message}"
     if exc.request_id:
         reason += f" (request-id {exc.request_id})"
+    if exc.status_code == 404 and not isinstance(kind, str):
+        reason += _no_endpoint(str(exc.response.request.url))
     return reason
+
+
+def _no_endpoint(url: str) -> str:
+    """What a 404 that no API error explains says: the server has nothing at ``url``, most
+    often a base URL without its ``/v1`` (``http://localhost:11434`` for Ollama's
+    ``http://localhost:11434/v1``)."""
+    said = f"; the server has nothing at {url}"
+    if "/v1/" not in urlsplit(url).path:
+        said += " (does the base URL lack its /v1?)"
+    return said
