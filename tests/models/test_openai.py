@@ -616,6 +616,23 @@ async def test_responses_an_error_event_breaks_the_stream_off() -> None:
     assert info.value.reason == "the stream broke off: server_error: try again"
 
 
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("kind", ["chat", "responses"])
+async def test_the_answers_id_is_the_replys_response_id(kind: str, stream: bool) -> None:
+    api: FakeAPI[Any] = (
+        chat.ChatAPI(chat.answer("Hi."))
+        if kind == "chat"
+        else responses.ResponsesAPI(responses.answer("Hi."))
+    )
+    async with model_on(api, stream=stream) as model:
+        reply = await model(system=None, messages=ASK, tools=[])
+    if kind == "chat":
+        assert reply.response_id == ("chatcmpl-fakestream" if stream else "chatcmpl-fake000001")
+    else:
+        assert reply.response_id is not None
+        assert reply.response_id.startswith("resp_")
+
+
 # -- errors, both APIs ------------------------------------------------------------------------
 
 

@@ -335,6 +335,17 @@ async def test_an_answer_of_the_wrong_shape_is_asked_again_then_parks_naming_the
     assert [p.cause for p in of_type(events, Parked)] == ["model"]
 
 
+async def test_the_answers_id_is_journaled_with_it(tmp_path: pathlib.Path) -> None:
+    api = chat.ChatAPI(
+        chat.answer(chat.call("call_1", "refund", {"order": "o-1"})), chat.answer("Done.")
+    )
+    view = await drive(tmp_path, api, refund_tools([]))
+    assert view.status is RunStatus.DONE, view.reason
+    events = await read_events(tmp_path, RUN)
+    ids = [r.response_id for r in of_type(events, ModelResponse)]
+    assert ids == ["chatcmpl-fake000001", "chatcmpl-fake000002"]
+
+
 @pytest.mark.parametrize("kind", ["chat", "responses"])
 async def test_rate_limits_and_server_errors_are_asked_again_a_400_parks(
     tmp_path: pathlib.Path, kind: str

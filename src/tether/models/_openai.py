@@ -257,6 +257,7 @@ class OpenAIModel:
                 usage=answer.usage,
                 stop_reason=answer.stop_reason,
                 stop_details=answer.stop_details,
+                response_id=answer.response_id,
             )
         except ModelResponseError as exc:  # the tokens were spent all the same
             raise ModelResponseError(self._name, exc.reason, usage=answer.usage) from exc

@@ -46,6 +46,7 @@ from ._openai_translate import (
     list_at,
     object_at,
     read_answer,
+    response_id,
     result_text,
     search_result_text,
     system_text,
@@ -221,6 +222,7 @@ def _answer(completion: dict[str, Any], tokens: Usage) -> ModelReply:
         usage=tokens,
         stop_reason=_stop_reason(finish, blocks),
         stop_details={"finish_reason": finish} if finish is not None else None,
+        response_id=response_id(completion),
     )
 
 
@@ -339,6 +341,7 @@ class StreamedAnswer:
         self._finish: str | None = None
         self._usage: dict[str, Any] | None = None
         self._chunks = 0
+        self._id: str | None = None
 
     @property
     def finished(self) -> bool:
@@ -359,6 +362,8 @@ class StreamedAnswer:
             raise Malformed(f"streamed chunk {self._chunks}: {exc}") from exc
 
     def _add(self, chunk: dict[str, Any]) -> str:
+        if self._id is None:
+            self._id = response_id(chunk)  # every chunk of a stream carries the answer's id
         if chunk.get("usage") is not None:
             self._usage = object_at(chunk["usage"], "usage")
         added = ""
@@ -418,4 +423,6 @@ class StreamedAnswer:
         }
         if self._usage is not None:
             completion["usage"] = self._usage
+        if self._id is not None:
+            completion["id"] = self._id
         return completion

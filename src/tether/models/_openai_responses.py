@@ -55,6 +55,7 @@ from ._openai_translate import (
     list_at,
     object_at,
     read_answer,
+    response_id,
     result_text,
     search_result_text,
     system_text,
@@ -271,6 +272,7 @@ def _answer(response: dict[str, Any], tokens: Usage) -> ModelReply:
         usage=tokens,
         stop_reason=_stop_reason(status, reason, blocks),
         stop_details=details if status is not None else None,
+        response_id=response_id(response),
     )
 
 

@@ -313,6 +313,14 @@ def read_answer(
         raise ModelResponseError(model, str(exc), usage=tokens) from exc
 
 
+def response_id(answer: dict[str, Any]) -> str | None:
+    """The answer's ``id`` (``chatcmpl-...``, ``resp_...``), when it is text: journaled with
+    the answer and reported by tracing, never read by the run, so one of another type is
+    dropped, not refused (as ``AnthropicModel`` does)."""
+    given = answer.get("id")
+    return given if isinstance(given, str) and given else None
+
+
 def usage_of(counted: object, *, prompt: str, output: str) -> Usage:
     """``Usage`` from an answer's ``usage`` object, whose counts are named ``prompt`` and
     ``output`` (``prompt_tokens`` and ``completion_tokens`` in Chat Completions,

@@ -391,6 +391,7 @@ class _Drive:
                 usage=reply.usage,
                 stop_reason=reply.stop_reason,
                 stop_details=reply.stop_details,
+                response_id=reply.response_id,
             )
         ]
         uses = tool_uses(blocks_of(message))
