@@ -171,6 +171,16 @@ async def test_a_refusal_ends_the_run_saying_so(tmp_path: pathlib.Path) -> None:
     assert view.reason == "the model refused to continue (stop_reason refusal)"
 
 
+async def test_a_refusal_with_details_says_them(tmp_path: pathlib.Path) -> None:
+    details = {"type": "refusal", "category": "cyber", "explanation": "This could enable harm."}
+    api = MessagesAPI(answer(text("I can't."), stop_reason="refusal", stop_details=details))
+    view = await drive(tmp_path, api, mail_tools([]))
+    assert view.status is RunStatus.FAILED
+    assert (
+        view.reason == 'the model refused to continue (category cyber): "This could enable harm."'
+    )
+
+
 async def test_a_large_max_tokens_streams_and_is_journaled_once_whole(
     tmp_path: pathlib.Path,
 ) -> None:

@@ -252,21 +252,48 @@ async def test_a_call_cut_off_by_length_never_runs(tmp_path: pathlib.Path, kind:
     assert "cut off by max_tokens" in result_of(events, "call_1").content
 
 
+_LONG_REFUSAL = "I can't help with that.\n" + "Really. " * 40
+
+
 @pytest.mark.parametrize(
-    "scripted",
+    ("scripted", "reason"),
     [
-        chat.ChatAPI(chat.answer(refusal="I can't help with refunds.")),
-        chat.ChatAPI(chat.answer("", finish_reason="content_filter")),
-        responses.ResponsesAPI(responses.answer(responses.message(responses.Refusal("No.")))),
+        (
+            chat.ChatAPI(chat.answer(refusal="I can't help with refunds.")),
+            'the model refused to continue: "I can\'t help with refunds."',
+        ),
+        (
+            chat.ChatAPI(chat.answer("", finish_reason="content_filter")),
+            "the provider's content filter stopped the answer (finish_reason content_filter)",
+        ),
+        (
+            responses.ResponsesAPI(responses.answer(responses.message(responses.Refusal("No.")))),
+            'the model refused to continue: "No."',
+        ),
+        (
+            responses.ResponsesAPI(responses.answer("It was", incomplete="content_filter")),
+            "the provider's content filter stopped the answer (incomplete_reason content_filter)",
+        ),
+        (
+            chat.ChatAPI(chat.answer(refusal=_LONG_REFUSAL)),
+            "the model refused to continue: "
+            + json.dumps((" ".join(_LONG_REFUSAL.split()))[:199] + "…", ensure_ascii=False),
+        ),
     ],
-    ids=["chat-refusal", "chat-content-filter", "responses-refusal"],
+    ids=[
+        "chat-refusal",
+        "chat-content-filter",
+        "responses-refusal",
+        "responses-content-filter",
+        "long-refusal",
+    ],
 )
-async def test_a_refusal_fails_the_run_saying_so(
-    tmp_path: pathlib.Path, scripted: FakeAPI[Any]
+async def test_a_refusal_fails_the_run_saying_why_in_the_models_words(
+    tmp_path: pathlib.Path, scripted: FakeAPI[Any], reason: str
 ) -> None:
     view = await drive(tmp_path, scripted, refund_tools([]))
     assert view.status is RunStatus.FAILED
-    assert view.reason == "the model refused to continue (stop_reason refusal)"
+    assert view.reason == reason
 
 
 _CHUNK = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": MODEL}

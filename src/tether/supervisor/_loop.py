@@ -394,10 +394,13 @@ class _Drive:
                 response_id=reply.response_id,
             )
         ]
-        uses = tool_uses(blocks_of(message))
-        settled = act_on_stop(reply.stop_reason, uses)
+        blocks = blocks_of(message)
+        uses = tool_uses(blocks)
+        settled = act_on_stop(
+            reply.stop_reason, uses, blocks=blocks, stop_details=reply.stop_details
+        )
         starts = [] if settled else starts_with_answer(state, rt, uses)
-        del reply, uses
+        del reply, uses, blocks
         records += settled
         records += starts
         await self._append(records)

@@ -8,13 +8,16 @@ replays the same decision.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import re
+from collections.abc import Sequence
+from typing import Any
 
 from .._backoff import MODEL_RETRY
 from .._errors import ModelError, ModelResponseError, ToolArgumentsError
 from ..journal import Event, ModelFailed, Parked, RunFinished, ToolResult, ToolStarted, Usage
-from ..models import Message, ToolUseBlock, blocks_of, tool_uses
+from ..models import ContentBlock, Message, ToolUseBlock, blocks_of, is_known, tool_uses
 from ._budgets import budget_problem
 from ._replay import SAFE_TO_REPEAT
 from ._resume import pinned_approval
@@ -27,7 +30,13 @@ MALFORMED_LIMIT = 3
 log = logging.getLogger("tether.supervisor")
 
 
-def act_on_stop(stop_reason: str | None, uses: list[ToolUseBlock]) -> list[Event]:
+def act_on_stop(
+    stop_reason: str | None,
+    uses: list[ToolUseBlock],
+    *,
+    blocks: Sequence[ContentBlock] = (),
+    stop_details: dict[str, Any] | None = None,
+) -> list[Event]:
     """What an answer's stop reason decides at once, journaled in the answer's own group so a
     crash in between cannot split the two.
 
@@ -36,7 +45,8 @@ def act_on_stop(stop_reason: str | None, uses: list[ToolUseBlock]) -> list[Event
     (an email sent with half its body): none of them runs, each gets an error result the model
     reads and the turn goes on; a text answer cut off ends the run ``done`` with a reason that
     says so. ``pause_turn``: nothing; the model is asked again with the paused turn as it is,
-    and continues it. ``refusal``: the run fails, saying the model refused.
+    and continues it. ``refusal``: the run fails, saying why (``refusal_reason``: the
+    answer's ``blocks`` and ``stop_details``).
     ``model_context_window_exceeded``: the run fails, the conversation no longer fits.
 
     Otherwise a call whose block carries ``input_error`` (the model wrote arguments that are
@@ -60,7 +70,7 @@ def act_on_stop(stop_reason: str | None, uses: list[ToolUseBlock]) -> list[Event
     if stop_reason == "pause_turn":
         return []
     if stop_reason == "refusal":
-        reason = "the model refused to continue (stop_reason refusal)"
+        reason = refusal_reason(blocks, stop_details)
         return [RunFinished(status=RunStatus.FAILED.value, reason=reason)]
     if stop_reason == "model_context_window_exceeded":
         reason = "the conversation no longer fits the model's context window"
@@ -77,6 +87,51 @@ def act_on_stop(stop_reason: str | None, uses: list[ToolUseBlock]) -> list[Event
         for b in uses
         if "input_error" in b
     ]
+
+
+REFUSAL_QUOTED = 200
+"""Characters of a refusal's words quoted in the reason of the run it failed."""
+
+_FILTERED = (("finish_reason", "content_filter"), ("incomplete_reason", "content_filter"))
+"""What ``stop_details`` holds when an OpenAI answer was stopped by the content filter (Chat
+Completions' finish reason; the Responses API's reason an answer is incomplete)."""
+
+
+def refusal_reason(blocks: Sequence[ContentBlock], stop_details: dict[str, Any] | None) -> str:
+    """Why a run whose answer stopped with ``refusal`` failed, in the words the provider gave.
+
+    An answer the content filter stopped says so (it is the provider's filter, not the model,
+    that stopped it); a refusal says what the model said (an ``openai_refusal`` block's text)
+    or what the provider said of it (the Messages API's ``stop_details``: its ``category`` and
+    ``explanation``), quoted on one line and shortened; a refusal that says nothing is
+    "the model refused to continue (stop_reason refusal)".
+    """
+    details = stop_details or {}
+    for field, value in _FILTERED:
+        if details.get(field) == value:
+            return f"the provider's content filter stopped the answer ({field} {value})"
+    words = [
+        str(b.get("refusal", ""))
+        for b in blocks
+        if is_known(b) and b["type"] == "openai_refusal" and b.get("refusal")
+    ]
+    category, explanation = details.get("category"), details.get("explanation")
+    if not words and isinstance(explanation, str) and explanation:
+        words = [explanation]
+    said = f"category {category}" if isinstance(category, str) and category else None
+    if not words:
+        return f"the model refused to continue ({said or 'stop_reason refusal'})"
+    reason = "the model refused to continue" + (f" ({said})" if said else "")
+    return f"{reason}: {_quoted(' '.join(words))}"
+
+
+def _quoted(text: str) -> str:
+    """``text`` on one line, cut to ``REFUSAL_QUOTED`` characters, as a JSON string (control
+    characters escaped: a model's words reach an operator's terminal)."""
+    flat = " ".join(text.split())
+    if len(flat) > REFUSAL_QUOTED:
+        flat = flat[: REFUSAL_QUOTED - 1] + "…"
+    return json.dumps(flat, ensure_ascii=False)
 
 
 SAFE_CALL_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
