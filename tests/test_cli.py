@@ -105,6 +105,25 @@ async def test_repair_refuses_without_yes_then_repairs(
     assert "0 records" in capsys.readouterr().out
 
 
+async def test_zeros_after_the_last_record_are_said_and_are_nothing_to_repair(
+    store_root: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Space kept for appends (or a last group that never reached the disk): verify says how
+    much, and repair without --yes is no failure (exit 0), as there is nothing to keep."""
+    path = await _make_journal(store_root)
+    size = os.path.getsize(path)
+    with open(path, "ab") as f:
+        f.write(bytes(4096))
+    assert main(["journal", "verify", path]) == 0
+    assert f"{size} bytes, last seq" in (out := capsys.readouterr().out)
+    assert "then 4096 bytes of zeros (space kept for appends" in out
+    assert main(["journal", "repair", path]) == 0
+    assert "records; then 4096 bytes of zeros, space kept" in capsys.readouterr().out
+    assert os.path.getsize(path) == size + 4096
+    assert main(["journal", "repair", path, "--yes"]) == 0
+    assert os.path.getsize(path) == size
+
+
 async def test_repair_through_a_link_keeps_the_cut_bytes_beside_the_journal(
     store_root: pathlib.Path, tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -83,6 +83,11 @@ def _verify(args: argparse.Namespace) -> int:
             f"; torn tail of {torn} bytes at offset {result.end} ({result.damage.reason}) "
             "will be truncated when the run is next opened"
         )
+    elif result.file_size > result.end:  # zeros: space kept for appends (or a lost group)
+        summary += (
+            f"; then {result.file_size - result.end} bytes of zeros (space kept for appends, "
+            "or a last group that never reached the disk)"
+        )
     print(summary)
     return 0
 
@@ -134,6 +139,12 @@ def _repair(args: argparse.Namespace) -> int:
             "if that is what you want",
             1,
         )
+    if not args.yes and report.moved_to is None and not report.unfinishes:
+        print(
+            f"ok: {args.path}: nothing to repair ({report.events_kept} records; then "
+            f"{report.bytes_removed} bytes of zeros, space kept for appends: --yes removes them)"
+        )
+        return 0
     if not args.yes:
         print(f"would {plan}", file=sys.stderr)
         return _fail("refusing to change the journal without --yes", 1)
