@@ -34,7 +34,15 @@ from typing import Any, Final
 
 from .._errors import ModelError, ToolDefinitionError
 from ..journal import Usage
-from ..models import AgentStepBlock, ContentBlock, Message, ModelReply, is_known, tool_uses
+from ..models import (
+    AgentStepBlock,
+    ContentBlock,
+    Message,
+    ModelReply,
+    ToolUseBlock,
+    is_known,
+    tool_uses,
+)
 from ..tools import ToolRegistry
 from ..tools._adapters import ToolOptions
 
@@ -61,11 +69,16 @@ class RecordedResult:
 
 @dataclass(frozen=True)
 class Intent:
-    """A call the framework wants run at the frontier: its id, tool name and arguments."""
+    """A call the framework wants run at the frontier: its id, tool name and arguments.
+
+    ``input_error`` says why the model's arguments are no JSON object (``arguments`` is then
+    empty): tether's loop runs nothing for the call and answers it with an error that says so.
+    """
 
     call_id: str
     name: str
     arguments: dict[str, Any]
+    input_error: str | None = None
 
 
 class Again(Exception):
@@ -192,15 +205,16 @@ def step_reply(
     """
     content: list[ContentBlock] = [{"type": "text", "text": t} for t in texts if t]
     for call in calls:
-        content.append(
-            {
-                "type": "tool_use",
-                "id": call.call_id or "call",
-                "name": call.name,
-                "input": call.arguments,
-                "call_id": call.call_id,
-            }
-        )
+        use: ToolUseBlock = {
+            "type": "tool_use",
+            "id": call.call_id or "call",
+            "name": call.name,
+            "input": call.arguments,
+            "call_id": call.call_id,
+        }
+        if call.input_error is not None:
+            use["input_error"] = call.input_error
+        content.append(use)
     if again and not calls:
         content.append({"type": "tool_use", "id": "continue", "name": CONTINUE_TOOL, "input": {}})
     block: AgentStepBlock = {"type": STEP_BLOCK, "response": response}

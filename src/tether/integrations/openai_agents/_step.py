@@ -13,7 +13,10 @@ work with a plain ``Runner.run``:
   ``response.completed`` is an answer;
 - each function tool answers with its recorded result (the SDK never runs the tool inside a
   step; tether's loop does, under the tool's policy) and asks for no approval there (tether's
-  gate has asked before the call ran);
+  gate has asked before the call ran); a call whose arguments are no JSON object is journaled
+  with ``input_error``, so tether's loop runs nothing and answers it with an error, and inside
+  steps the SDK reads its arguments as ``{}`` (an approval function cannot read the model's,
+  and the SDK would stop the run for a person);
 - each input guardrail's outcome is kept with the step that ran it and given back on replay,
   so a guardrail that calls a model calls it once.
 
@@ -65,6 +68,8 @@ FRAMEWORK = "openai-agents"
 _OUTPUT = TypeAdapter(list[TResponseOutputItem])
 _USAGE = TypeAdapter(AgentsUsage)
 TRANSIENT_STATUS = frozenset({408, 409, 429})
+ARGUMENT_ECHO = 300
+"""Characters of unreadable arguments quoted back to the model in the call's error result."""
 
 
 class _Stop(BaseException):
@@ -126,9 +131,10 @@ class StepModel(Model):
             step.again = True
             await step.settle()
             raise _Stop from None
+        names = _tool_names(args, kwargs)
         if kept is not None:
             step.served += 1
-            return load_response(kept)
+            return _readable(load_response(kept), names)
         sink = text_sink.get()
         if sink is None:
             response = await self.real.get_response(*args, **kwargs)
@@ -136,17 +142,19 @@ class StepModel(Model):
             response = await streamed(self.real, sink, args, kwargs)
         step.new = response
         step.served += 1
-        tools = kwargs.get("tools", args[3] if len(args) > 3 else [])
-        handoffs = kwargs.get("handoffs", args[5] if len(args) > 5 else [])
-        names = {t.name for t in tools if isinstance(t, FunctionTool)}
-        names |= {h.tool_name for h in handoffs}
+        tools, handoffs = names
         for item in response.output:
-            if isinstance(item, ResponseFunctionToolCall) and item.name in names:
-                step.intents.append(Intent(item.call_id, item.name, _arguments(item.arguments)))
+            if not isinstance(item, ResponseFunctionToolCall):
+                continue
+            if item.name in tools:
+                arguments, error = _arguments(item.arguments)
+                step.intents.append(Intent(item.call_id, item.name, arguments, error))
+            elif item.name in handoffs:  # the SDK hands off whatever the arguments say
+                step.intents.append(Intent(item.call_id, item.name, _arguments(item.arguments)[0]))
         if step.intents:
             await step.settle()
             raise _Stop
-        return response
+        return _readable(response, names)
 
     def stream_response(self, *args: Any, **kwargs: Any) -> Any:
         if _step.get() is not None:
@@ -196,12 +204,52 @@ async def streamed(
     return ModelResponse(output=completed.output, usage=usage, response_id=completed.id)
 
 
-def _arguments(text: str) -> dict[str, Any]:
+def _tool_names(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[set[str], set[str]]:
+    """The names of a request's function tools and of its handoffs."""
+    tools = kwargs.get("tools", args[3] if len(args) > 3 else [])
+    handoffs = kwargs.get("handoffs", args[5] if len(args) > 5 else [])
+    return {t.name for t in tools if isinstance(t, FunctionTool)}, {h.tool_name for h in handoffs}
+
+
+def _arguments(text: str) -> tuple[dict[str, Any], str | None]:
+    """A call's arguments as the SDK reads them (no text is no arguments; ``NaN`` and the
+    infinities, which no JSON has, are refused), or ``{}`` and why they are no JSON object."""
     try:
-        value = json.loads(text or "{}")
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
+        value = json.loads(text or "{}", parse_constant=_no_constant)
+    except ValueError as exc:
+        return {}, f"they are not valid JSON ({exc}): {_echo(text)}"
+    if not isinstance(value, dict):
+        return {}, f"they are JSON but not an object ({type(value).__name__}): {_echo(text)}"
+    return value, None
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _echo(text: str) -> str:
+    if len(text) <= ARGUMENT_ECHO:
+        return repr(text)
+    return f"{text[:ARGUMENT_ECHO]!r}... ({len(text)} characters)"
+
+
+def _readable(response: ModelResponse, names: tuple[set[str], set[str]]) -> ModelResponse:
+    """``response`` with ``{}`` for the arguments of each function-tool call that has none or
+    no JSON object for them: the SDK evaluates a tool's approval function only on arguments it
+    can read, and stops the run for a person otherwise, although tether answered that call
+    (with an error when they are unreadable) already."""
+    tools = names[0]
+    output = [
+        item.model_copy(update={"arguments": "{}"})
+        if isinstance(item, ResponseFunctionToolCall)
+        and item.name in tools
+        and (not item.arguments or _arguments(item.arguments)[1] is not None)
+        else item
+        for item in response.output
+    ]
+    if output == response.output:
+        return response
+    return replace(response, output=output)
 
 
 def replayed_tool(tool: FunctionTool) -> FunctionTool:
@@ -219,6 +267,9 @@ def replayed_tool(tool: FunctionTool) -> FunctionTool:
                 f"it calls {tool.name} ({ctx.tool_call_id}), a call the journal has no result for"
             )
         return outcome.text
+
+    if original_approval is False:  # the SDK asks a function even with arguments it cannot read
+        return replace(tool, on_invoke_tool=invoke)
 
     async def approval(ctx: Any, params: dict[str, Any], call_id: str) -> bool:
         if _step.get() is not None or isinstance(original_approval, bool):

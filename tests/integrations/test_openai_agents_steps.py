@@ -1,0 +1,150 @@
+"""An Agents SDK run's steps on tether: calls whose arguments cannot be read, the model's
+errors, the usage journaled.
+
+The agents' model is the SDK's ``OpenAIResponsesModel`` on the real ``openai`` SDK, reaching
+the strict fake of the Responses API (``tests/models/_responses_api``) through a mock
+transport. A run under ``TetherRunner`` must end where the plain SDK's ``Runner.run`` ends: a
+call the model wrote with no arguments runs its tool; a call whose arguments are no JSON
+object runs nothing, and its error goes back to the model, which is asked again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agents import Agent, OpenAIResponsesModel, RunConfig, Tool, function_tool
+
+import tether
+from tether.integrations.openai_agents import TetherRunner
+from tether.journal import ModelResponse, ToolResult, ToolStarted
+from tether.supervisor import RunStatus, Supervisor
+from tether.testing import VirtualClock
+
+from ..models import _responses_api as responses
+from ..supervisor._helpers import WAIT, of_type, read_events
+
+RUN = "run-steps"
+PROMPT = "How much was order A-1?"
+DONE = "Order A-1 came to 30.0 EUR."
+
+
+def outputs(body: dict[str, Any]) -> list[str]:
+    """The tool outputs a request sends back to the model."""
+    return [str(i["output"]) for i in body["input"] if i.get("type") == "function_call_output"]
+
+
+def calling(name: str, arguments: str) -> Callable[[dict[str, Any]], responses.Answer]:
+    """A model that calls ``name`` with ``arguments`` (text, as sent), then answers ``DONE``."""
+
+    def respond(body: dict[str, Any]) -> responses.Answer:
+        if outputs(body):
+            return responses.answer(DONE)
+        return responses.answer(responses.function_call("call_1", name, arguments))
+
+    return respond
+
+
+class Desk:
+    """The agent's tools, counting the times each ran."""
+
+    def __init__(self) -> None:
+        self.ran: list[str] = []
+
+        @function_tool
+        async def ping() -> str:
+            """Check the desk is there."""
+            self.ran.append("ping")
+            return "pong"
+
+        @function_tool
+        async def lookup_order(order: str) -> dict[str, Any]:
+            """Look an order up: its total."""
+            self.ran.append("lookup_order")
+            return {"order": order, "total": 30.0}
+
+        @function_tool(needs_approval=True)
+        async def refund(order: str) -> str:
+            """Refund an order."""
+            self.ran.append("refund")
+            return f"refunded {order}"
+
+        self.tools: list[Tool] = [ping, lookup_order, refund]
+
+
+@asynccontextmanager
+async def supervised(
+    root: Path, api: responses.ResponsesAPI, desk: Desk
+) -> AsyncIterator[tuple[Supervisor, TetherRunner]]:
+    async with api.client() as client:
+        model = OpenAIResponsesModel(model="gpt-5-mini", openai_client=client)
+        agent = Agent(name="desk", instructions="Look orders up.", model=model, tools=desk.tools)
+        runner = TetherRunner(
+            agent,
+            run_config=RunConfig(tracing_disabled=True),
+            tools={name: {"policy": "rerun"} for name in ("ping", "lookup_order", "refund")},
+        )
+        async with Supervisor(
+            tether.FileStore(root),
+            model=runner.model,
+            tools=runner.tools,
+            sweep_interval=None,
+            clock=VirtualClock(autojump_threshold=0),
+        ) as sup:
+            yield sup, runner
+
+
+async def test_a_call_with_no_arguments_runs_its_tool_and_the_run_goes_on(
+    tmp_path: Path,
+) -> None:
+    """Some servers send ``""`` as the arguments of a tool that takes none: the SDK reads no
+    arguments, runs the tool, and asks the model again with its output."""
+    api = responses.ResponsesAPI(respond=calling("ping", ""))
+    desk = Desk()
+    async with supervised(tmp_path, api, desk) as (sup, runner):
+        await sup.start(RUN, PROMPT)
+        assert await sup.wait(RUN, timeout=WAIT) is RunStatus.DONE
+        view = await sup.inspect(RUN)
+        result = await runner.result(sup, RUN)
+    assert desk.ran == ["ping"]
+    assert view.final_text == DONE
+    assert result.final_output == DONE
+    assert [outputs(b) for b in api.bodies] == [[], ["pong"]]
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "said"),
+    [
+        ("lookup_order", "{oops", "they are not valid JSON"),
+        ("lookup_order", "[1, 2]", "they are JSON but not an object (list)"),
+        ("ping", "{oops", "they are not valid JSON"),
+        ("refund", "{oops", "they are not valid JSON"),  # needs_approval: nothing to approve
+    ],
+)
+async def test_a_call_whose_arguments_cannot_be_read_runs_nothing_and_the_model_is_asked_again(
+    tmp_path: Path, tool: str, arguments: str, said: str
+) -> None:
+    api = responses.ResponsesAPI(respond=calling(tool, arguments))
+    desk = Desk()
+    async with supervised(tmp_path, api, desk) as (sup, runner):
+        await sup.start(RUN, PROMPT)
+        assert await sup.wait(RUN, timeout=WAIT) is RunStatus.DONE
+        view = await sup.inspect(RUN)
+        result = await runner.result(sup, RUN)
+    assert desk.ran == []
+    assert view.final_text == DONE
+    assert result.final_output == DONE
+    assert len(api.bodies) == 2
+    (error,) = outputs(api.bodies[1])
+    assert said in error
+    assert repr(arguments) in error  # the model sees what it wrote
+    events = await read_events(tmp_path, RUN)
+    assert of_type(events, ToolStarted) == []
+    (answered,) = of_type(events, ToolResult)
+    assert not answered.ok
+    first = of_type(events, ModelResponse)[0]
+    (use,) = [b for b in first.message["content"] if b["type"] == "tool_use"]
+    assert said in use["input_error"]
