@@ -148,3 +148,56 @@ async def test_a_call_whose_arguments_cannot_be_read_runs_nothing_and_the_model_
     first = of_type(events, ModelResponse)[0]
     (use,) = [b for b in first.message["content"] if b["type"] == "tool_use"]
     assert said in use["input_error"]
+
+
+async def test_a_run_that_stops_for_an_approval_tether_does_not_give_is_no_final_answer() -> None:
+    """The SDK ends a run it stops for a person with ``final_output`` ``None``: a step that
+    ends so (an approval tether's gate does not give, a tool the runner did not wrap) fails,
+    and is never the run's final answer ``null``."""
+    from agents import Usage as AgentsUsage
+    from agents.items import ModelResponse as AgentsResponse
+    from openai.types.responses import ResponseFunctionToolCall
+
+    from tether.integrations._steps import Recorded, RecordedResult
+    from tether.integrations.openai_agents._step import (
+        FRAMEWORK,
+        StepModel,
+        dump_response,
+        run_step,
+    )
+
+    @function_tool(needs_approval=True)
+    async def refund(order: str) -> str:
+        """Refund an order."""
+        raise AssertionError("not run")
+
+    class Unreachable(OpenAIResponsesModel):
+        def __init__(self) -> None:
+            pass
+
+        async def get_response(self, *args: Any, **kwargs: Any) -> Any:
+            raise AssertionError("no request when replaying")
+
+    call = ResponseFunctionToolCall(
+        type="function_call", call_id="call_1", name="refund", arguments='{"order": "A-1"}'
+    )
+    response = AgentsResponse(output=[call], usage=AgentsUsage(requests=1), response_id="r1")
+    recorded = Recorded(
+        FRAMEWORK,
+        prompt=PROMPT,
+        responses=[dump_response(response)],
+        results={(0, "call_1"): RecordedResult("refunded A-1", error=False)},
+        steps=2,
+    )
+    agent = Agent(name="desk", model=StepModel(Unreachable()), tools=[refund])  # not wrapped
+    with pytest.raises(tether.ModelError) as caught:
+        await run_step(
+            agent,
+            recorded,
+            context=None,
+            run_config=RunConfig(tracing_disabled=True),
+            max_turns=4,
+            ask=False,
+        )
+    assert not caught.value.transient
+    assert "stopped for approvals tether does not give: refund" in caught.value.reason

@@ -332,8 +332,9 @@ async def run_step(
 
     Raises:
         ModelError: the request failed (transient for a dropped connection, a timeout, HTTP
-            408/409/429/5xx); a guardrail tripped or the run raised (permanent, saying which);
-            the replay no longer matches the journal (permanent).
+            408/409/429/5xx); a guardrail tripped, the run raised or it stopped for an
+            approval (an interruption is never a final answer) (permanent, saying which); the
+            replay no longer matches the journal (permanent).
     """
     step = Step(recorded, ask=ask)
     token = _step.set(step)
@@ -362,6 +363,13 @@ async def run_step(
         raise ModelError(FRAMEWORK, f"the agent's run raised {type(exc).__name__}: {exc}") from exc
     finally:
         _step.reset(token)
+    if result.interruptions:
+        asked = ", ".join(sorted({i.tool_name or "a tool" for i in result.interruptions}))
+        raise ModelError(
+            FRAMEWORK,
+            f"the agent's run stopped for approvals tether does not give: {asked}; only a "
+            "function tool's needs_approval goes through tether's gate",
+        )
     output = result.final_output
     final = output if isinstance(output, str) else json.dumps(to_jsonable_python(output))
     return Replayed(_reply(step, final=final), result=result)
