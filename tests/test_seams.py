@@ -37,6 +37,7 @@ SEAMS = {
     "tether.journal._layout": "a FileStore's files, for the tools that work on them",
     "tether.journal._records": "the records' codec and vocabulary",
     "tether.models._base": "the model seam: the Model protocol and what it returns",
+    "tether.models._openai_errors": "which errors of OpenAI's APIs are transient",
     "tether.models._transcript": "read-only messages, for a model that keeps them",
     "tether.operate._deploy": "deploy plans: repin, the workers that can take a run",
     "tether.operate._display": "what the command line and the console show of runs",

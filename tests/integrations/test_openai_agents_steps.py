@@ -16,15 +16,25 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agents import Agent, OpenAIResponsesModel, RunConfig, Tool, function_tool
+from agents import (
+    Agent,
+    Model,
+    OpenAIChatCompletionsModel,
+    OpenAIResponsesModel,
+    RunConfig,
+    Tool,
+    function_tool,
+)
 
 import tether
 from tether.integrations.openai_agents import TetherRunner
-from tether.journal import ModelResponse, ToolResult, ToolStarted
+from tether.journal import ModelFailed, ModelResponse, Parked, ToolResult, ToolStarted
 from tether.supervisor import RunStatus, Supervisor
 from tether.testing import VirtualClock
 
+from ..models import _chat_api as chat
 from ..models import _responses_api as responses
+from ..models._openai_fake import ApiError, api_error
 from ..supervisor._helpers import WAIT, of_type, read_events
 
 RUN = "run-steps"
@@ -77,10 +87,14 @@ class Desk:
 
 @asynccontextmanager
 async def supervised(
-    root: Path, api: responses.ResponsesAPI, desk: Desk
+    root: Path, api: responses.ResponsesAPI | chat.ChatAPI, desk: Desk, *, watch: bool = False
 ) -> AsyncIterator[tuple[Supervisor, TetherRunner]]:
     async with api.client() as client:
-        model = OpenAIResponsesModel(model="gpt-5-mini", openai_client=client)
+        model: Model = (
+            OpenAIResponsesModel(model="gpt-5-mini", openai_client=client)
+            if isinstance(api, responses.ResponsesAPI)
+            else OpenAIChatCompletionsModel(model="gpt-5-mini", openai_client=client)
+        )
         agent = Agent(name="desk", instructions="Look orders up.", model=model, tools=desk.tools)
         runner = TetherRunner(
             agent,
@@ -93,6 +107,7 @@ async def supervised(
             tools=runner.tools,
             sweep_interval=None,
             clock=VirtualClock(autojump_threshold=0),
+            on_text=(lambda run_id, text: None) if watch else None,
         ) as sup:
             yield sup, runner
 
@@ -201,3 +216,107 @@ async def test_a_run_that_stops_for_an_approval_tether_does_not_give_is_no_final
         )
     assert not caught.value.transient
     assert "stopped for approvals tether does not give: refund" in caught.value.reason
+
+
+def failing(first: ApiError | responses.Answer) -> Callable[[dict[str, Any]], Any]:
+    """A model whose first answer is ``first`` (an error, a failed response), then ``DONE``."""
+    asked: list[int] = []
+
+    def respond(body: dict[str, Any]) -> ApiError | responses.Answer:
+        asked.append(1)
+        return first if len(asked) == 1 else responses.answer(DONE)
+
+    return respond
+
+
+async def test_a_quota_used_up_parks_the_run_for_a_person_at_once(tmp_path: Path) -> None:
+    """A 429 is worth waiting for, but not one that says the account's quota is used up: the
+    run parks, as an ``OpenAIModel`` run does, with what the API said."""
+    quota = api_error(
+        429, "insufficient_quota", "You exceeded your quota.", code="insufficient_quota"
+    )
+    api = responses.ResponsesAPI(respond=lambda body: quota)
+    async with supervised(tmp_path, api, Desk()) as (sup, _):
+        await sup.start(RUN, PROMPT)
+        assert await sup.wait(RUN, timeout=WAIT) is RunStatus.NEEDS_ATTENTION
+    assert len(api.bodies) == 1
+    (parked,) = of_type(await read_events(tmp_path, RUN), Parked)
+    assert "HTTP 429 insufficient_quota: You exceeded your quota." in parked.reason
+
+
+async def test_a_rate_limit_is_asked_again_after_the_wait_the_server_asked_for(
+    tmp_path: Path,
+) -> None:
+    limited = api_error(429, "requests", "Slow down.", code="rate_limit_exceeded", retry_after="7")
+    api = responses.ResponsesAPI(respond=failing(limited))
+    async with supervised(tmp_path, api, Desk()) as (sup, _):
+        await sup.start(RUN, PROMPT)
+        assert await sup.wait(RUN, timeout=WAIT) is RunStatus.DONE
+    (failed,) = of_type(await read_events(tmp_path, RUN), ModelFailed)
+    assert failed.kind == "transient"
+    assert "HTTP 429 rate_limit_exceeded: Slow down." in failed.error
+    assert failed.retry_at == pytest.approx(failed.at + 7.0, abs=0.01)
+    assert len(api.bodies) == 2
+
+
+@pytest.mark.parametrize(
+    ("code", "status", "watch"),
+    [
+        ("server_error", RunStatus.DONE, True),
+        ("invalid_prompt", RunStatus.NEEDS_ATTENTION, True),
+        ("invalid_prompt", RunStatus.NEEDS_ATTENTION, False),
+    ],
+    ids=["streamed-server_error", "streamed-invalid_prompt", "plain-invalid_prompt"],
+)
+async def test_a_failed_response_is_classified_by_its_code(
+    tmp_path: Path, code: str, status: RunStatus, watch: bool
+) -> None:
+    """A streamed response that ``failed`` with a server-side code is asked again, as an
+    ``OpenAIModel`` run asks it; another code parks the run with the code and message. (A
+    response that failed unstreamed reaches tether as the SDK's ``ModelBehaviorError``, its
+    code only in its words: it parks the run, saying them.)"""
+    api = responses.ResponsesAPI(respond=failing(responses.failed(code, "it went wrong")))
+    async with supervised(tmp_path, api, Desk(), watch=watch) as (sup, _):
+        await sup.start(RUN, PROMPT)
+        rested = await sup.wait(RUN, timeout=WAIT)
+    assert rested is status
+    events = await read_events(tmp_path, RUN)
+    if status is RunStatus.DONE:
+        (failed,) = of_type(events, ModelFailed)
+        said = failed.error
+    else:
+        (parked,) = of_type(events, Parked)
+        said = parked.reason
+    assert code in said
+    assert "it went wrong" in said
+
+
+@pytest.mark.parametrize(
+    ("code", "status"),
+    [("server_error", RunStatus.DONE), ("invalid_prompt", RunStatus.NEEDS_ATTENTION)],
+)
+async def test_an_error_event_that_breaks_the_stream_off_is_classified_by_its_code(
+    tmp_path: Path, code: str, status: RunStatus
+) -> None:
+    broken = api_error(500, "server_error", "it went wrong", code=code, in_stream=True)
+    api = responses.ResponsesAPI(respond=failing(broken))
+    async with supervised(tmp_path, api, Desk(), watch=True) as (sup, _):
+        await sup.start(RUN, PROMPT)
+        assert await sup.wait(RUN, timeout=WAIT) is status
+    events = await read_events(tmp_path, RUN)
+    said = of_type(events, ModelFailed)[0].error if status is RunStatus.DONE else ""
+    said += " ".join(p.reason for p in of_type(events, Parked))
+    assert f"the stream broke off: {code}: it went wrong" in said
+
+
+async def test_an_error_chunk_that_breaks_a_chat_stream_off_is_asked_again(tmp_path: Path) -> None:
+    """Chat Completions breaks a stream off with an error in place of a chunk, which the
+    ``openai`` SDK raises as an ``APIError``: a server error is asked again."""
+    broken = api_error(500, "server_error", "it went wrong", code="server_error", in_stream=True)
+    answers = iter([broken, chat.answer(DONE)])
+    api = chat.ChatAPI(respond=lambda body: next(answers))
+    async with supervised(tmp_path, api, Desk(), watch=True) as (sup, _):
+        await sup.start(RUN, PROMPT)
+        assert await sup.wait(RUN, timeout=WAIT) is RunStatus.DONE
+    (failed,) = of_type(await read_events(tmp_path, RUN), ModelFailed)
+    assert failed.error == "the stream broke off: server_error: it went wrong"

@@ -13,11 +13,11 @@ that ended before the API said the answer was complete (``StreamEnd``: a finish 
 ``[DONE]``, or a terminal ``response.*`` event) and HTTP 408/409/429/5xx are ``transient``
 (with the server's ``retry-after``), except a 429 that says the account's quota is used up; an
 error that breaks a stream off, or a response that ``failed``, is transient when its code is a
-server-side one (``server_error``, ``rate_limit_exceeded``, ...) or it has none. Anything else
-(400, 401, 403, 404, 422, missing credentials, arguments the SDK refuses, a conversation the
-API cannot take) parks the run for a person. An answer with a field of a type the API never
-sends there is a malformed one (``ModelResponseError``, naming the field). A client built here
-makes no retries of its own.
+server-side one (``server_error``, ``rate_limit_exceeded``, ...) or it has none (the API's
+errors are classified in ``_openai_errors``). Anything else (400, 401, 403, 404, 422, missing
+credentials, arguments the SDK refuses, a conversation the API cannot take) parks the run for
+a person. An answer with a field of a type the API never sends there is a malformed one
+(``ModelResponseError``, naming the field). A client built here makes no retries of its own.
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ from . import _openai_chat, _openai_responses
 from ._base import ModelReply, StreamEnd, SystemPrompt, check_reply_blocks, text_sink
 from ._client import SDKClient, connection_failed, stream_errors
 from ._messages import Message, ToolDefinition
+from ._openai_errors import failure, status_error
 from ._openai_translate import Malformed, Untranslatable, object_at, text_at, wrong
-from ._retry_after import retry_after
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -44,17 +44,6 @@ if TYPE_CHECKING:
     import openai
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
-
-_TRANSIENT_STATUS = frozenset({408, 409, 429})
-"""HTTP statuses worth asking again (with every 5xx)."""
-
-_PERMANENT_CODES = frozenset({"insufficient_quota", "billing_hard_limit_reached"})
-"""Error codes that come with a 429 but will not go away by waiting: a person must act."""
-
-_TRANSIENT_CODES = frozenset(
-    {"server_error", "rate_limit_exceeded", "vector_store_timeout", "timeout", "overloaded"}
-)
-"""Error codes of a stream broken off, or a response that failed, worth asking again."""
 
 _FINAL_EVENTS = frozenset({"response.completed", "response.incomplete", "response.failed"})
 _FINAL = "a terminal event (response.completed, .incomplete or .failed)"
@@ -229,15 +218,7 @@ class OpenAIModel:
                 else:
                     answer = await self._responses(client, request, sink)
         except openai.APIStatusError as exc:
-            transient = (
-                exc.status_code in _TRANSIENT_STATUS or exc.status_code >= 500
-            ) and exc.code not in _PERMANENT_CODES
-            raise ModelError(
-                self._name,
-                _status_reason(exc),
-                transient=transient,
-                retry_after=retry_after(exc.response.headers) if transient else None,
-            ) from exc
+            raise status_error(self._name, exc) from exc
         except openai.APITimeoutError as exc:
             raise ModelError(self._name, "request timed out", transient=True) from exc
         except openai.APIConnectionError as exc:
@@ -246,7 +227,7 @@ class OpenAIModel:
             raise ModelResponseError(self._name, f"response failed validation: {exc}") from exc
         except openai.APIError as exc:  # an error event that broke a stream off
             code = exc.code or exc.type
-            raise _failure(self._name, "the stream broke off", code, exc.message) from exc
+            raise failure(self._name, "the stream broke off", code, exc.message) from exc
         except openai.OpenAIError as exc:
             raise ModelError(self._name, f"{type(exc).__name__}: {exc}") from exc
         except Malformed as exc:  # a field of the answer that holds the wrong type
@@ -318,7 +299,7 @@ class OpenAIModel:
             error = error if isinstance(error, dict) else {"message": str(error)}
             code = error.get("code") or error.get("type")
             message = str(error.get("message") or "an error occurred during streaming")
-            raise _failure(self._name, "the stream broke off", code, message)
+            raise failure(self._name, "the stream broke off", code, message)
         added = streamed.add(chunk)
         if added and sink is not None:
             sink(added)
@@ -339,7 +320,7 @@ class OpenAIModel:
         if response.get("status") == "failed":
             error = object_at(response.get("error"), "error")
             message = text_at(error.get("message"), "error.message") or ""
-            raise _failure(self._name, "the response failed", error.get("code"), message)
+            raise failure(self._name, "the response failed", error.get("code"), message)
         return _openai_responses.reply(self._name, response)
 
     async def _streamed_response(
@@ -356,7 +337,7 @@ class OpenAIModel:
                 elif kind == "error":
                     code = getattr(event, "code", None)
                     message = str(getattr(event, "message", ""))
-                    raise _failure(self._name, "the stream broke off", code, message)
+                    raise failure(self._name, "the stream broke off", code, message)
                 elif kind in _FINAL_EVENTS:
                     end.saw(_FINAL)
                     response = _plain(event.response, f"the {kind} event's response")
@@ -428,37 +409,3 @@ def _plain(model: Any, what: str) -> dict[str, Any]:
     # reason of its own), which the SDK keeps as it came.
     plain: dict[str, Any] = model.model_dump(mode="json", exclude_none=True, warnings=False)
     return plain
-
-
-def _failure(model: str, what: str, code: object, message: str) -> ModelError:
-    """A stream broken off by an error, or a failed response, classified by its code."""
-    transient = code is None or code in _TRANSIENT_CODES
-    reason = f"{what}: {code}: {message}" if code is not None else f"{what}: {message}"
-    return ModelError(model, reason, transient=transient)
-
-
-def _status_reason(exc: openai.APIStatusError) -> str:
-    # The SDK hands over the body's "error" object: {"message", "type", "param", "code"}; a
-    # proxy in between may send anything, so fall back to the SDK's own message.
-    body = exc.body if isinstance(exc.body, dict) else {}
-    kind = body.get("code") or body.get("type")
-    message = body.get("message")
-    reason = f"HTTP {exc.status_code}"
-    if isinstance(kind, str):
-        reason += f" {kind}"
-    reason += f": {message if isinstance(message, str) else exc.message}"
-    if exc.request_id:
-        reason += f" (request-id {exc.request_id})"
-    if exc.status_code == 404 and not isinstance(kind, str):
-        reason += _no_endpoint(str(exc.response.request.url))
-    return reason
-
-
-def _no_endpoint(url: str) -> str:
-    """What a 404 that no API error explains says: the server has nothing at ``url``, most
-    often a base URL without its ``/v1`` (``http://localhost:11434`` for Ollama's
-    ``http://localhost:11434/v1``)."""
-    said = f"; the server has nothing at {url}"
-    if "/v1/" not in urlsplit(url).path:
-        said += " (does the base URL lack its /v1?)"
-    return said

@@ -62,12 +62,12 @@ from ..._errors import ModelError
 from ...journal import Usage
 from ...models import ModelReply, text_sink
 from ...models._base import StreamEnd
+from ...models._openai_errors import failure, status_error
 from .._steps import Again, Intent, Recorded, step_reply
 
 FRAMEWORK = "openai-agents"
 _OUTPUT = TypeAdapter(list[TResponseOutputItem])
 _USAGE = TypeAdapter(AgentsUsage)
-TRANSIENT_STATUS = frozenset({408, 409, 429})
 ARGUMENT_ECHO = 300
 """Characters of unreadable arguments quoted back to the model in the call's error result."""
 
@@ -171,8 +171,9 @@ async def streamed(
 
     Raises:
         ModelError: (transient) the stream ended before ``response.completed`` (nothing of it
-            is kept, ``StreamEnd``'s rule) or broke off with an ``error`` event; (permanent)
-            the response ended ``incomplete`` or ``failed``.
+            is kept, ``StreamEnd``'s rule); an ``error`` event broke it off, or the response
+            ``failed``, classified by the error's code as ``OpenAIModel`` classifies it
+            (``server_error`` is transient); (permanent) the response ended ``incomplete``.
     """
     end = StreamEnd(FRAMEWORK, "response.completed")
     completed: Response | None = None
@@ -183,11 +184,22 @@ async def streamed(
         elif isinstance(event, ResponseCompletedEvent):
             end.saw("response.completed")
             completed = event.response
-        elif kind in ("response.incomplete", "response.failed"):
-            raise ModelError(FRAMEWORK, f"the response ended {kind.split('.')[1]}")
+        elif kind == "response.failed":
+            error = getattr(getattr(event, "response", None), "error", None)
+            code = getattr(error, "code", None)
+            raise failure(
+                FRAMEWORK, "the response failed", code, str(getattr(error, "message", ""))
+            )
+        elif kind == "response.incomplete":
+            details = getattr(getattr(event, "response", None), "incomplete_details", None)
+            why = getattr(details, "reason", None)
+            raise ModelError(
+                FRAMEWORK, "the response ended incomplete" + (f": {why}" if why else "")
+            )
         elif kind in ("error", "response.error"):
-            said = getattr(event, "message", None) or getattr(event, "code", None) or kind
-            raise ModelError(FRAMEWORK, f"the stream broke off: {said}", transient=True)
+            code = getattr(event, "code", None)
+            said = str(getattr(event, "message", None) or kind)
+            raise failure(FRAMEWORK, "the stream broke off", code, said)
     end.check()
     assert completed is not None  # end.check() saw response.completed
     used = completed.usage
@@ -332,9 +344,10 @@ async def run_step(
 
     Raises:
         ModelError: the request failed (transient for a dropped connection, a timeout, HTTP
-            408/409/429/5xx); a guardrail tripped, the run raised or it stopped for an
-            approval (an interruption is never a final answer) (permanent, saying which); the
-            replay no longer matches the journal (permanent).
+            408/409/429/5xx but a 429 for a quota used up, with the server's ``retry-after``:
+            as ``OpenAIModel`` classifies them); a guardrail tripped, the run raised or it
+            stopped for an approval (an interruption is never a final answer) (permanent,
+            saying which); the replay no longer matches the journal (permanent).
     """
     step = Step(recorded, ask=ask)
     token = _step.set(step)
@@ -355,10 +368,13 @@ async def run_step(
             FRAMEWORK, f"the output guardrail {exc.guardrail_result.guardrail.get_name()!r} tripped"
         ) from exc
     except openai.APIStatusError as exc:
-        transient = exc.status_code in TRANSIENT_STATUS or exc.status_code >= 500
-        raise ModelError(FRAMEWORK, f"{type(exc).__name__}: {exc}", transient=transient) from exc
+        raise status_error(FRAMEWORK, exc) from exc
     except (openai.APIConnectionError, openai.APITimeoutError) as exc:
         raise ModelError(FRAMEWORK, f"{type(exc).__name__}: {exc}", transient=True) from exc
+    except openai.APIResponseValidationError as exc:
+        raise ModelError(FRAMEWORK, f"the response failed validation: {exc}") from exc
+    except openai.APIError as exc:  # an error in place of a chunk broke a stream off
+        raise failure(FRAMEWORK, "the stream broke off", exc.code or exc.type, exc.message) from exc
     except Exception as exc:
         raise ModelError(FRAMEWORK, f"the agent's run raised {type(exc).__name__}: {exc}") from exc
     finally:
