@@ -28,7 +28,7 @@ from agents import (
 
 import tether
 from tether.integrations.openai_agents import TetherRunner
-from tether.journal import ModelFailed, ModelResponse, Parked, ToolResult, ToolStarted
+from tether.journal import ModelFailed, ModelResponse, Parked, ToolResult, ToolStarted, Usage
 from tether.supervisor import RunStatus, Supervisor
 from tether.testing import VirtualClock
 
@@ -320,3 +320,23 @@ async def test_an_error_chunk_that_breaks_a_chat_stream_off_is_asked_again(tmp_p
         assert await sup.wait(RUN, timeout=WAIT) is RunStatus.DONE
     (failed,) = of_type(await read_events(tmp_path, RUN), ModelFailed)
     assert failed.error == "the stream broke off: server_error: it went wrong"
+
+
+@pytest.mark.parametrize("watch", [True, False], ids=["streamed", "plain"])
+async def test_the_usage_journaled_keeps_the_reasoning_and_cached_tokens(
+    tmp_path: Path, watch: bool
+) -> None:
+    used = {
+        "input_tokens": 120,
+        "input_tokens_details": {"cached_tokens": 100},
+        "output_tokens": 9,
+        "output_tokens_details": {"reasoning_tokens": 2},
+    }
+    api = responses.ResponsesAPI(respond=lambda body: responses.answer(DONE, usage=used))
+    async with supervised(tmp_path, api, Desk(), watch=watch) as (sup, _):
+        await sup.start(RUN, PROMPT)
+        assert await sup.wait(RUN, timeout=WAIT) is RunStatus.DONE
+    (saved,) = of_type(await read_events(tmp_path, RUN), ModelResponse)
+    assert saved.usage == Usage(
+        input_tokens=20, output_tokens=9, cache_read_input_tokens=100, reasoning_tokens=2
+    )

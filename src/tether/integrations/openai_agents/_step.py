@@ -405,10 +405,12 @@ def _reply(step: Step, *, final: str | None = None) -> ModelReply:
     usage = None
     if new is not None:
         cached = getattr(new.usage.input_tokens_details, "cached_tokens", 0) or 0
+        reasoning = getattr(new.usage.output_tokens_details, "reasoning_tokens", 0) or 0
         usage = Usage(
             input_tokens=new.usage.input_tokens - cached,
             output_tokens=new.usage.output_tokens,
             cache_read_input_tokens=cached,
+            reasoning_tokens=reasoning,
         )
     return step_reply(
         response=None if new is None else dump_response(new),
