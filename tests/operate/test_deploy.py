@@ -14,7 +14,9 @@ import pytest
 import tether.web
 from tether import RunStateError, operate
 from tether.journal import FileStore, Parked, Repinned, ToolStarted
-from tether.supervisor import RunStatus, Supervisor
+from tether.operate._deploy import offers
+from tether.supervisor import RunStatus, Supervisor, fold
+from tether.supervisor._contracts import contracts_for
 from tether.testing import assert_strands_nothing, check_journals
 
 from .._cli import run_tether
@@ -242,3 +244,27 @@ async def test_the_console_offers_a_live_workers_contract_and_a_click_repins(
     assert app.SENT == ["1+channel c-1 email"]
     (record,) = [e for e in await FileStore(root).read(RUN) if isinstance(e, Repinned)]
     assert (record.by, record.note) == ("priya", "email is fine")
+
+
+async def test_an_offer_a_repin_would_refuse_says_why_instead_of_offering(
+    root: pathlib.Path,
+) -> None:
+    """The run waits for the approval of its lookup; a worker whose lookup changed could go
+    on with it, but a repin is refused while that call is open: the inbox says so instead of
+    giving a form that is then refused."""
+    changed = tether.ToolRegistry()
+
+    @changed.tool(policy="rerun", approval=True)
+    async def lookup(order: str, region: str = "eu") -> str:
+        """Look an order up, in a region."""
+        return order
+
+    app._notify_v1(changed)
+    state = fold(await FileStore(root).read(RUN))
+    state.parked = Parked(reason="lacks lookup v1", cause="contract")
+    (offer,) = offers(state, {"w-new": contracts_for(app.v1().model, changed)})
+    assert offer["changes"][0].startswith("lookup v1 (")
+    assert "call 'toolu_l' (lookup) is not finished" in offer["refused"]
+    async with FileStore(root) as store:  # and a repin says the same
+        with pytest.raises(RunStateError, match="call 'toolu_l' \\(lookup\\) is not finished"):
+            await operate.repin(store, RUN, tools=[changed.get("lookup").pin()], by="priya")

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -30,6 +31,7 @@ from ..supervisor._contracts import (
     contract_changes,
     decode_contracts,
 )
+from ..supervisor._verbs import answer_problem, repin_record
 
 if TYPE_CHECKING:
     from ..supervisor import WorkerApp
@@ -230,9 +232,13 @@ async def fleet_of(store: object) -> dict[str, Contracts]:
     return {key: c for key, data in ads.items() if (c := decode_contracts(data)) is not None}
 
 
-def offers(state: RunState, fleet: dict[str, Contracts]) -> list[dict[str, Any]]:
+def offers(
+    state: RunState, fleet: dict[str, Contracts], now: float | None = None
+) -> list[dict[str, Any]]:
     """For a run parked for its contract: each live worker it could go on with, once a person
-    accepts that worker's contracts (``tether repin``), and what would change."""
+    accepts that worker's contracts (``tether repin``), what would change, and why such a
+    repin is refused now (``refused``, else ``None``)."""
+    now = time.time() if now is None else now
     parked = state.parked
     if parked is None or parked.cause != "contract" or state.finished is not None:
         return []
@@ -246,5 +252,9 @@ def offers(state: RunState, fleet: dict[str, Contracts]) -> list[dict[str, Any]]
         if model is not None:
             changes.append(f"model {model[0]}")
         if changes:
-            out.append({"worker": key, "changes": changes})
+            # Refused now, for what the run has in flight (a call of a changed tool still
+            # open): said instead of offered, so nobody is given a form that is then refused.
+            record = repin_record(tools=pins, model=model, by="")
+            refused = answer_problem(state, record, now)
+            out.append({"worker": key, "changes": changes, "refused": refused})
     return out
