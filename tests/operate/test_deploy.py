@@ -210,6 +210,10 @@ async def test_the_console_offers_a_live_workers_contract_and_a_click_repins(
                 (offer,) = parked["offers"]
                 assert offer["worker"] == sup._fleet.key
                 assert offer["changes"][0].startswith("notify v1 (")
+                assert offer["refused"] is None
+                page = (await c.get(f"/runs/{RUN}", headers=auth(PRIYA))).text  # there too
+                assert 'data-action="repin"' in page
+                assert offer["worker"] in page
                 answers: list[httpx2.Response] = []
 
                 async def accept() -> None:

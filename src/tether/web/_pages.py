@@ -21,7 +21,7 @@ from starlette.routing import Route
 from .._errors import InvalidRunIdError, JournalError, RunNotFoundError
 from ..journal import ToolResult
 from ..operate import load_summary
-from ..operate._deploy import fleet_of
+from ..operate._deploy import fleet_of, offers
 from ..supervisor import RunStatus
 from ._actions import ActionError, act
 from ._console import (
@@ -158,6 +158,9 @@ def page_routes(console: Console) -> list[Route]:
             summary.status == RunStatus.FAILED
             or (state.parked is not None and not summary.finished)
         )
+        parked_for_contract = (
+            state is not None and state.parked is not None and state.parked.cause == "contract"
+        )
         return render(
             request,
             who,
@@ -171,6 +174,9 @@ def page_routes(console: Console) -> list[Route]:
             events=timeline(events),
             finished=summary.finished,
             retryable=retryable,
+            offers=offers(state, await fleet_of(console.store), now)
+            if state is not None and parked_for_contract
+            else [],
         )
 
     async def inbox_list(request: Request, who: Who, opened: Session | None) -> Response:
