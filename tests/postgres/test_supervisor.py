@@ -208,9 +208,9 @@ def test_an_approval_and_a_rejection_raced_by_two_processes_while_a_worker_holds
 async def test_an_answer_waits_for_the_posters_lock_and_gives_up_naming_the_wait(
     pg_dsn: str, pg_schema: str, monkeypatch: pytest.MonkeyPatch, pool_size: int
 ) -> None:
-    """Another session holds the run's posters' lock: an answer for the held run waits for
-    it and is refused, nothing queued, once it has waited too long; let go, it is queued
-    (with a pool of one connection too, which the lock must not take from the reads)."""
+    """Another session holds the lock on the run's inbox: an answer for the held run waits
+    for it and is refused, nothing queued, once it has waited too long; let go, it is queued
+    (with a pool of one connection too: the lock, the reads and the post share one)."""
     import asyncpg
 
     from tether import JournalIOError, operate
@@ -238,3 +238,34 @@ async def test_an_answer_waits_for_the_posters_lock_and_gives_up_naming_the_wait
             assert done.queued
     finally:
         await other.close()
+
+
+async def test_a_burst_of_answers_for_held_runs_never_waits_on_the_pool(
+    pg_dsn: str, pg_schema: str
+) -> None:
+    """More answers at once than the pool has connections, each for another held run: each
+    checks and queues on one connection, so none waits for one another holds (each holding
+    one for a lock while needing a second for its reads, they waited for ever)."""
+    from tether import operate
+    from tether.journal import Manifest
+
+    runs = [f"burst-{i}" for i in range(8)]
+    async with PostgresStore(pg_dsn, schema=pg_schema, pool_size=2) as store:
+        held = [
+            await store.create(r, [RunStarted(run_id=r, manifest=Manifest(model="m"), messages=[])])
+            for r in runs
+        ]
+        async with PostgresStore(pg_dsn, schema=pg_schema, pool_size=2) as other:
+            done: list[bool] = []
+
+            async def deliver(run_id: str) -> None:
+                answer = await operate.signal(other, run_id, "paid", {"n": 1}, signal_id="s1")
+                done.append(answer.queued)
+
+            with anyio.fail_after(30):
+                async with anyio.create_task_group() as tg:
+                    for run_id in runs:
+                        tg.start_soon(deliver, run_id)
+        assert done == [True] * len(runs)
+        for journal in held:
+            await journal.aclose()

@@ -9,12 +9,14 @@ the run's next pause, or drives the run once more if the post came after its las
 from __future__ import annotations
 
 import pathlib
+from collections.abc import Callable
 from functools import partial
 
 import anyio
 import pytest
 
 import tether
+from tether import RunStateError
 from tether.journal import AnyEvent, Decision, Event, FileStore, Signal
 from tether.supervisor import RunStatus, Supervisor
 
@@ -102,22 +104,27 @@ async def test_a_decision_beside_a_slow_call_returns_at_once_and_the_call_runs(
     assert [(d.call_id, d.by) for d in decisions] == [("toolu_2", "priya")]
 
 
+Choose = Callable[[list[AnyEvent], list[AnyEvent]], Event | None]
+
+
 class LatePosts:
-    """Makes a store's posts land only when ``let_post`` is set; with ``behind`` set, the
-    held post lands just after a drive's next look at the run's inbox, which answers as it
-    would have an instant before the post."""
+    """Makes a store's posts (checked and written in one step, ``post_checked``) come only
+    when ``let_post`` is set; with ``behind`` set, the held post comes just after a drive's
+    next look at the run's inbox, which answers as it would have an instant before it."""
 
     def __init__(self, store: FileStore) -> None:
         self.store = store
         self.let_post, self.posting = anyio.Event(), anyio.Event()
         self.behind, self.landed = anyio.Event(), anyio.Event()
-        post, has_inbox = store.post, store.has_inbox
+        post, has_inbox = store.post_checked, store.has_inbox
 
-        async def late_post(run_id: str, event: Event) -> None:
+        async def late_post(run_id: str, choose: Choose) -> Event | None:
             self.posting.set()
             await self.let_post.wait()
-            await post(run_id, event)
-            self.landed.set()
+            try:
+                return await post(run_id, choose)
+            finally:
+                self.landed.set()
 
         async def look_then_post(run_id: str) -> bool:
             found = await has_inbox(run_id)
@@ -126,7 +133,7 @@ class LatePosts:
                 await self.landed.wait()
             return found
 
-        store.post = late_post  # type: ignore[method-assign]
+        store.post_checked = late_post  # type: ignore[method-assign]
         store.has_inbox = look_then_post  # type: ignore[method-assign]
 
 
@@ -182,25 +189,33 @@ async def test_a_post_that_lands_after_the_drive_let_go_is_taken_in(
     assert [s.signal_id for s in of_type(events, Signal)] == ["evt-1"]
 
 
-async def test_a_signal_posted_as_the_run_finishes_is_kept(tmp_path: pathlib.Path) -> None:
-    """The run finishes while the signal's post is on its way: the signal is recorded after
-    the finish, so that a delivery again counts once."""
+async def test_a_signal_given_as_the_run_finishes_is_refused_not_dropped(
+    tmp_path: pathlib.Path,
+) -> None:
+    """The signal was given while the run's last call ran (the journal held), and is checked
+    and queued in one step, which comes only after the run finished: it is refused as such
+    (it was once acknowledged as queued, checked against the run before its end)."""
     gate, started = anyio.Event(), anyio.Event()
     late = LatePosts(tether.FileStore(tmp_path))
     model = tether.ScriptedModel([[use("toolu_1", "slow_lookup", {"order": "o-1"})], "done"])
+    refused: list[BaseException] = []
+
+    async def deliver() -> None:
+        try:
+            await sup.signal(RUN, "payment.o-1", "paid", signal_id="evt-1")
+        except RunStateError as exc:
+            refused.append(exc)
+
     async with Supervisor(late.store, model=model, tools=slow_then_wait(gate, started)) as sup:
         await sup.start(RUN, "check o-1")
         async with anyio.create_task_group() as tg:
             with anyio.fail_after(WAIT):
                 await started.wait()
-                tg.start_soon(partial(sup.signal, RUN, "payment.o-1", "paid", signal_id="evt-1"))
+                tg.start_soon(deliver)
                 await late.posting.wait()
             gate.set()
             assert await sup.wait(RUN, timeout=WAIT) is RunStatus.DONE
             late.let_post.set()
-        with anyio.fail_after(WAIT):
-            while not of_type(await read_events(tmp_path, RUN), Signal):
-                await anyio.sleep(0.01)
-        await sup.signal(RUN, "payment.o-1", "paid", signal_id="evt-1")  # counts once
-        assert await sup.wait(RUN, timeout=WAIT) is RunStatus.DONE
-    assert [s.signal_id for s in of_type(await read_events(tmp_path, RUN), Signal)] == ["evt-1"]
+    assert "run already finished" in str(refused[0])
+    assert of_type(await read_events(tmp_path, RUN), Signal) == []
+    assert not (tmp_path / "runs" / f"{RUN}.inbox").exists()

@@ -11,6 +11,7 @@ import tether.web
 from tether.cli import main
 from tether.journal import (
     Decision,
+    Event,
     Manifest,
     ModelResponse,
     RunFinished,
@@ -112,22 +113,27 @@ XSS = '<script>window.__xss = 1</script><img src=x onerror="window.__xss = 2">'
 
 
 async def xss_run(env: Env) -> None:
-    use = {"type": "tool_use", "id": "c1", "name": "lookup", "input": {"q": XSS}}
-    await env.craft(
-        "run-xss",
-        [
-            RunStarted(
-                run_id="run-xss",
-                manifest=Manifest(model="scripted"),
-                messages=[{"role": "user", "content": XSS}],
-            ),
-            ModelResponse(message={"role": "assistant", "content": [use]}),
-            ToolStarted(call_id="c1", name="lookup"),
-            ToolResult(call_id="c1", ok=True, content=XSS),
-            ModelResponse(message={"role": "assistant", "content": XSS}),
-            RunFinished(status="done"),
-        ],
+    await run_saying(env, "run-xss", XSS)
+
+
+async def run_saying(env: Env, run_id: str, text: str, *, finished: bool = True) -> None:
+    """A run whose prompt, call arguments, result and answer all say ``text`` (only its
+    prompt and the call it waits on, when not ``finished``)."""
+    use = {"type": "tool_use", "id": "c1", "name": "lookup", "input": {"q": text}}
+    start = RunStarted(
+        run_id=run_id,
+        manifest=Manifest(model="scripted"),
+        messages=[{"role": "user", "content": text}],
     )
+    events: list[Event] = [start, ModelResponse(message={"role": "assistant", "content": [use]})]
+    if finished:
+        events += [
+            ToolStarted(call_id="c1", name="lookup"),
+            ToolResult(call_id="c1", ok=True, content=text),
+            ModelResponse(message={"role": "assistant", "content": text}),
+            RunFinished(status="done"),
+        ]
+    await env.craft(run_id, events)
 
 
 async def test_model_and_tool_text_is_escaped(file_env: Env) -> None:
@@ -145,18 +151,8 @@ async def test_model_and_tool_text_is_escaped(file_env: Env) -> None:
 async def test_bidirectional_controls_are_written_out_on_every_page(file_env: Env) -> None:
     """A right-to-left override in a model's arguments would show them to their approver in
     another order than the tool gets them: the pages write it out (the API keeps the data)."""
-    flipped = "refund \u202e001$ to\u202c o-1 \u2066x\u2069"
-    use = {"type": "tool_use", "id": "c1", "name": "lookup", "input": {"q": flipped}}
-    await file_env.craft(
-        "run-bidi",
-        [
-            RunStarted(
-                run_id="run-bidi",
-                manifest=Manifest(model="scripted"),
-                messages=[{"role": "user", "content": flipped}],
-            ),
-            ModelResponse(message={"role": "assistant", "content": [use]}),
-        ],
+    await run_saying(
+        file_env, "run-bidi", "refund \u202e001$ to\u202c o-1 \u2066x\u2069", finished=False
     )
     async with console(file_env) as client:
         await sign_in(client)

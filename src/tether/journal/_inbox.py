@@ -57,7 +57,7 @@ import contextlib
 import logging
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import msgspec
@@ -240,24 +240,57 @@ def post(path: str, run_id: str, event: Event, ops: FileOps) -> None:
             and the inbox holds what it held before.
         JournalVersionError: the inbox was written by a newer tether.
     """
-    record = frame_record(event, path)
+    frame_record(event, path)  # (too large: refused before the inbox is touched)
+    post_chosen(path, run_id, lambda _: event, ops)
+
+
+def post_chosen(
+    path: str, run_id: str, choose: Callable[[list[AnyEvent]], Event | None], ops: FileOps
+) -> Event | None:
+    """Append the event ``choose`` picks, given the answers the inbox at ``path`` holds, under
+    the inbox's exclusive lock (blocking): nothing else is posted to it between what
+    ``choose`` saw and the append, so two answers given at once are judged one against the
+    other. ``choose`` refuses by raising (nothing is written) or gives ``None`` to post
+    nothing. Returns what was posted, once it is durable.
+
+    Raises:
+        whatever ``choose`` raises; RecordTooLargeError, JournalIOError, JournalVersionError:
+        as ``post``.
+    """
     try:
         with _locked(path, ops, exclusive=True, create=True) as fd:
             assert fd is not None
             data = ops.read_all(fd)
             found = scan_inbox(data, path, run_id)
             _report(path, found)
+            try:
+                event = choose(found.events)
+                record = None if event is None else frame_record(event, path)
+            except BaseException:
+                _drop_if_new(fd, path, data, ops)
+                raise
+            if record is None:
+                _drop_if_new(fd, path, data, ops)
+                return None
             if found.legacy:
                 _replace(path, run_id, [*(r.raw for r in found.records), record], ops)
-                return
+                return event
             end = found.end
             if end < len(data):  # a torn tail: cut back to the last whole record first, durably
                 keep_torn_tail(path, data, end, ops)
                 ops.ftruncate(fd, end)
                 ops.fsync(fd)
             _append(fd, path, run_id, record, end, ops)
+            return event
     except OSError as exc:
         raise JournalIOError(path, "queue an answer in the inbox", exc) from exc
+
+
+def _drop_if_new(fd: int, path: str, data: bytes, ops: FileOps) -> None:
+    """Remove the inbox a post that wrote nothing created (under its lock: a poster waiting
+    for it sees it gone and opens it anew)."""
+    if not data and os.fstat(fd).st_size == 0:
+        ops.unlink(path)
 
 
 def _append(fd: int, path: str, run_id: str, record: bytes, end: int, ops: FileOps) -> None:

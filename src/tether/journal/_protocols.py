@@ -15,7 +15,6 @@ three things, each a protocol of its own so that code needing one asks for no mo
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Hashable, Iterable, Sequence
-from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol, Self
 
@@ -140,10 +139,16 @@ class Inbox(Protocol):
 
     async def post(self, run_id: str, event: Event) -> None: ...
 
-    def posting(self, run_id: str) -> AbstractAsyncContextManager[None]:
-        """Held while an answer for run ``run_id`` is checked against the run and queued:
-        nothing else (task, thread or process) queues an answer for the run meanwhile, so
-        that two answers to one call given at once are checked one against the other."""
+    async def post_checked(
+        self,
+        run_id: str,
+        choose: Callable[[list[AnyEvent], list[AnyEvent]], Event | None],
+    ) -> Event | None:
+        """Queue the event ``choose`` picks, given the run's journal (its durable events) and
+        the answers queued for it, with nothing else queued for the run between what it saw
+        and the post (two answers to one call given at once are judged one against the
+        other). ``choose`` refuses by raising or gives ``None`` to queue nothing; returns what
+        was queued."""
         ...
 
     async def take_inbox(self, run_id: str) -> list[AnyEvent]:

@@ -26,7 +26,6 @@ import os
 import stat
 import time
 from collections.abc import Awaitable, Callable, Collection, Hashable, Iterable
-from contextlib import AbstractAsyncContextManager
 from typing import Any, TypeVar, final
 
 import anyio
@@ -41,11 +40,10 @@ from ._commit import GroupCommitter
 from ._descriptors import Descriptors
 from ._file import DEFAULT_FILE_OPS, FileOps, reaches_ring
 from ._inbox import clear as clear_inbox
-from ._inbox import inbox_path
+from ._inbox import inbox_path, post_chosen
 from ._inbox import post as post_inbox
 from ._inbox import take as take_inbox
 from ._listing import Listing, list_runs_dir
-from ._posting import posting
 from ._protocols import RunStat
 from ._reader import scan_live
 from ._records import ENCODER, AnyEvent, BlobRef, Event, ToolResult
@@ -376,18 +374,7 @@ class FileStore:
         path = self.location(run_id)
 
         def _read() -> bytes:
-            try:
-                fd = self._ops.open(path, os.O_RDONLY)
-            except FileNotFoundError:
-                raise RunNotFoundError(run_id) from None
-            except OSError as exc:
-                raise JournalIOError(path, "read", exc) from exc
-            try:
-                return self._ops.read_all(fd)
-            except OSError as exc:
-                raise JournalIOError(path, "read", exc) from exc
-            finally:
-                self._ops.close(fd)
+            return self._read_file(run_id, path)
 
         result = await self.descriptors.using(
             "read a journal",
@@ -395,6 +382,25 @@ class FileStore:
         )
         result.raise_if_corrupt(path)
         return result.events
+
+    def _read_file(self, run_id: str, path: str) -> bytes:
+        """The bytes of run ``run_id``'s journal at ``path`` (blocking).
+
+        Raises:
+            RunNotFoundError, JournalIOError.
+        """
+        try:
+            fd = self._ops.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            raise RunNotFoundError(run_id) from None
+        except OSError as exc:
+            raise JournalIOError(path, "read", exc) from exc
+        try:
+            return self._ops.read_all(fd)
+        except OSError as exc:
+            raise JournalIOError(path, "read", exc) from exc
+        finally:
+            self._ops.close(fd)
 
     async def list_runs(self) -> list[str]:
         """Ids of every run in the store, sorted.
@@ -496,15 +502,36 @@ class FileStore:
         async with self.descriptors.short():
             await anyio.to_thread.run_sync(post_inbox, path, run_id, event, self._ops)
 
-    def posting(self, run_id: str) -> AbstractAsyncContextManager[None]:
-        """The posters' lock (``_posting``): held while an answer is checked and queued.
+    async def post_checked(
+        self,
+        run_id: str,
+        choose: Callable[[list[AnyEvent], list[AnyEvent]], Event | None],
+    ) -> Event | None:
+        """Queue the answer ``choose`` picks, given the run's journal as it stands and the
+        answers queued for it, with nothing else queued for the run in between (under its
+        inbox's lock, which every post takes). ``choose`` refuses by raising (nothing is
+        queued) or gives ``None`` to queue nothing. The inbox is read before the journal: an
+        answer its holder took from the inbox since was in the journal first. Returns what was
+        queued (redacted, as ``post`` writes it).
 
         Raises:
-            JournalIOError: another process kept it for ``_posting.PATIENCE`` seconds.
+            RunNotFoundError: there is no such run.
+            whatever ``choose`` raises; RecordTooLargeError, JournalIOError: as ``post``.
         """
-        self._check_entered()
-        check_run_id(run_id)
-        return posting(self.runs_dir)
+        if not await self.exists(run_id):
+            raise RunNotFoundError(run_id)
+        path = self.location(run_id)
+        redact = self._redact
+
+        def pick(queued: list[AnyEvent]) -> Event | None:
+            found = scan_live(lambda: self._read_file(run_id, path), path, expect_run_id=run_id)
+            found.raise_if_corrupt(path)
+            event = choose(found.events, queued)
+            return event if event is None or redact is None else redact(event)
+
+        inbox = inbox_path(self.runs_dir, run_id)
+        async with self.descriptors.short():  # (the inbox's descriptor, and the journal's)
+            return await anyio.to_thread.run_sync(post_chosen, inbox, run_id, pick, self._ops)
 
     async def take_inbox(self, run_id: str) -> list[AnyEvent]:
         """The events waiting in the run's inbox, oldest first."""

@@ -18,14 +18,13 @@ connection that drops, settled by reading), ``_listen`` (the change listener), `
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import hashlib
 import os
 import secrets
 import socket
 import time
-from collections.abc import AsyncIterator, Collection, Hashable, Iterable, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterable, Sequence
 from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING, Any, final
 from urllib.parse import urlsplit
@@ -62,7 +61,6 @@ if TYPE_CHECKING:
 
 _DEFAULT = object()
 POSTING_PATIENCE = 10.0  # seconds an answer waits for another one to be queued
-POSTING_POLL = 0.005
 _READ_MANY = 500  # runs per statement of read_many: bounds one result set
 _ONE_TASK = (
     "this PostgresStore is open in another task (its lease renewer and change listener run "
@@ -393,51 +391,50 @@ class PostgresStore:
             await conn.execute(self.sql.post, run_id, payload)
             await conn.execute(self.sql.notify, self.sql.channel, run_id)
 
-    @contextlib.asynccontextmanager
-    async def posting(self, run_id: str) -> AsyncIterator[None]:
-        """Held while an answer for run ``run_id`` is checked and queued: a session advisory
-        lock on the run, which the server drops if this process goes. It is tried every
-        ``POSTING_POLL`` seconds, on a connection taken for each try, so that answers waiting
-        for it hold none of the pool's (the one holding it needs more for its reads), and
-        given up after ``POSTING_PATIENCE`` seconds. A pool of one connection takes a
-        connection of its own for it.
+    async def post_checked(
+        self,
+        run_id: str,
+        choose: Callable[[list[AnyEvent], list[AnyEvent]], Event | None],
+    ) -> Event | None:
+        """Queue the answer ``choose`` picks, given the run's journal and the answers queued
+        for it, in one transaction under an advisory lock on the run's inbox, which every
+        checked post takes: nothing is queued for the run in between (it is let go at commit,
+        or rollback, whatever stops the transaction). The inbox is read before the journal:
+        an answer its holder took from the inbox since was in the journal first. A lock
+        another answer keeps for ``POSTING_PATIENCE`` seconds is given up.
 
         Raises:
-            JournalIOError: another answer kept the lock for ``POSTING_PATIENCE`` seconds.
-            asyncpg errors: the database could not be reached.
+            RunNotFoundError: there is no such run.
+            JournalIOError: another answer kept the run's inbox for ``POSTING_PATIENCE`` s.
+            whatever ``choose`` raises; RecordTooLargeError: as ``post``.
         """
         import asyncpg
 
         check_run_id(run_id)
         key = f"{self.sql.schema}:inbox:{run_id}"
-        deadline = time.monotonic() + POSTING_PATIENCE
-        async with contextlib.AsyncExitStack() as stack:
-            while True:
-                conn: Any
-                if self.pool_size < 2:
-                    own = await asyncpg.connect(self.dsn, server_settings=SESSION_SETTINGS)
-                    stack.push_async_callback(own.close)
-                    conn = own
-                else:
-                    pooled = await self.pool.acquire()
-                    stack.push_async_callback(self.pool.release, pooled)
-                    conn = pooled
-                if await conn.fetchval("SELECT pg_try_advisory_lock(hashtext($1))", key):
-                    break
-                await stack.aclose()
-                if time.monotonic() >= deadline:
-                    stuck = OSError(
-                        errno.ETIMEDOUT,
-                        f"another answer was still being queued after {POSTING_PATIENCE:g} s; "
-                        "try again",
-                    )
-                    raise JournalIOError(self.location(run_id), "queue an answer", stuck)
-                await anyio.sleep(POSTING_POLL)
+        async with self.pool.acquire() as conn, conn.transaction():
+            await conn.execute(f"SET LOCAL lock_timeout = '{int(POSTING_PATIENCE * 1000)}ms'")
             try:
-                yield
-            finally:
-                with anyio.CancelScope(shield=True), contextlib.suppress(*connection_errors()):
-                    await conn.execute("SELECT pg_advisory_unlock(hashtext($1))", key)
+                await conn.execute("SELECT pg_advisory_xact_lock(hashtext($1))", key)
+            except asyncpg.LockNotAvailableError:
+                stuck = OSError(
+                    errno.ETIMEDOUT,
+                    f"another answer was still being queued after {POSTING_PATIENCE:g} s; "
+                    "try again",
+                )
+                raise JournalIOError(self.location(run_id), "queue an answer", stuck) from None
+            if await conn.fetchval(self.sql.exists, run_id) is None:
+                raise RunNotFoundError(run_id)
+            queued = [decode_event(r[1]) for r in await conn.fetch(self.sql.take_inbox, run_id)]
+            events = self._decode(run_id, await conn.fetch(self.sql.read, run_id))
+            event = choose(events, queued)
+            if event is None:
+                return None
+            if self._redact is not None:  # secrets never reach a table, the inbox included
+                event = self._redact(event)
+            await conn.execute(self.sql.post, run_id, queueable(event, self.location(run_id)))
+            await conn.execute(self.sql.notify, self.sql.channel, run_id)
+        return event
 
     async def take_inbox(self, run_id: str) -> list[AnyEvent]:
         rows = await self._retry("fetch", self.sql.take_inbox, run_id)

@@ -273,41 +273,45 @@ async def record_answer(
             raise RunStateError(run_id, problem)
         return record
 
-    async def queue(state: RunState, queued: list[AnyEvent], *, behind: bool) -> Recorded:
-        """Check the answer against the run with the answers ``queued`` before applied, as
-        they will be, and queue it behind them."""
-        if repeated(state, journaled := build(state)):
-            return Recorded(journaled, state, repeated=True)
-        applying(state, queued, clock())  # the run as the holder will find it
-        record = checked(state)
-        if record is None:  # the same signal waits in the inbox, not recorded yet
-            return Recorded(build(state), state, repeated=True, pending=True)
-        await store.post(run_id, record)
-        return Recorded(record, state, behind=behind)
+    async def queue(*, behind: bool) -> Recorded:
+        """Check the answer against the run as its journal stands, with the answers queued
+        before it applied as the holder will apply them, and queue it behind them: one step
+        of the store's (``post_checked``), so that another answer queued at the same moment,
+        from any process, is judged against this one (or this one against it)."""
+        outcome: list[Recorded] = []
+
+        def choose(events: list[AnyEvent], queued: list[AnyEvent]) -> Event | None:
+            state = fold(events)
+            if repeated(state, journaled := build(state)):
+                outcome.append(Recorded(journaled, state, repeated=True))
+                return None
+            applying(state, queued, clock())  # the run as the holder will find it
+            record = checked(state)
+            if record is None:  # the same signal waits in the inbox, not recorded yet
+                outcome.append(Recorded(build(state), state, repeated=True, pending=True))
+                return None
+            outcome.append(Recorded(record, state, behind=behind))
+            return record
+
+        await store.post_checked(run_id, choose)
+        return outcome[-1]
 
     lock = _answering(store.location(run_id)) if busy_wait else contextlib.nullcontext()
     async with lock:
         journal = await _open_unless_busy(store, run_id, BUSY_TRIES if busy_wait else 1)
         if journal is None:
             # A worker is advancing the run (its journal's lock, or a live lease): the answer
-            # is queued in the run's inbox; the worker records it at its next pause. Checked
-            # and queued under the posters' lock, so that another answer given at once is
-            # checked against this one. The inbox is read before the journal: an answer taken
-            # from it since by the worker was in the journal first.
-            async with store.posting(run_id):
-                queued = await store.peek_inbox(run_id)
-                state = fold(await store.read(run_id))
-                return await queue(state, queued, behind=False)
-        async with journal, store.posting(run_id):  # (against answers queued meanwhile)
+            # is queued in the run's inbox; the worker records it at its next pause.
+            return await queue(behind=False)
+        async with journal:
             state = fold(journal.events)
-            queued = await store.peek_inbox(run_id)
-            if queued:
+            if await store.peek_inbox(run_id):
                 # Acknowledged as queued while a process held the run, which stopped before
                 # it recorded them: this answer goes behind them, so that none is judged
                 # without the others (a rejection recorded now would have made a queued
                 # approval of the same call be dropped) and they are recorded in the order
                 # they were given.
-                return await queue(state, queued, behind=True)
+                return await queue(behind=True)
             record = checked(state)
             if record is None:
                 return Recorded(build(state), state, repeated=True)
