@@ -5,9 +5,7 @@ the SDK's server side never does. ``MCP_RAW`` chooses how:
   the first code of the range JSON-RPC leaves to a server's own errors;
 - ``malformed``: every ``tools/call`` gets a result whose ``content`` is not a list;
 - ``collide``: it lists ``bad name!`` and ``bad_name_``, which become one tool name;
-- ``dies``: it writes why on its standard error and exits 2 before reading anything;
-- ``garbage_body``, over streamable HTTP (``python _raw_server.py http PORT``): every
-  ``tools/call`` is answered 200 with a body that is not JSON.
+- ``dies``: it writes why on its standard error and exits 2 before reading anything.
 
 Each ``tools/call`` is appended to ``calls`` in the working directory (with the pid) first.
 """
@@ -17,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Any
 
 MODE = os.environ.get("MCP_RAW", "")
 SCHEMA = {"type": "object", "properties": {"x": {"type": "string"}}, "required": ["x"]}
@@ -68,52 +65,5 @@ def main() -> None:
             send({"jsonrpc": "2.0", "id": mid, "result": {}})
 
 
-def answer(message: dict[str, Any]) -> dict[str, Any] | str | None:
-    """The answer to one message over HTTP (``None``: a notification), as ``main``'s."""
-    method, mid = message.get("method"), message.get("id")
-    if mid is None:
-        return None
-    if method == "initialize":
-        result: dict[str, Any] = {
-            "protocolVersion": message["params"]["protocolVersion"],
-            "capabilities": {"tools": {}},
-            "serverInfo": {"name": "raw", "version": "0"},
-        }
-    elif method == "tools/list":
-        result = {"tools": tools()}
-    elif method == "tools/call":
-        with open("calls", "a") as calls:
-            calls.write(f"{os.getpid()} {json.dumps(message['params']['arguments'])}\n")
-        return "this is not json"
-    else:
-        result = {}
-    return {"jsonrpc": "2.0", "id": mid, "result": result}
-
-
-def serve_http(port: int) -> None:
-    import uvicorn
-    from starlette.applications import Starlette
-    from starlette.requests import Request
-    from starlette.responses import JSONResponse, Response
-    from starlette.routing import Route
-
-    async def mcp(request: Request) -> Response:
-        session = {"mcp-session-id": "s1"}
-        if request.method != "POST":
-            return Response(status_code=200 if request.method == "DELETE" else 405)
-        reply = answer(await request.json())
-        if reply is None:
-            return Response(status_code=202, headers=session)
-        if isinstance(reply, str):
-            return Response(reply, media_type="application/json", headers=session)
-        return JSONResponse(reply, headers=session)
-
-    app = Starlette(routes=[Route("/mcp", mcp, methods=["GET", "POST", "DELETE"])])
-    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
-
-
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["http"]:
-        serve_http(int(sys.argv[2]))
-    else:
-        main()
+    main()

@@ -22,8 +22,7 @@ command that fails, no answer to               tried again, whatever the policy,
 knew the session (HTTP 404)
 the session was lost while the call waited     ``OutcomeUnknownError``: the request may have
 (the process died, a stream broke, the         been carried out; the tool's replay policy
-connection closed, an HTTP response that is    decides, while ``retries`` are left
-not JSON-RPC)
+connection closed)                             decides, while ``retries`` are left
 the tool changed on the server since it was    an error result: nothing was sent; restart
 registered (seen when a session reopens)       the process to register the new contract
 =============================================  =============================================
@@ -457,7 +456,7 @@ class MCPServer:
                 relayed, received = anyio.create_memory_object_stream[SessionMessage | Exception]()
                 relay = await stack.enter_async_context(anyio.create_task_group())
                 stack.callback(relay.cancel_scope.cancel)
-                relay.start_soon(_relay, read, relayed, link, self._url is not None)
+                relay.start_soon(_relay, read, relayed, link)
                 session = await stack.enter_async_context(ClientSession(received, write))
                 with anyio.fail_after(self._connect_timeout):
                     await session.initialize()
@@ -533,19 +532,10 @@ async def _relay(
     read: MemoryObjectReceiveStream[SessionMessage | Exception],
     send: MemoryObjectSendStream[SessionMessage | Exception],
     link: Link,
-    over_http: bool,
 ) -> None:
-    """Pass the server's messages on to the session; lose the link when they end, and over
-    HTTP when one cannot be read: the SDK then hands over its error instead of the response,
-    and the request it answered would wait for one until its timeout (a body that is not
-    JSON-RPC; its call may have run, so its outcome is unknown). Over stdio such a line is
-    the server's stray output, tied to no request, and is passed on."""
     async with read, send:  # the session would close what it reads: so does the relay
         try:
             async for message in read:
-                if over_http and isinstance(message, Exception):
-                    link.lose(f"the server answered with what cannot be read: {describe(message)}")
-                    return
                 await send.send(message)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             pass
