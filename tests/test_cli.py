@@ -180,3 +180,17 @@ def test_repair_of_a_finished_run_that_would_reopen_it_needs_reopen(
     assert pathlib.Path(path).read_bytes() == bytes(data)  # nothing changed
     assert main(["journal", "repair", path, "--yes", "--reopen"]) == 0
     assert "repaired" in capsys.readouterr().out
+
+
+async def test_verify_checks_the_header_in_a_store_whose_runs_is_a_link(
+    store_root: pathlib.Path, tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = pathlib.Path(await _make_journal(store_root))
+    elsewhere = tmp_path / "disk"
+    elsewhere.mkdir()
+    store = tmp_path / "linked-store"
+    store.mkdir()
+    (store / "runs").symlink_to(elsewhere)  # the journals on a disk of their own
+    (elsewhere / "copied.journal").write_bytes(path.read_bytes())
+    assert main(["journal", "verify", str(store / "runs" / "copied.journal")]) == 1
+    assert "expected 'copied'" in capsys.readouterr().err

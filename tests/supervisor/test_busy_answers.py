@@ -219,3 +219,27 @@ async def test_a_signal_given_as_the_run_finishes_is_refused_not_dropped(
     assert "run already finished" in str(refused[0])
     assert of_type(await read_events(tmp_path, RUN), Signal) == []
     assert not (tmp_path / "runs" / f"{RUN}.inbox").exists()
+
+
+async def test_an_answer_after_a_drain_leaves_the_run_for_the_next_process(
+    tmp_path: pathlib.Path,
+) -> None:
+    """A drained supervisor starts no drive: an answer it is given then is recorded for the
+    next process, and the run is not shown as running with no task (a wait never returned)."""
+    sent: list[str] = []
+    gate = anyio.Event()
+    gate.set()
+    async with Supervisor(
+        tether.FileStore(tmp_path), model=lookup_and_send_model(), tools=gated_tools(sent, gate)
+    ) as sup:
+        await sup.start(RUN, "go")
+        assert await sup.wait(RUN, timeout=WAIT) is RunStatus.WAITING_FOR_APPROVAL
+        await sup.drain()
+        await sup.decide(RUN, "toolu_2", approved=True, by="priya")
+        assert (await sup.wait(RUN, timeout=WAIT)).resting
+    assert sent == []
+    async with Supervisor(
+        tether.FileStore(tmp_path), model=lookup_and_send_model(), tools=gated_tools(sent, gate)
+    ) as sup:
+        assert await sup.wait(RUN, timeout=WAIT) is RunStatus.DONE
+    assert sent == [f"{RUN}:toolu_2"]

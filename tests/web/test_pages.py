@@ -257,3 +257,11 @@ async def test_each_answer_s_message_is_shown_on_its_own_page(env: Env) -> None:
     assert "recorded: approved" not in second
     assert 'class="flash' not in plain
     assert "flash=" not in first.split('name="next"', 1)[1].split(">", 1)[0]  # not passed on
+
+
+def test_the_message_key_goes_in_the_query_before_any_fragment() -> None:
+    from tether.web._console import with_flash
+
+    assert with_flash("/runs/x#calls", "K") == "/runs/x?flash=K#calls"
+    assert with_flash("/?status=done&flash=old", "K") == "/?status=done&flash=K"
+    assert with_flash("/inbox?q=", "K") == "/inbox?q=&flash=K"

@@ -44,16 +44,22 @@ def store_run_id(path: str) -> str | None:
     """The run a journal at ``path`` must hold where it lies in a store (``runs/ID.journal``,
     named as a store names it), so that verify sees what the store sees (a journal copied or
     renamed there is corrupt to it); ``None`` for a journal anywhere else (a copy to look at)."""
-    real = os.path.realpath(path)
-    folder, name = os.path.split(real)
-    stem, dot, ext = name.rpartition(".")
-    if os.path.basename(folder) != "runs" or not dot or ext != "journal":
+    # As named (a store whose runs/ is a link elsewhere), else where it really is.
+    inside = [p for p in (os.path.abspath(path), os.path.realpath(path)) if _in_runs(p)]
+    if not inside:
+        return None
+    stem, dot, ext = os.path.basename(inside[0]).rpartition(".")
+    if not dot or ext != "journal":
         return None
     try:
         check_run_id(stem)
     except InvalidRunIdError:
         return None
     return stem
+
+
+def _in_runs(path: str) -> bool:
+    return os.path.basename(os.path.dirname(path)) == "runs"
 
 
 @dataclass(frozen=True)

@@ -156,8 +156,8 @@ class RunTasks:
                             journal = None  # _drive closed it
                     finally:
                         entry.driving = False
+                        again, entry.posted = entry.posted, False  # (cancelled too)
                         self._active.release()
-                    again, entry.posted = entry.posted, False
                     if outcome is not None:
                         self._board.set(run_id, outcome)
                         if outcome.wake_at is not None:

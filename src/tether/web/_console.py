@@ -121,8 +121,9 @@ def local_path(request: Request) -> str:
 
 def with_flash(target: str, key: str) -> str:
     """``target`` (a path of this console) with the key of the message its page shows."""
+    target, mark, fragment = target.partition("#")
     path, _, query = target.partition("?")
-    return f"{path}?{urlencode([*_without_flash(query), ('flash', key)])}"
+    return f"{path}?{urlencode([*_without_flash(query), ('flash', key)])}{mark}{fragment}"
 
 
 def _without_flash(query: str) -> list[tuple[str, str]]:
