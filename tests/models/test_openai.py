@@ -888,6 +888,25 @@ _CALL = {"id": "call_1", "type": "function", "function": {"name": "f", "argument
 _PIECE = {"index": 0, "id": "call_1", "function": {"name": "f", "arguments": "{}"}}
 
 
+async def test_chat_shapes_some_servers_send_are_read_not_refused() -> None:
+    """A call id as a number, counts as floats, and streamed arguments as an object (as a
+    whole answer's are read): none of them is a malformed answer."""
+    body = with_message(role="assistant", tool_calls=[_CALL | {"id": 7}])
+    body["usage"] = {"prompt_tokens": 12.0, "completion_tokens": 3.0}
+    async with serving(body) as client:
+        reply = await OpenAIModel(MODEL, client=client)(system=None, messages=ASK, tools=[])
+    assert reply.usage.input_tokens == 12
+    [call] = tool_uses(reply.content)
+    assert call["id"] == "7"
+    streamed = chunks({"tool_calls": [_PIECE | {"function": {"name": "f", "arguments": {"a": 1}}}]})
+    async with serving(None, events=streamed) as client:
+        reply = await OpenAIModel(MODEL, client=client, stream=True)(
+            system=None, messages=ASK, tools=[]
+        )
+    [call] = tool_uses(reply.content)
+    assert call["input"] == {"a": 1}
+
+
 @pytest.mark.parametrize(
     ("body", "events", "reason"),
     [
@@ -934,9 +953,9 @@ _PIECE = {"index": 0, "id": "call_1", "function": {"name": "f", "arguments": "{}
             "choices.0.message.tool_calls.0 must be an object, not a string ('f')",
         ),
         (
-            with_message(role="assistant", tool_calls=[_CALL | {"id": 7}]),
+            with_message(role="assistant", tool_calls=[_CALL | {"id": [7]}]),
             None,
-            "choices.0.message.tool_calls.0.id must be a string, not a number (7)",
+            "choices.0.message.tool_calls.0.id must be a string, not an array ([7])",
         ),
         (
             completion(choices=[{"index": 0, "message": {"content": "Hi."}, "finish_reason": 1}]),
@@ -962,9 +981,9 @@ _PIECE = {"index": 0, "id": "call_1", "function": {"name": "f", "arguments": "{}
         ),
         (
             None,
-            chunks({"tool_calls": [_PIECE | {"function": {"name": "f", "arguments": {}}}]}),
+            chunks({"tool_calls": [_PIECE | {"function": {"name": "f", "arguments": []}}]}),
             "streamed chunk 1: choices.0.delta.tool_calls.0.function.arguments must be a string, "
-            "not an object ({})",
+            "not an array ([])",
         ),
         (
             None,

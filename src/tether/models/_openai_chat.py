@@ -28,6 +28,7 @@ by ``StreamedAnswer``; it is whole once a chunk gave the finish reason and ``[DO
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -42,6 +43,7 @@ from ._openai_translate import (
     blocks_of,
     data_url,
     distinct_ids,
+    id_at,
     integer_at,
     list_at,
     object_at,
@@ -259,7 +261,7 @@ def _call(call: object, where: str, n: int) -> ToolUseBlock:
     name = text_at(function.get("name"), f"{where}.function.name")
     if not name:
         raise Malformed(f"{where}: no function name")
-    call_id = text_at(fields.get("id"), f"{where}.id") or f"call_{n}"
+    call_id = id_at(fields.get("id"), f"{where}.id") or f"call_{n}"
     return tool_use(call_id, name, function.get("arguments"))
 
 
@@ -398,14 +400,17 @@ class StreamedAnswer:
             len(self._calls) if index is None else index,
             {"id": "", "type": "function", "function": {"name": "", "arguments": ""}},
         )
-        call_id = text_at(fields.get("id"), f"{where}.id")
+        call_id = id_at(fields.get("id"), f"{where}.id")
         if call_id and not call["id"]:
             call["id"] = call_id
         function = object_at(fields.get("function"), f"{where}.function")
         name = text_at(function.get("name"), f"{where}.function.name")
         if name and not call["function"]["name"]:
             call["function"]["name"] = name  # sent whole, in the call's first piece
-        arguments = text_at(function.get("arguments"), f"{where}.function.arguments")
+        given = function.get("arguments")
+        if isinstance(given, dict):  # an object, not its JSON text: as a whole answer's is read
+            given = json.dumps(given)
+        arguments = text_at(given, f"{where}.function.arguments")
         if arguments is not None:
             call["function"]["arguments"] += arguments
 

@@ -52,6 +52,7 @@ from ._openai_translate import (
     blocks_of,
     data_url,
     distinct_ids,
+    id_at,
     list_at,
     object_at,
     read_answer,
@@ -283,7 +284,7 @@ def _function_call(item: dict[str, Any], where: str) -> ToolUseBlock:
         Malformed: it has no name or call id, or they or its id are not text.
     """
     name = text_at(item.get("name"), f"{where}.name")
-    call_id = text_at(item.get("call_id"), f"{where}.call_id")
+    call_id = id_at(item.get("call_id"), f"{where}.call_id")
     if not name or not call_id:
         raise Malformed(f"{where} (function_call): no name or call_id")
     item_id = text_at(item.get("id"), f"{where}.id")

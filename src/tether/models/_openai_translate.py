@@ -131,14 +131,29 @@ def text_at(value: object, where: str) -> str | None:
 
 
 def integer_at(value: object, where: str) -> int | None:
-    """``value``, an integer (``true`` is not one), or ``None`` for an absent field.
+    """``value``, an integer (``true`` is not one; ``12.0`` is, as some servers write their
+    counts), or ``None`` for an absent field.
 
     Raises:
         Malformed: ``value`` is something else.
     """
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
     if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
         raise wrong(where, "an integer", value)
     return value
+
+
+def id_at(value: object, where: str) -> str | None:
+    """``value``, an id: a string, or an integer some servers send (as its digits), or
+    ``None`` for an absent field. (A call id is checked, and renamed if need be, later.)
+
+    Raises:
+        Malformed: ``value`` is something else.
+    """
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return text_at(value, where)
 
 
 def system_text(system: SystemPrompt) -> str | None:
