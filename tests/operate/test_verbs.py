@@ -358,3 +358,28 @@ async def test_many_answers_at_once_for_runs_held_elsewhere_are_all_queued(env: 
         assert done == [True] * len(runs)
         for journal in held:
             await journal.aclose()
+
+
+async def test_an_answer_gives_up_on_an_inbox_another_keeps_locked(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A post stopped while it held the run's inbox (a process paused, say): an answer for
+    the held run waits for the inbox's lock a bounded time, then is refused, naming the wait."""
+    import fcntl
+    import os
+
+    from tether import JournalIOError
+
+    monkeypatch.setattr("tether.journal._inbox.PATIENCE", 0.3)
+    inbox = env.root / "runs" / f"{APPROVE}.inbox"
+    fd = os.open(inbox, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        async with FileStore(env.root) as store, await store.open(APPROVE):
+            with pytest.raises(JournalIOError, match=r"still being queued after 0\.3 s"):
+                await operate.decide(store, APPROVE, REFUND_CALL, approved=True, by="priya")
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            done = await operate.decide(store, APPROVE, REFUND_CALL, approved=True, by="priya")
+            assert done.queued
+    finally:
+        os.close(fd)

@@ -269,3 +269,43 @@ async def test_a_burst_of_answers_for_held_runs_never_waits_on_the_pool(
         assert done == [True] * len(runs)
         for journal in held:
             await journal.aclose()
+
+
+async def test_answers_waiting_for_one_runs_inbox_leave_the_pool_to_the_others(
+    pg_dsn: str, pg_schema: str
+) -> None:
+    """Another session keeps run x's inbox locked: the answers for x that wait hold no
+    connection, so the store's appends to another run go on (they waited ten seconds, and
+    its lease was lost)."""
+    import asyncpg
+
+    from tether import operate
+    from tether.journal import Manifest, Signal
+
+    def started(run_id: str) -> list[RunStarted]:
+        return [RunStarted(run_id=run_id, manifest=Manifest(model="m"), messages=[])]
+
+    other = await asyncpg.connect(pg_dsn)
+    try:
+        async with PostgresStore(pg_dsn, schema=pg_schema, pool_size=2) as store:
+            x, r = await store.create("x", started("x")), await store.create("r", started("r"))
+            key = f"{pg_schema}:inbox:x"
+            assert await other.fetchval("SELECT pg_try_advisory_lock(hashtext($1))", key)
+            done: list[bool] = []
+
+            async def deliver(n: int) -> None:  # (x is held by this very store)
+                got = await operate.signal(store, "x", "paid", n, signal_id=f"s{n}")
+                done.append(got.queued)
+
+            async with anyio.create_task_group() as tg:
+                for n in range(3):
+                    tg.start_soon(deliver, n)
+                await anyio.sleep(0.2)
+                with anyio.fail_after(3):  # the store's own work goes on meanwhile
+                    await r.append([Signal(name="e", signal_id="own", payload=1)])
+                await other.execute("SELECT pg_advisory_unlock(hashtext($1))", key)
+            assert done == [True, True, True]
+            await x.aclose()
+            await r.aclose()
+    finally:
+        await other.close()

@@ -54,9 +54,11 @@ layout by the next post or clear.
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -80,6 +82,9 @@ from ._records import AnyEvent, Event
 from ._stamp import queueable
 
 INBOX_MAGIC = b"TETHERI\x00"
+PATIENCE = 10.0
+"""Seconds a post waits for the inbox's lock (another post, or its holder taking it in)."""
+POLL = 0.005
 INBOX_VERSION = 1
 
 log = logging.getLogger("tether.journal")
@@ -258,7 +263,7 @@ def post_chosen(
         as ``post``.
     """
     try:
-        with _locked(path, ops, exclusive=True, create=True) as fd:
+        with _locked(path, ops, exclusive=True, create=True, patience=PATIENCE) as fd:
             assert fd is not None
             data = ops.read_all(fd)
             found = scan_inbox(data, path, run_id)
@@ -366,10 +371,16 @@ def _report(path: str, found: InboxScan, more: str = "") -> None:
 
 
 @contextlib.contextmanager
-def _locked(path: str, ops: FileOps, *, exclusive: bool, create: bool) -> Iterator[int | None]:
+def _locked(
+    path: str, ops: FileOps, *, exclusive: bool, create: bool, patience: float | None = None
+) -> Iterator[int | None]:
     """The inbox at ``path``, open and ``flock``'d, checked to still be the file the path
-    names once the lock is held; ``None`` if there is no inbox (and not ``create``)."""
+    names once the lock is held; ``None`` if there is no inbox (and not ``create``). With
+    ``patience`` (exclusive only), the lock is tried every ``POLL`` seconds and given up after
+    that many (``OSError`` ``ETIMEDOUT``): a post that another keeps waiting (a process
+    stopped while it held the inbox) must not hold its thread for ever."""
     flags = os.O_RDWR | (os.O_CREAT if create else 0) if exclusive else os.O_RDONLY
+    deadline = None if patience is None else time.monotonic() + patience
     while True:
         try:
             fd = ops.open(path, flags)
@@ -377,7 +388,17 @@ def _locked(path: str, ops: FileOps, *, exclusive: bool, create: bool) -> Iterat
             yield None
             return
         try:
-            ops.wait_lock(fd, shared=not exclusive)
+            if deadline is None or not exclusive:
+                ops.wait_lock(fd, shared=not exclusive)
+            else:
+                while not ops.lock(fd):
+                    if time.monotonic() >= deadline:
+                        raise OSError(
+                            errno.ETIMEDOUT,
+                            f"another answer was still being queued after {patience:g} s; "
+                            "try again",
+                        )
+                    time.sleep(POLL)
             if ops.same_file(fd, path):
                 yield fd
                 return

@@ -61,6 +61,7 @@ if TYPE_CHECKING:
 
 _DEFAULT = object()
 POSTING_PATIENCE = 10.0  # seconds an answer waits for another one to be queued
+POSTING_POLL = 0.005
 _READ_MANY = 500  # runs per statement of read_many: bounds one result set
 _ONE_TASK = (
     "this PostgresStore is open in another task (its lease renewer and change listener run "
@@ -398,42 +399,51 @@ class PostgresStore:
     ) -> Event | None:
         """Queue the answer ``choose`` picks, given the run's journal and the answers queued
         for it, in one transaction under an advisory lock on the run's inbox, which every
-        checked post takes: nothing is queued for the run in between (it is let go at commit,
-        or rollback, whatever stops the transaction). The inbox is read before the journal:
-        an answer its holder took from the inbox since was in the journal first. A lock
-        another answer keeps for ``POSTING_PATIENCE`` seconds is given up.
+        checked post takes: nothing is queued for the run in between (the lock goes with the
+        transaction, whatever ends it). The inbox is read before the journal: an answer its
+        holder took from the inbox since was in the journal first. The lock is tried every
+        ``POSTING_POLL`` seconds on a connection taken for each try, so that answers waiting
+        for one run hold none of the pool's, and given up after ``POSTING_PATIENCE``.
 
         Raises:
             RunNotFoundError: there is no such run.
             JournalIOError: another answer kept the run's inbox for ``POSTING_PATIENCE`` s.
             whatever ``choose`` raises; RecordTooLargeError: as ``post``.
         """
-        import asyncpg
-
         check_run_id(run_id)
         key = f"{self.sql.schema}:inbox:{run_id}"
-        async with self.pool.acquire() as conn, conn.transaction():
-            await conn.execute(f"SET LOCAL lock_timeout = '{int(POSTING_PATIENCE * 1000)}ms'")
-            try:
-                await conn.execute("SELECT pg_advisory_xact_lock(hashtext($1))", key)
-            except asyncpg.LockNotAvailableError:
+        deadline = time.monotonic() + POSTING_PATIENCE
+        while True:
+            async with self.pool.acquire() as conn, conn.transaction():
+                if await conn.fetchval("SELECT pg_try_advisory_xact_lock(hashtext($1))", key):
+                    return await self._post_chosen(conn, run_id, choose)
+            if time.monotonic() >= deadline:
                 stuck = OSError(
                     errno.ETIMEDOUT,
                     f"another answer was still being queued after {POSTING_PATIENCE:g} s; "
                     "try again",
                 )
-                raise JournalIOError(self.location(run_id), "queue an answer", stuck) from None
-            if await conn.fetchval(self.sql.exists, run_id) is None:
-                raise RunNotFoundError(run_id)
-            queued = [decode_event(r[1]) for r in await conn.fetch(self.sql.take_inbox, run_id)]
-            events = self._decode(run_id, await conn.fetch(self.sql.read, run_id))
-            event = choose(events, queued)
-            if event is None:
-                return None
-            if self._redact is not None:  # secrets never reach a table, the inbox included
-                event = self._redact(event)
-            await conn.execute(self.sql.post, run_id, queueable(event, self.location(run_id)))
-            await conn.execute(self.sql.notify, self.sql.channel, run_id)
+                raise JournalIOError(self.location(run_id), "queue an answer", stuck)
+            await anyio.sleep(POSTING_POLL)
+
+    async def _post_chosen(
+        self,
+        conn: Any,
+        run_id: str,
+        choose: Callable[[list[AnyEvent], list[AnyEvent]], Event | None],
+    ) -> Event | None:
+        """``post_checked``'s work, in its transaction, the lock held."""
+        if await conn.fetchval(self.sql.exists, run_id) is None:
+            raise RunNotFoundError(run_id)
+        queued = [decode_event(r[1]) for r in await conn.fetch(self.sql.take_inbox, run_id)]
+        events = self._decode(run_id, await conn.fetch(self.sql.read, run_id))
+        event = choose(events, queued)
+        if event is None:
+            return None
+        if self._redact is not None:  # secrets never reach a table, the inbox included
+            event = self._redact(event)
+        await conn.execute(self.sql.post, run_id, queueable(event, self.location(run_id)))
+        await conn.execute(self.sql.notify, self.sql.channel, run_id)
         return event
 
     async def take_inbox(self, run_id: str) -> list[AnyEvent]:
