@@ -112,6 +112,14 @@ async def supervised(
             yield sup, runner
 
 
+async def run_to_the_end(tmp_path: Path, api: Any, desk: Desk) -> tuple[Any, Any]:
+    """One run of the desk agent, to its end: its view and the SDK's result of it."""
+    async with supervised(tmp_path, api, desk) as (sup, runner):
+        await sup.start(RUN, PROMPT)
+        assert await sup.wait(RUN, timeout=WAIT) is RunStatus.DONE
+        return await sup.inspect(RUN), await runner.result(sup, RUN)
+
+
 async def test_a_call_with_no_arguments_runs_its_tool_and_the_run_goes_on(
     tmp_path: Path,
 ) -> None:
@@ -119,11 +127,7 @@ async def test_a_call_with_no_arguments_runs_its_tool_and_the_run_goes_on(
     arguments, runs the tool, and asks the model again with its output."""
     api = responses.ResponsesAPI(respond=calling("ping", ""))
     desk = Desk()
-    async with supervised(tmp_path, api, desk) as (sup, runner):
-        await sup.start(RUN, PROMPT)
-        assert await sup.wait(RUN, timeout=WAIT) is RunStatus.DONE
-        view = await sup.inspect(RUN)
-        result = await runner.result(sup, RUN)
+    view, result = await run_to_the_end(tmp_path, api, desk)
     assert desk.ran == ["ping"]
     assert view.final_text == DONE
     assert result.final_output == DONE
@@ -144,11 +148,7 @@ async def test_a_call_whose_arguments_cannot_be_read_runs_nothing_and_the_model_
 ) -> None:
     api = responses.ResponsesAPI(respond=calling(tool, arguments))
     desk = Desk()
-    async with supervised(tmp_path, api, desk) as (sup, runner):
-        await sup.start(RUN, PROMPT)
-        assert await sup.wait(RUN, timeout=WAIT) is RunStatus.DONE
-        view = await sup.inspect(RUN)
-        result = await runner.result(sup, RUN)
+    view, result = await run_to_the_end(tmp_path, api, desk)
     assert desk.ran == []
     assert view.final_text == DONE
     assert result.final_output == DONE

@@ -338,17 +338,23 @@ def race_approvals(env: Env, make_store: Callable[[], Store], where: list[str]) 
 async def test_many_answers_at_once_for_runs_held_elsewhere_are_all_queued(env: Env) -> None:
     """Answers at the pace of a webhook burst, each for another held run: none waits for
     another's (a lock of the whole store made 1,285 of 1,500 fail, waiting)."""
-    runs = [f"burst-{i}" for i in range(200)]
-    async with env.store() as store:
+    await answer_a_burst(env.store, lambda: FileStore(env.root), 200)
+
+
+async def answer_a_burst(make: Callable[[], Store], other: Callable[[], Store], count: int) -> None:
+    """Create ``count`` runs in the store ``make`` opens and hold them, then signal every one
+    at once through the store ``other`` opens: each must be queued, within a minute."""
+    runs = [f"burst-{i}" for i in range(count)]
+    async with make() as store:
         held = [  # each held, as by a worker advancing it
             await store.create(r, [RunStarted(run_id=r, manifest=Manifest(model="m"), messages=[])])
             for r in runs
         ]
-        async with FileStore(env.root) as other:
+        async with other() as answering:
             done: list[bool] = []
 
             async def deliver(run_id: str) -> None:
-                answer = await operate.signal(other, run_id, "paid", {"n": 1}, signal_id="s1")
+                answer = await operate.signal(answering, run_id, "paid", {"n": 1}, signal_id="s1")
                 done.append(answer.queued)
 
             with anyio.fail_after(60):

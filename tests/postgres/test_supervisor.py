@@ -15,7 +15,7 @@ from tether.postgres import PostgresStore
 from tether.supervisor import RunStatus, Supervisor
 
 from ..cli._stores import Env
-from ..operate.test_verbs import race_approvals
+from ..operate.test_verbs import answer_a_burst, race_approvals
 from ..supervisor._helpers import delivery_app, gated_tools, lookup_and_send_model
 
 use = tether.ScriptedModel.tool_use
@@ -246,29 +246,11 @@ async def test_a_burst_of_answers_for_held_runs_never_waits_on_the_pool(
     """More answers at once than the pool has connections, each for another held run: each
     checks and queues on one connection, so none waits for one another holds (each holding
     one for a lock while needing a second for its reads, they waited for ever)."""
-    from tether import operate
-    from tether.journal import Manifest
-
-    runs = [f"burst-{i}" for i in range(8)]
-    async with PostgresStore(pg_dsn, schema=pg_schema, pool_size=2) as store:
-        held = [
-            await store.create(r, [RunStarted(run_id=r, manifest=Manifest(model="m"), messages=[])])
-            for r in runs
-        ]
-        async with PostgresStore(pg_dsn, schema=pg_schema, pool_size=2) as other:
-            done: list[bool] = []
-
-            async def deliver(run_id: str) -> None:
-                answer = await operate.signal(other, run_id, "paid", {"n": 1}, signal_id="s1")
-                done.append(answer.queued)
-
-            with anyio.fail_after(30):
-                async with anyio.create_task_group() as tg:
-                    for run_id in runs:
-                        tg.start_soon(deliver, run_id)
-        assert done == [True] * len(runs)
-        for journal in held:
-            await journal.aclose()
+    await answer_a_burst(
+        lambda: PostgresStore(pg_dsn, schema=pg_schema, pool_size=2),
+        lambda: PostgresStore(pg_dsn, schema=pg_schema, pool_size=2),
+        8,
+    )
 
 
 async def test_answers_waiting_for_one_runs_inbox_leave_the_pool_to_the_others(
