@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ._blobs import SUMMARY_CHARS as SUMMARY_CHARS
 from ._events import EventsView as EventsView
+from ._inbox import still_queueing as still_queueing
 from ._shared import SharedEntry as SharedEntry
 from ._stamp import queueable as queueable
 from ._stamp import stamp_events as stamp_events

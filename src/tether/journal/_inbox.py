@@ -245,7 +245,6 @@ def post(path: str, run_id: str, event: Event, ops: FileOps) -> None:
             and the inbox holds what it held before.
         JournalVersionError: the inbox was written by a newer tether.
     """
-    frame_record(event, path)  # (too large: refused before the inbox is touched)
     post_chosen(path, run_id, lambda _: event, ops)
 
 
@@ -289,6 +288,13 @@ def post_chosen(
             return event
     except OSError as exc:
         raise JournalIOError(path, "queue an answer in the inbox", exc) from exc
+
+
+def still_queueing(patience: float) -> OSError:
+    """What an answer that waited ``patience`` seconds for a run's inbox is refused with."""
+    return OSError(
+        errno.ETIMEDOUT, f"another answer was still being queued after {patience:g} s; try again"
+    )
 
 
 def _drop_if_new(fd: int, path: str, data: bytes, ops: FileOps) -> None:
@@ -388,16 +394,12 @@ def _locked(
             yield None
             return
         try:
-            if deadline is None or not exclusive:
+            if patience is None or deadline is None or not exclusive:
                 ops.wait_lock(fd, shared=not exclusive)
             else:
                 while not ops.lock(fd):
                     if time.monotonic() >= deadline:
-                        raise OSError(
-                            errno.ETIMEDOUT,
-                            f"another answer was still being queued after {patience:g} s; "
-                            "try again",
-                        )
+                        raise still_queueing(patience)
                     time.sleep(POLL)
             if ops.same_file(fd, path):
                 yield fd

@@ -435,19 +435,12 @@ class FileStore:
             path = os.path.join(self.runs_dir, name)
             if (path, kind) not in _REPORTED:  # once a process, not at every sweep or store
                 _REPORTED.add((path, kind))
-                if name.endswith(".journal"):
-                    log.warning(
-                        "%s is %s, not a regular file: skipped, no run is driven from it "
-                        "(`tether runs` shows it as needing attention)",
-                        path,
-                        kind,
-                    )
-                else:
-                    log.warning(
-                        "%s is %s, not a regular file: skipped, no answer is read from it",
-                        path,
-                        kind,
-                    )
+                what = (
+                    "no run is driven from it (`tether runs` shows it as needing attention)"
+                    if name.endswith(".journal")
+                    else "no answer is read from it"
+                )
+                log.warning("%s is %s, not a regular file: skipped, %s", path, kind, what)
         return listing
 
     async def has_inbox(self, run_id: str) -> bool:

@@ -18,7 +18,6 @@ connection that drops, settled by reading), ``_listen`` (the change listener), `
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import os
 import secrets
@@ -47,6 +46,7 @@ from ..journal._backend import (
     SharedEntry,
     prepare_event,
     queueable,
+    still_queueing,
 )
 from ..journal._records import decode_event
 from . import _append, _lease
@@ -383,14 +383,8 @@ class PostgresStore:
             RecordTooLargeError: the event is larger than a journal frame (nothing written).
         """
         check_run_id(run_id)
-        if self._redact is not None:  # secrets never reach a table, the inbox included
-            event = self._redact(event)
-        payload = queueable(event, self.location(run_id))
         async with self.pool.acquire() as conn, conn.transaction():
-            if await conn.fetchval(self.sql.exists, run_id) is None:
-                raise RunNotFoundError(run_id)
-            await conn.execute(self.sql.post, run_id, payload)
-            await conn.execute(self.sql.notify, self.sql.channel, run_id)
+            await self._post_chosen(conn, run_id, lambda _events, _queued: event, read=False)
 
     async def post_checked(
         self,
@@ -418,11 +412,7 @@ class PostgresStore:
                 if await conn.fetchval("SELECT pg_try_advisory_xact_lock(hashtext($1))", key):
                     return await self._post_chosen(conn, run_id, choose)
             if time.monotonic() >= deadline:
-                stuck = OSError(
-                    errno.ETIMEDOUT,
-                    f"another answer was still being queued after {POSTING_PATIENCE:g} s; "
-                    "try again",
-                )
+                stuck = still_queueing(POSTING_PATIENCE)
                 raise JournalIOError(self.location(run_id), "queue an answer", stuck)
             await anyio.sleep(POSTING_POLL)
 
@@ -431,12 +421,17 @@ class PostgresStore:
         conn: Any,
         run_id: str,
         choose: Callable[[list[AnyEvent], list[AnyEvent]], Event | None],
+        *,
+        read: bool = True,
     ) -> Event | None:
-        """``post_checked``'s work, in its transaction, the lock held."""
+        """Queue what ``choose`` picks, in ``conn``'s transaction (``post_checked``'s, its
+        lock held; ``post``'s, which reads nothing for it: ``read=False``)."""
         if await conn.fetchval(self.sql.exists, run_id) is None:
             raise RunNotFoundError(run_id)
-        queued = [decode_event(r[1]) for r in await conn.fetch(self.sql.take_inbox, run_id)]
-        events = self._decode(run_id, await conn.fetch(self.sql.read, run_id))
+        queued, events = [], []
+        if read:
+            queued = [decode_event(r[1]) for r in await conn.fetch(self.sql.take_inbox, run_id)]
+            events = self._decode(run_id, await conn.fetch(self.sql.read, run_id))
         event = choose(events, queued)
         if event is None:
             return None

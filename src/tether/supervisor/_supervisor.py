@@ -701,22 +701,12 @@ class Supervisor:
                 self._board.release(run_id)  # an entry made only for the lock (refused)
             if done.queued or done.repeated:
                 return done  # for another process (it records it), or had already
-            self._continue(run_id, reopened=True)  # (a retry re-opens a failed run)
+            self._tasks.redrive(run_id, shown_running=True)  # (a retry re-opens a failed run)
             return done
         # The task let go meanwhile: the answer is taken in by a drive of its own (a signal
         # queued just before the run finished is kept: see ``fold_inbox``).
-        self._continue(run_id, reopened=not entry.status.final)
+        self._tasks.redrive(run_id, shown_running=not entry.status.final)
         return done
-
-    def _continue(self, run_id: str, *, reopened: bool) -> None:
-        """Drive run ``run_id`` once more, shown as running (``reopened``) until it rests;
-        not while draining: the answer is in the journal or the inbox, for the next process,
-        and the board keeps what the run's last drive left."""
-        if not self._tasks.running:
-            return
-        if reopened:
-            self._board.set(run_id, Standing(RunStatus.RUNNING))
-        self._tasks.spawn(run_id, None, fresh=False)
 
 
 def _start_messages(prompt: str | Sequence[Message]) -> list[dict[str, Any]]:

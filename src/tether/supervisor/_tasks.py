@@ -97,6 +97,17 @@ class RunTasks:
         self._count += 1
         self.tg.start_soon(self._task, run_id, journal, fresh, alone, name=f"tether-run-{run_id}")
 
+    def redrive(self, run_id: str, *, shown_running: bool) -> None:
+        """Drive run ``run_id`` once more (an answer came for it), shown as running until it
+        rests (``shown_running``; not for a finished run taking in a late signal). Not while
+        draining: the answer waits in the journal or the inbox for the next process, and the
+        board keeps what the run's last drive left."""
+        if not self.running:
+            return
+        if shown_running:
+            self._board.set(run_id, Standing(RunStatus.RUNNING))
+        self.spawn(run_id, None, fresh=False)
+
     def wake(self, run_id: str) -> None:
         """A timer fired: continue the run if it still rests here, not finished."""
         entry = self._board.runs.get(run_id)
@@ -164,13 +175,11 @@ class RunTasks:
                             self.timers.at(outcome.wake_at, run_id)
                         if outcome.status.final and entry.parent is not None:
                             await self._tell_parent(run_id, entry.parent)
-                    if again and outcome is not None and not self.draining:
+                    if again and outcome is not None:
                         # An answer was queued while this task drove the run, maybe after
                         # the drive's last look at the inbox: the next drive takes it in
                         # (a finished run, a signal: kept, see ``fold_inbox``).
-                        if not outcome.status.final:
-                            self._board.set(run_id, Standing(RunStatus.RUNNING))
-                        self.spawn(run_id, None, fresh=False)
+                        self.redrive(run_id, shown_running=not outcome.status.final)
                 finally:
                     entry.scope = None
                     entry.release_idle_lock()
