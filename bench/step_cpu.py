@@ -55,20 +55,16 @@ import tempfile
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from _harness import RESULTS, alternate, say, workspace, write_results
 
 import tether
-from tether.models import (
-    ContentBlock,
-    Message,
-    ModelReply,
-    ScriptedModel,
-    SystemPrompt,
-    ToolDefinition,
-)
+from tether.models import ModelReply, ScriptedModel
+
+if TYPE_CHECKING:  # names for annotations only: a tether of before they were public runs too
+    from tether.models import ContentBlock, Message, SystemPrompt, ToolDefinition
 
 try:
     from tether.supervisor._worker import tune_collector
