@@ -2,7 +2,8 @@
 
 ``OpenAIModel`` decides here, and so do the agents of the OpenAI Agents SDK integration, whose
 models reach the same APIs through the same ``openai`` SDK, so that a run fails alike on
-either:
+either (a pydantic-ai agent's HTTP errors go by the same statuses and codes,
+``transient_status``):
 
 - an HTTP error answer (``status_error``) is ``transient`` for 408, 409, 429 and every 5xx,
   with the wait the server asked for (``retry-after-ms``, ``retry-after``), except a 429 that
@@ -39,11 +40,15 @@ TRANSIENT_CODES = frozenset(
 """Error codes of a stream broken off, or a response that failed, worth asking again."""
 
 
+def transient_status(status: int, code: object) -> bool:
+    """Whether an HTTP error answer with ``status`` and the API's error ``code`` is worth
+    asking again: 408, 409, 429 and every 5xx, unless the code says waiting will not help."""
+    return (status in TRANSIENT_STATUS or status >= 500) and code not in PERMANENT_CODES
+
+
 def status_error(model: str, exc: openai.APIStatusError) -> ModelError:
     """The error for an HTTP error answer, classified by its status and code."""
-    transient = (
-        exc.status_code in TRANSIENT_STATUS or exc.status_code >= 500
-    ) and exc.code not in PERMANENT_CODES
+    transient = transient_status(exc.status_code, exc.code)
     return ModelError(
         model,
         _status_reason(exc),

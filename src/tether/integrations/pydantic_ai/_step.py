@@ -53,13 +53,12 @@ from pydantic_core import to_jsonable_python
 from ..._errors import ModelError
 from ...journal import Usage
 from ...models import ModelReply, text_sink
+from ...models._openai_errors import transient_status
 from .._steps import Again, Intent, Recorded, step_reply
 
 FRAMEWORK = "pydantic-ai"
 RETRY_PREFIX = "ModelRetry: "
 """How tether records an error result from a tool that raised ``ModelRetry``."""
-
-TRANSIENT_STATUS = frozenset({408, 409, 429})
 
 
 class _Again(BaseException):
@@ -248,8 +247,9 @@ async def run_step(
 
     Raises:
         ModelError: the model request failed (transient for a dropped connection, a timeout,
-            HTTP 408/409/429/5xx); the agent's run raised (permanent, naming the error); the
-            replay no longer matches the journal (permanent).
+            HTTP 408/409/429/5xx unless a 429 says the quota is used up); the agent's run
+            raised (permanent, naming the error); the replay no longer matches the journal
+            (permanent).
     """
     step = _FromJournal(recorded, ask=ask)
     sink = text_sink.get() if ask else None
@@ -271,8 +271,15 @@ async def run_step(
     except ModelError:
         raise
     except ModelHTTPError as exc:
-        transient = exc.status_code in TRANSIENT_STATUS or exc.status_code >= 500
-        raise ModelError(FRAMEWORK, f"{type(exc).__name__}: {exc}", transient=transient) from exc
+        # As tether's own OpenAI model decides (a 429 that says the quota is used up parks the
+        # run for a person: waiting will not help), and after the wait the server asked for.
+        transient = transient_status(exc.status_code, exc.provider_error_code)
+        raise ModelError(
+            FRAMEWORK,
+            f"{type(exc).__name__}: {exc}",
+            transient=transient,
+            retry_after=exc.retry_after if transient else None,
+        ) from exc
     except ModelAPIError as exc:
         raise ModelError(FRAMEWORK, f"{type(exc).__name__}: {exc}", transient=True) from exc
     except Exception as exc:
