@@ -6,10 +6,17 @@ import pathlib
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import settings
 
 from ._disk import small_fs as small_fs  # a small filesystem that fills up (see _disk)
 from ._timeouts import pytest_report_header as pytest_report_header  # (scaled timeouts)
 from ._timeouts import pytest_runtest_protocol as pytest_runtest_protocol
+
+# No time limit per example: hypothesis's default (200 ms) is a timed assertion, and on a
+# loaded machine an example of a pure check fails it (seen at load 6 with the suite on two
+# workers). A test that is about time sets its own deadline.
+settings.register_profile("tether", deadline=None)
+settings.load_profile("tether")
 
 
 @pytest.fixture
