@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 import tether
-from tether.journal import ModelResponse
+from tether.journal import ModelResponse, Usage
 from tether.models import ContentBlock, Message, ModelReply, SystemPrompt, ToolDefinition
 from tether.models._transcript import FrozenDict
 from tether.supervisor import RunStatus, Supervisor
@@ -106,3 +106,59 @@ async def test_a_script_function_sees_the_runs_read_only_messages(tmp_path: path
         view = await sup.inspect("run-1")
     assert refused == [True, True, True]
     assert [m["role"] for m in view.messages] == ["user", "assistant"] * 3
+
+
+class Recording:
+    """A ``ScriptedModel`` that remembers the messages of every call it is given, and how many
+    read-only copies it keeps after each; its ``frozen_messages`` is the inner model's."""
+
+    def __init__(self, inner: tether.ScriptedModel) -> None:
+        self.inner = inner
+        self.name, self.params = inner.name, inner.params
+        self.frozen_messages = inner.frozen_messages
+        self.requests: list[list[Message]] = []
+        self.copies: list[int] = []
+
+    async def __call__(
+        self, *, system: SystemPrompt, messages: list[Message], tools: list[ToolDefinition]
+    ) -> ModelReply:
+        self.requests.append(messages)
+        reply = await self.inner(system=system, messages=messages, tools=tools)
+        kept = self.inner._transcripts._kept.values()
+        self.copies.append(sum(len(t.frozen) for t in kept))
+        return reply
+
+
+async def test_a_list_script_is_handed_plain_messages_and_keeps_no_copy(
+    tmp_path: pathlib.Path,
+) -> None:
+    """A list script hands the conversation to no code of the caller's: the run's messages
+    are not frozen for it, and it keeps no read-only copy of its own (only counts and sizes)."""
+    script: list[str | list[ContentBlock]] = [
+        [use("t1", "step", {"n": 1})],
+        [use("t2", "step", {"n": 2})],
+        "done",
+    ]
+    model = Recording(tether.ScriptedModel(script))
+    assert model.frozen_messages is False
+    assert tether.ScriptedModel(lambda messages: "done").frozen_messages is True
+    usage = tether.ScriptedModel(script, usage=lambda messages, blocks: Usage())
+    assert usage.frozen_messages is True
+    async with Supervisor(tether.FileStore(tmp_path), model=model, tools=step_tools()) as sup:
+        await sup.start("run-1", "go")
+        assert await sup.wait("run-1", timeout=WAIT) is RunStatus.DONE
+        view = await sup.inspect("run-1")
+    assert all(type(m) is dict for request in model.requests for m in request)
+    assert [len(r) for r in model.requests] == [1, 3, 5]
+    assert [m["role"] for m in view.messages] == ["user", "assistant"] * 3
+    assert model.copies == [0, 0, 0]
+
+    def one_call(messages: list[Message]) -> str | list[ContentBlock]:
+        return [use("t1", "step", {"n": 1})] if len(messages) < 2 else "done"
+
+    function = Recording(tether.ScriptedModel(one_call))
+    async with Supervisor(tether.FileStore(tmp_path), model=function, tools=step_tools()) as sup:
+        await sup.start("run-2", "go")
+        assert await sup.wait("run-2", timeout=WAIT) is RunStatus.DONE
+    assert function.copies == [1, 0]  # (the conversation is let go once its turn ends)
+    assert all(type(m) is FrozenDict for m in function.requests[-1])

@@ -106,10 +106,11 @@ class Model(Protocol):
     configuration (no timestamps, object ids or unordered collections).
 
     A model that keeps the messages it is given from one call to the next (as ``ScriptedModel``
-    does, to look at each message once) may say so with a class attribute
-    ``frozen_messages = True``: the runtime then hands it the run's messages as read-only
-    ``dict`` and ``list`` subclasses that raise ``TypeError`` when changed (the same objects at
-    every call), so it can keep them as they are instead of copying each one.
+    with a script function does, to look at each message once) may say so with an attribute
+    ``frozen_messages = True`` (of the class, or a property): the runtime then hands it the
+    run's messages as read-only ``dict`` and ``list`` subclasses that raise ``TypeError`` when
+    changed (the same objects at every call), so it can keep them as they are instead of
+    copying each one.
     """
 
     @property

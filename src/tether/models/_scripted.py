@@ -74,11 +74,14 @@ class ScriptedModel:
     a malformed answer on purpose to exercise the runtime's handling of ``ModelResponseError``.
     Answers are deep copies: changing a reply never changes the script.
 
-    A call costs the same however long the conversation: each message is looked at (copied,
-    sized) the first time a call sees it, and a conversation is recognised by the identity of
-    its messages, which the runtime never changes once passed (see ``Model``). It keeps the
-    messages it is given (``frozen_messages``): the runtime hands it read-only ones, which it
-    keeps as they are; a message that is not read-only is copied once, when first seen.
+    A call costs the same however long the conversation: each message is looked at (sized,
+    and copied where a function of the caller's will read it) the first time a call sees it,
+    and a conversation is recognised by the identity of its messages, which the runtime never
+    changes once passed (see ``Model``). With a script function or a usage function it keeps
+    read-only messages for them (``frozen_messages``): the runtime hands it read-only ones,
+    which it keeps as they are; a message that is not read-only is copied once, when first
+    seen. A list script with a fixed or the default usage hands messages to no code of the
+    caller's, so it keeps no copies and asks for no read-only messages.
 
     Args:
         responses: the script. A sequence whose item ``i`` answers call ``i``, each item a
@@ -98,9 +101,6 @@ class ScriptedModel:
         TypeError: ``responses`` is a string, or a sequence that is not JSON-able.
     """
 
-    frozen_messages = True
-    """This model keeps the messages it is given: the runtime hands it read-only ones."""
-
     def __init__(
         self,
         responses: Sequence[ScriptedAnswer] | ScriptFunction,
@@ -111,7 +111,10 @@ class ScriptedModel:
         self._name = name
         self._usage = usage
         self._calls = 0
-        self._transcripts = Transcripts()
+        # Copies only for code of the caller's that reads the conversation: a script function
+        # or a usage function (a list script only counts and sizes the messages).
+        self._copies = callable(responses) or callable(usage)
+        self._transcripts = Transcripts(copies=self._copies)
         self._script: list[object] | None
         self._function: ScriptFunction | None
         if callable(responses):
@@ -130,6 +133,12 @@ class ScriptedModel:
     def name(self) -> str:
         """The model name pinned into a run's manifest."""
         return self._name
+
+    @property
+    def frozen_messages(self) -> bool:
+        """Whether this model keeps the messages it is given (read-only ones, which the runtime
+        then hands it): with a script function or a usage function, which read them."""
+        return self._copies
 
     @property
     def params(self) -> dict[str, Any]:
@@ -176,9 +185,8 @@ class ScriptedModel:
         await anyio.lowlevel.checkpoint()
         seen = self._transcripts.of(messages)
         # Taken now: an async script may await while another call moves the transcript on.
-        index, size, count = seen.assistants, seen.size, len(seen.frozen)
-        wants_copies = self._function is not None or callable(self._usage)
-        copies = list(seen.frozen) if wants_copies else []
+        index, size, count = seen.assistants, seen.size, len(seen.originals)
+        copies = list(seen.frozen) if self._copies else []
         if self._script is not None:
             if index >= len(self._script):
                 raise ModelResponseError(

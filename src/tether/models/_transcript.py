@@ -169,12 +169,13 @@ def request_size(messages_size: int, count: int, system: object, tools: object) 
 @final
 class Transcript:
     """One conversation as seen so far: its messages (the caller's), their read-only versions
-    (the messages themselves where the runtime froze them, ``freeze_conversation``),
-    sizes and roles, with running totals."""
+    (the messages themselves where the runtime froze them, ``freeze_conversation``; none kept
+    where no copies are wanted), sizes and roles, with running totals."""
 
-    __slots__ = ("assistants", "frozen", "originals", "roles", "size", "sizes")
+    __slots__ = ("assistants", "copies", "frozen", "originals", "roles", "size", "sizes")
 
-    def __init__(self) -> None:
+    def __init__(self, *, copies: bool = True) -> None:
+        self.copies = copies
         self.originals: list[Message] = []
         self.frozen: list[Message] = []  # read-only (FrozenDict), typed as what they stand for
         self.sizes: list[int] = []
@@ -198,10 +199,11 @@ class Transcript:
             size = json_size(message)
             assistant = isinstance(message, dict) and message.get("role") == "assistant"
             self.originals.append(message)
-            # A message the runtime froze (``freeze_conversation``) is read-only already: it is
-            # shared, not copied again.
-            shared = type(message) is FrozenDict
-            self.frozen.append(message if shared else freeze(message))
+            if self.copies:
+                # A message the runtime froze (``freeze_conversation``) is read-only already:
+                # it is shared, not copied again.
+                shared = type(message) is FrozenDict
+                self.frozen.append(message if shared else freeze(message))
             self.sizes.append(size)
             self.roles.append(assistant)
             self.size += size
@@ -220,10 +222,12 @@ def _shared_prefix(seen: list[Message], messages: list[Message]) -> int:
 
 @final
 class Transcripts:
-    """The transcripts of the conversations recently answered, by their first message."""
+    """The transcripts of the conversations recently answered, by their first message; with
+    ``copies``, each keeps a read-only copy of its messages (``Transcript.frozen``)."""
 
-    def __init__(self, limit: int = LIMIT) -> None:
+    def __init__(self, limit: int = LIMIT, *, copies: bool = True) -> None:
         self._limit = limit
+        self._copies = copies
         self._kept: OrderedDict[int, Transcript] = OrderedDict()
 
     def __len__(self) -> int:
@@ -233,7 +237,7 @@ class Transcripts:
         """The transcript of ``messages``, brought up to date (a new one for an unknown
         conversation)."""
         if not messages:
-            return Transcript()
+            return Transcript(copies=self._copies)
         key = id(messages[0])
         transcript = self._kept.get(key)
         if (
@@ -241,7 +245,7 @@ class Transcripts:
             or not transcript.originals
             or transcript.originals[0] is not (messages[0])
         ):
-            transcript = Transcript()
+            transcript = Transcript(copies=self._copies)
             self._kept[key] = transcript
             while len(self._kept) > self._limit:
                 self._kept.popitem(last=False)
