@@ -78,3 +78,27 @@ def test_disarmed_failpoints_call_nothing_and_a_hook_sees_each() -> None:
     assert seen == ["model_saved", "parked"]
     assert parse("parked") == ("parked", 1)
     assert parse("tool_returned:3") == ("tool_returned", 3)
+
+
+def test_a_supervisor_refuses_a_bad_setting_as_it_is_entered() -> None:
+    """A program of its own with a mistyped ``TETHER_CRASH_AT`` stops as its supervisor is
+    entered, naming the setting: read at the first point passed, inside a run, it was taken
+    for that run's crash (restarted, charged, and the program went on uncrashed)."""
+    code = """
+import anyio, tempfile, tether
+async def main():
+    with tempfile.TemporaryDirectory() as root:
+        model = tether.ScriptedModel(["done"])
+        async with tether.Supervisor(tether.FileStore(root), model=model,
+                                     tools=tether.ToolRegistry()) as sup:
+            await sup.start("r", "go")
+            print(await sup.wait("r"))
+anyio.run(main)
+"""
+    proc = _python(code, TETHER_CRASH_AT="tool_retunred:1")
+    assert proc.returncode == 1, proc.stdout
+    assert "CrashPointError: TETHER_CRASH_AT='tool_retunred:1': unknown crash point" in proc.stderr
+    assert "done" not in proc.stdout
+    fine = _python(code, TETHER_CRASH_AT="tool_returned:1")  # a point the run never passes
+    assert fine.returncode == 0, fine.stderr
+    assert fine.stdout.strip() == "done"

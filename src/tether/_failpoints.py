@@ -11,7 +11,8 @@ through its environment, so that any program can be crash-tested as it is:
   a harness can list the points a scenario goes through.
 
 The first failpoint a process passes reads the environment (``arm()`` does it at once, so a
-process can refuse a bad setting before it starts any work). This module is the ground floor:
+process can refuse a bad setting before it starts any work; a ``Supervisor`` reads it as it
+is entered, ``check_environment``). This module is the ground floor:
 it imports nothing of tether, and the test kit (``tether.testing``) builds on it. The points
 (etcd's gofail failpoints work the same way):
 
@@ -137,6 +138,18 @@ def killer_from_environment() -> Hook | None:
         return None
     name, nth = parse(spec) if spec else ("", 1)
     return _Killer(name, nth, trace)
+
+
+def check_environment() -> None:
+    """Read the environment now if no failpoint has been passed (nor a hook set) yet, so that
+    a malformed ``TETHER_CRASH_AT`` stops the program as it starts: read at the first point
+    passed, inside a run, it would be taken for that run's crash.
+
+    Raises:
+        CrashPointError: ``TETHER_CRASH_AT`` is malformed or names no failpoint.
+    """
+    if not _looked:
+        _arm_from_environment()
 
 
 def arm() -> None:

@@ -23,6 +23,7 @@ from typing import Any, final
 import anyio
 
 from .._errors import RunExistsError, RunNotFoundError, RunStateError
+from .._failpoints import check_environment
 from ..journal import Budgets, JournalHandle, RunStarted, Store, Waiting
 from ..journal._records import Resolution, check_types
 from ..models import Message, Model, SystemPrompt
@@ -193,6 +194,8 @@ class Supervisor:
         self._stack: AsyncExitStack | None = None
 
     async def __aenter__(self) -> Supervisor:
+        # A mistyped TETHER_CRASH_AT stops the program here, not its first run as a crash.
+        check_environment()
         async with AsyncExitStack() as stack:
             # Entered for the supervisor's lifetime: a store several holders enter (a
             # script's own ``async with``, supervisors one after another or side by side)
