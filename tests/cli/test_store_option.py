@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import pathlib
 import signal
@@ -25,6 +26,7 @@ import pytest
 
 import tether
 from tether.cli import build_parser, main
+from tether.cli._worker import _say_if_new
 from tether.journal import AnyEvent, Decision, Event, RunStarted
 from tether.postgres import PostgresStore
 from tether.supervisor import RunStatus, Supervisor, fold
@@ -542,3 +544,25 @@ def test_operator_commands_never_create_a_schema(
         return [r[0] for r in rows]
 
     assert "no_such_store" not in anyio.run(schemas)
+
+
+@pytest.mark.parametrize("exists", [False, True])
+def test_worker_says_when_it_creates_a_new_store(
+    tmp_path: pathlib.Path, caplog: pytest.LogCaptureFixture, exists: bool
+) -> None:
+    """A worker creates the store it serves (a first deploy), but a mistyped ``--root`` would
+    then be served, empty, for good: it says so when the directory did not exist."""
+    root = tmp_path / "tether-dtaa"
+    if exists:
+        root.mkdir()
+    args = build_parser().parse_args(["worker", "--root", str(root), "--app", "m:f"])
+    with caplog.at_level(logging.WARNING, logger="tether.worker"):
+        _say_if_new(args)
+    said = [r.getMessage() for r in caplog.records if r.name == "tether.worker"]
+    if exists:
+        assert said == []
+    else:
+        assert said == [
+            f"{root} did not exist: serving a new, empty store there (if you meant an existing "
+            "store, stop this worker and check --root)"
+        ]

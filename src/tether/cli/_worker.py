@@ -23,6 +23,7 @@ from ._view import (
     check_store_usage,
     open_store,
     store_failure,
+    store_spec,
     uses_postgres,
 )
 
@@ -152,6 +153,7 @@ def _serve(args: argparse.Namespace) -> int:
         if args.lease_ttl is not None:
             options["lease_ttl"] = args.lease_ttl
     tune_collector()  # this process is the worker's own
+    _say_if_new(args)
     try:
         store = open_store(args, create=True, **options)
         anyio.run(run_worker, store, app)
@@ -168,6 +170,20 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"tether: {problem}", file=sys.stderr)
         return 3
     return 0
+
+
+def _say_if_new(args: argparse.Namespace) -> None:
+    """Warn when the directory the worker is to serve does not exist yet: the worker creates
+    an empty store there, which is right for a first deploy and wrong for a mistyped
+    ``--root`` (every other command refuses one), so say which it did, and where."""
+    spec = store_spec(args)
+    if not uses_postgres(args) and not os.path.lexists(spec):
+        log.warning(
+            "%s did not exist: serving a new, empty store there (if you meant an existing "
+            "store, stop this worker and check %s)",
+            os.path.abspath(spec),
+            "--root" if args.store is None else "--store",
+        )
 
 
 def _one_line(record: logging.LogRecord) -> bool:
