@@ -112,6 +112,93 @@ async def test_inbox_versions_name_the_runs_with_answers_and_change_with_each_po
         assert await store.inbox_versions(ids[:1]) == {ids[0]: again[ids[0]]}
 
 
+async def test_an_append_unless_queued_appends_under_the_inbox_and_leaves_no_inbox(
+    tmp_path: pathlib.Path,
+) -> None:
+    """The journal's holder appends an answer under the inbox's lock: with nothing queued it
+    is appended, and the inbox made to be locked is gone again; with an answer waiting,
+    nothing is appended."""
+    async with FileStore(tmp_path) as store:
+        await new_run(store)
+        async with await store.open(RUN) as journal:
+            written = await store.append_unless_queued(journal, [answer("ann")], at=1.0)
+            assert written is not None
+            assert who(written) == ["ann"]
+            assert written[0].seq == 1
+            assert not inbox_of(tmp_path).exists()
+            await store.post(RUN, answer("bob"))
+            assert await store.append_unless_queued(journal, [answer("cy")]) is None
+            assert journal.next_seq == 2
+        assert who((await store.read(RUN))[1:]) == ["ann"]
+        assert who(await store.take_inbox(RUN)) == ["bob"]
+
+
+async def test_a_post_waits_for_an_append_under_the_inbox(tmp_path: pathlib.Path) -> None:
+    """A post that comes while the holder appends under the inbox's lock reads the journal
+    once the append is in it (the post is checked against it), never before."""
+    slow = SlowWrites()
+    async with FileStore(tmp_path, file_ops=slow, io_uring=False) as store:
+        await new_run(store)
+        seen: list[list[str]] = []
+
+        def choose(events: list[AnyEvent], queued: list[AnyEvent]) -> Event | None:
+            seen.append(who(events[1:]))
+            return answer("bob")
+
+        async with await store.open(RUN) as journal, anyio.create_task_group() as tg:
+            slow.armed = True
+            tg.start_soon(store.append_unless_queued, journal, [answer("ann")])
+            await anyio.to_thread.run_sync(slow.writing.wait)  # under the lock, being written
+            tg.start_soon(store.post_checked, RUN, choose)
+            await anyio.to_thread.run_sync(slow.refused.wait)  # the post waits for the lock
+            slow.go.set()
+        assert seen == [["ann"]]
+        assert who(await store.take_inbox(RUN)) == ["bob"]
+
+
+class SlowWrites(FileOps):
+    """Holds the first journal write, once ``armed``, until ``go`` is set; ``refused`` is set
+    when a lock is refused while it is held."""
+
+    def __init__(self) -> None:
+        self.armed = False
+        self.writing, self.go, self.refused = (
+            threading.Event(),
+            threading.Event(),
+            threading.Event(),
+        )
+
+    def write_all(self, fd: int, data: bytes | bytearray | memoryview, offset: int) -> None:
+        if self.armed and not os.readlink(f"/proc/self/fd/{fd}").endswith(".inbox"):
+            self.armed = False
+            self.writing.set()
+            self.go.wait(30)
+        super().write_all(fd, data, offset)
+
+    def lock(self, fd: int) -> bool:
+        taken = super().lock(fd)
+        if not taken and self.writing.is_set():
+            self.refused.set()
+        return taken
+
+
+async def test_an_empty_inbox_left_by_a_killed_process_reads_as_none(
+    tmp_path: pathlib.Path,
+) -> None:
+    """A process killed while it held the inbox it made to be locked leaves it empty: no run
+    is taken for one with answers waiting, and the next post writes into it."""
+    async with FileStore(tmp_path) as store:
+        await new_run(store)
+        inbox_of(tmp_path).touch(mode=0o600)
+        assert not await store.has_inbox(RUN)
+        assert await store.inbox_versions([RUN]) == {}
+        assert not (await store.run_stats())[RUN].inbox
+        await store.post(RUN, answer("ann"))
+        assert await store.has_inbox(RUN)
+        assert (await store.run_stats())[RUN].inbox
+        assert who(await store.take_inbox(RUN)) == ["ann"]
+
+
 async def test_the_inbox_is_framed_like_a_journal_under_its_own_magic(
     tmp_path: pathlib.Path,
 ) -> None:

@@ -290,6 +290,68 @@ def post_chosen(
         raise JournalIOError(path, "queue an answer in the inbox", exc) from exc
 
 
+@dataclass(frozen=True)
+class Held:
+    """A run's inbox, locked as a post locks it, for its journal's holder to append an answer
+    while nothing can be queued (``hold``, then ``let_go``).
+
+    Attributes:
+        fd: the inbox, open and ``flock``'d (closing it lets the lock go).
+        data: what the inbox held when it was locked (``b""``: it was made to be locked).
+        waiting: the answers it holds, oldest first.
+    """
+
+    path: str
+    fd: int
+    data: bytes
+    waiting: list[AnyEvent]
+
+
+def hold(path: str, run_id: str, ops: FileOps) -> Held:
+    """Lock the inbox at ``path`` as a post does (made empty if there is none, so that a post
+    for the run waits for it too; given up after ``PATIENCE``), and read it (blocking).
+
+    Raises:
+        JournalIOError: the inbox could not be locked or read (nothing is held).
+        JournalVersionError: the inbox was written by a newer tether (nothing is held).
+    """
+    try:
+        fd = _lock(path, ops, exclusive=True, create=True, patience=PATIENCE)
+        assert fd is not None
+        try:
+            data = ops.read_all(fd)
+            found = scan_inbox(data, path, run_id)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                if os.fstat(fd).st_size == 0:
+                    ops.unlink(path)
+            ops.close(fd)
+            raise
+    except OSError as exc:
+        raise JournalIOError(path, "lock the inbox", exc) from exc
+    _report(path, found)
+    return Held(path, fd, data, found.events)
+
+
+def let_go(held: Held, ops: FileOps) -> None:
+    """Let the inbox ``hold`` locked go; one it made for the lock, still empty, is removed
+    first (under the lock: a post waiting for it sees it gone and opens it anew). One a
+    killed process leaves behind holds nothing: it reads as no inbox (``empty``), and the
+    next post writes into it, or the next clear removes it."""
+    try:
+        with contextlib.suppress(OSError):  # only tidiness is lost: an empty inbox is none
+            _drop_if_new(held.fd, held.path, held.data, ops)
+    finally:
+        ops.close(held.fd)
+
+
+def empty(st: os.stat_result) -> bool:
+    """Whether an inbox of this ``stat`` holds no answer for certain: a file of no bytes,
+    made to be locked (``hold``) or by a post that wrote nothing, and left by a process
+    killed before it removed it. Whoever looks for answers waiting passes over it."""
+    return st.st_size == 0
+
+
 def still_queueing(patience: float) -> OSError:
     """What an answer that waited ``patience`` seconds for a run's inbox is refused with."""
     return OSError(
@@ -385,14 +447,25 @@ def _locked(
     ``patience`` (exclusive only), the lock is tried every ``POLL`` seconds and given up after
     that many (``OSError`` ``ETIMEDOUT``): a post that another keeps waiting (a process
     stopped while it held the inbox) must not hold its thread for ever."""
+    fd = _lock(path, ops, exclusive=exclusive, create=create, patience=patience)
+    try:
+        yield fd
+    finally:
+        if fd is not None:
+            ops.close(fd)
+
+
+def _lock(
+    path: str, ops: FileOps, *, exclusive: bool, create: bool, patience: float | None
+) -> int | None:
+    """``_locked``'s descriptor, for the caller to close (which lets the lock go)."""
     flags = os.O_RDWR | (os.O_CREAT if create else 0) if exclusive else os.O_RDONLY
     deadline = None if patience is None else time.monotonic() + patience
     while True:
         try:
             fd = ops.open(path, flags)
         except FileNotFoundError:
-            yield None
-            return
+            return None
         try:
             if patience is None or deadline is None or not exclusive:
                 ops.wait_lock(fd, shared=not exclusive)
@@ -402,10 +475,11 @@ def _locked(
                         raise still_queueing(patience)
                     time.sleep(POLL)
             if ops.same_file(fd, path):
-                yield fd
-                return
-        finally:
+                return fd
+        except BaseException:
             ops.close(fd)
+            raise
+        ops.close(fd)
         # Replaced or removed while we waited: the lock we got guards nothing any more.
 
 

@@ -7,7 +7,8 @@ FIFO is never opened (an open of one blocks until a writer comes). Names startin
 are a store's temporary files, never runs.
 
 One ``scandir`` gives names and types (no ``stat`` per entry on filesystems that report types);
-a run's size and time, which a sweep compares between two looks, cost one ``stat`` each.
+a run's size and time, which a sweep compares between two looks, cost one ``stat`` each, as
+does each inbox (an empty one is no inbox).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import os
 from dataclasses import dataclass, field
 
 from ._file import kind_of
+from ._inbox import empty
 
 JOURNAL = ".journal"
 INBOX = ".inbox"
@@ -27,7 +29,7 @@ class Listing:
 
     Attributes:
         runs: the run ids, each with its journal's ``(size, mtime_ns)`` when asked for.
-        inboxes: the runs with an inbox file.
+        inboxes: the runs with an inbox file that is not empty.
         odd: names of entries that look like a run's files but are not regular files, and
             what each is (``a FIFO``...).
         inodes: with the versions, each journal's ``(st_ino, st_ctime_ns)`` from the same
@@ -71,8 +73,10 @@ def _look_at(entry: os.DirEntry[str], listing: Listing, versions: bool) -> None:
             return
         if name.endswith(INBOX):
             run_id = name.removesuffix(INBOX)
+            st = entry.stat(follow_symlinks=False)
+            if empty(st):  # no answer waits in it (see ``_inbox.empty``)
+                return
             if versions:
-                st = entry.stat(follow_symlinks=False)
                 listing.inbox_versions[run_id] = (st.st_size, st.st_mtime_ns, st.st_ino)
             listing.inboxes.add(run_id)
             return

@@ -25,7 +25,7 @@ import logging
 import os
 import stat
 import time
-from collections.abc import Awaitable, Callable, Collection, Hashable, Iterable
+from collections.abc import Awaitable, Callable, Collection, Hashable, Iterable, Sequence
 from typing import Any, TypeVar, final
 
 import anyio
@@ -40,11 +40,14 @@ from ._commit import GroupCommitter
 from ._descriptors import Descriptors
 from ._file import DEFAULT_FILE_OPS, FileOps, reaches_ring
 from ._inbox import clear as clear_inbox
+from ._inbox import empty as inbox_empty
+from ._inbox import hold as hold_inbox
 from ._inbox import inbox_path, post_chosen
+from ._inbox import let_go as let_go_inbox
 from ._inbox import post as post_inbox
 from ._inbox import take as take_inbox
 from ._listing import Listing, list_runs_dir
-from ._protocols import RunStat
+from ._protocols import JournalHandle, RunStat
 from ._reader import scan_live
 from ._records import ENCODER, AnyEvent, BlobRef, Event, ToolResult
 from ._redact import Redactor, SecretRedactor
@@ -449,7 +452,7 @@ class FileStore:
             st = os.lstat(inbox_path(self.runs_dir, run_id))
         except FileNotFoundError:
             return False
-        return stat.S_ISREG(st.st_mode)
+        return stat.S_ISREG(st.st_mode) and not inbox_empty(st)
 
     async def changed(self) -> None:
         """Never returns: a file store learns of other processes' writes by sweeping."""
@@ -526,6 +529,35 @@ class FileStore:
         async with self.descriptors.short():  # (the inbox's descriptor, and the journal's)
             return await anyio.to_thread.run_sync(post_chosen, inbox, run_id, pick, self._ops)
 
+    async def append_unless_queued(
+        self, journal: JournalHandle, events: Sequence[Event], *, at: float | None = None
+    ) -> list[AnyEvent] | None:
+        """Append ``events`` to ``journal`` (a run of this store, held) under the lock of the
+        run's inbox, the one every post takes, unless answers wait there: then nothing is
+        appended, and ``None`` returned. A post that comes meanwhile waits, and then reads
+        the journal with them. An inbox there is none of is made to be locked, empty, and
+        removed again (one a killed process leaves reads as none: ``_inbox.empty``).
+
+        Raises:
+            JournalIOError: the inbox stayed locked ``PATIENCE`` s (another answer being
+                queued), or could not be read; nothing appended.
+            whatever ``journal.append`` raises.
+        """
+        path = inbox_path(self.runs_dir, journal.run_id)
+        async with self.descriptors.short():  # (the inbox's descriptor)
+            held = await anyio.to_thread.run_sync(hold_inbox, path, journal.run_id, self._ops)
+            written = None
+            try:
+                if not held.waiting:
+                    # Held until the group's fate is known: a group still on its way when
+                    # the lock went would let a post judge its answer without it.
+                    with anyio.CancelScope(shield=True):
+                        written = await journal.append(events, at=at)
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(let_go_inbox, held, self._ops)
+        return written
+
     async def take_inbox(self, run_id: str) -> list[AnyEvent]:
         """The events waiting in the run's inbox, oldest first."""
         path = inbox_path(self.runs_dir, run_id)
@@ -579,7 +611,7 @@ class FileStore:
                     st = os.lstat(where, dir_fd=dir_fd)
                 except (FileNotFoundError, NotADirectoryError):
                     continue  # any other error is the look's: it must not read as "none"
-                if stat.S_ISREG(st.st_mode):
+                if stat.S_ISREG(st.st_mode) and not inbox_empty(st):
                     found[run_id] = (st.st_size, st.st_mtime_ns, st.st_ino)
             return found
 
