@@ -15,7 +15,7 @@ from tether import (
     RunExistsError,
     RunNotFoundError,
 )
-from tether.journal import Decision, ModelResponse, RunStarted, ToolResult
+from tether.journal import AnyEvent, Decision, ModelResponse, RunStarted, ToolResult
 from tether.journal._records import encode_event
 from tether.postgres import PostgresStore
 from tether.postgres._schema import SCHEMA_VERSION
@@ -202,6 +202,40 @@ async def test_the_inbox_queues_answers_and_notifies_every_worker(
         assert not await a.has_inbox("run-1")
         with pytest.raises(RunNotFoundError):
             await b.post("nope", decision)
+
+
+@pytest.mark.parametrize("pool_size", [16, 1])
+async def test_an_append_unless_queued_is_one_transaction_with_the_inbox_lock(
+    pg_dsn: str, pg_schema: str, pool_size: int
+) -> None:
+    """The holder's append under the lock of the run's inbox: written with nothing queued,
+    not with an answer waiting (its numbers given back); a checked post that comes while it
+    is in flight reads the journal with it. A pool of one connection is enough (the lock,
+    the look and the append share it), and a blob goes to its table before the lock."""
+    async with PostgresStore(
+        pg_dsn, schema=pg_schema, pool_size=pool_size, blob_threshold=100
+    ) as store:
+        big = ToolResult(call_id="c1", ok=True, content="x" * 1000)
+        async with await store.create("run-1", [_started("run-1")]) as journal:
+            written = await store.append_unless_queued(journal, [big, _text(1)])
+            assert written is not None
+            assert [e.seq for e in written] == [1, 2]
+            seen: list[int] = []
+
+            def choose(events: list[AnyEvent], queued: list[AnyEvent]) -> Decision:
+                seen.append(len(events))
+                return Decision(call_id="c1", approved=True, by="sam")
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(store.append_unless_queued, journal, [_text(2)])
+                tg.start_soon(store.post_checked, "run-1", choose)
+            assert seen == [4] or (seen == [3] and journal.next_seq == 3)
+            before = journal.next_seq
+            assert await store.append_unless_queued(journal, [_text(3)]) is None
+            assert journal.next_seq == before
+        assert len(await store.read("run-1")) == before
+        with pytest.raises(ValueError, match="not a run this PostgresStore holds"):
+            await store.append_unless_queued(journal, [_text(4)])
 
 
 async def test_large_results_go_to_the_blob_table_first(pg_dsn: str, pg_schema: str) -> None:

@@ -151,6 +151,21 @@ class Inbox(Protocol):
         was queued."""
         ...
 
+    async def append_unless_queued(
+        self, journal: JournalHandle, events: Sequence[Event], *, at: float | None = None
+    ) -> list[AnyEvent] | None:
+        """Append ``events`` to ``journal`` (this store's, held), as ``JournalHandle.append``
+        does, under the lock ``post_checked`` takes of the run's inbox, unless answers wait
+        there (``None``: nothing appended). An answer checked against the journal and
+        appended so is judged with any answer queued at the same moment, from any process:
+        a ``post_checked`` that comes meanwhile waits, and then reads the journal with it.
+
+        Raises:
+            JournalIOError: another answer kept the run's inbox too long (nothing appended).
+            whatever ``JournalHandle.append`` raises.
+        """
+        ...
+
     async def take_inbox(self, run_id: str) -> list[AnyEvent]:
         """The answers waiting, oldest first, for the holder to record (then ``clear_inbox``)."""
         ...

@@ -28,8 +28,12 @@ async def append_rows(
     first: int,
     payloads: list[bytes],
     finished: str | None,
-) -> bool:
-    """Run the fenced append; ``False`` if it was rejected (stale epoch).
+    *,
+    unless_queued: bool = False,
+) -> bool | None:
+    """Run the fenced append; ``False`` if it was rejected (stale epoch). With
+    ``unless_queued``, under the lock of the run's inbox and only if no answer waits there
+    (``None``: none was sent, or, sent again, it found one).
 
     When the connection drops with the statement in flight, reconnect and read the rows to
     learn whether it committed; send it again (fenced) only if it did not.
@@ -39,7 +43,15 @@ async def append_rows(
     while True:
         backend: list[int] = []
         try:
-            status = await store._send(backend, store.sql.append, *args)
+            if unless_queued:
+                sent = await store._send_unless_queued(
+                    backend, journal.run_id, store.sql.append, *args
+                )
+                if sent is None:
+                    return None
+                status = sent
+            else:
+                status = await store._send(backend, store.sql.append, *args)
         except unique_violation():
             return False  # another writer has these seqs: we are not the owner any more
         except connection_errors() as exc:

@@ -27,6 +27,7 @@ from .._errors import (
     JournalBrokenError,
     JournalClosedError,
     JournalCorruptError,
+    JournalIOError,
     LeaseLostError,
 )
 from ..journal import AnyEvent, Event, Retried, RunFinished
@@ -100,7 +101,7 @@ class PgJournal:
         import asyncio  # with the event loop, not with tether's import
 
         self._lock = asyncio.Lock()
-        self._inflight: set[asyncio.Future[None]] = set()
+        self._inflight: set[asyncio.Future[bool]] = set()
         self._lost: str | None = None
         self._on_lost: list[Callable[[], None]] = []
         self._expiry: asyncio.TimerHandle | None = None
@@ -221,6 +222,29 @@ class PgJournal:
         On cancellation: the call raises at once, but a group already sent is still settled
         (committed and added to ``events``, or the handle marked), and ``aclose`` waits for it.
         """
+        written = await self._append(events, at, unless_queued=False)
+        assert written is not None
+        return written
+
+    async def append_unless_queued(
+        self, events: Iterable[Event], *, at: float | None = None
+    ) -> list[AnyEvent] | None:
+        """``append``, in one transaction with the lock of the run's inbox (the one a checked
+        post takes), unless answers wait there: then ``None``, nothing written. The one
+        group a person's answer writes: no other append of this handle may be under way.
+
+        Raises:
+            JournalIOError: another answer kept the run's inbox locked too long (nothing
+                written; the handle is as it was).
+            as ``append``.
+        """
+        if self._inflight:
+            raise RuntimeError(f"{self.path}: an append is under way")
+        return await self._append(events, at, unless_queued=True)
+
+    async def _append(
+        self, events: Iterable[Event], at: float | None, *, unless_queued: bool
+    ) -> list[AnyEvent] | None:
         self._check_writable()
         prepared = [await self._store.prepare(ev) for ev in events]
         self._check_writable()
@@ -230,15 +254,20 @@ class PgJournal:
         self._next_seq += len(stamped)
         import asyncio  # with the event loop, not with tether's import
 
-        task = asyncio.ensure_future(self._commit(stamped, payloads, finished))
+        task = asyncio.ensure_future(self._commit(stamped, payloads, finished, unless_queued))
         self._inflight.add(task)
         task.add_done_callback(_Settle(self._inflight))
-        await asyncio.shield(task)
-        return stamped
+        return stamped if await asyncio.shield(task) else None
 
     async def _commit(
-        self, stamped: list[AnyEvent], payloads: list[bytes], finished: str | None
-    ) -> None:
+        self,
+        stamped: list[AnyEvent],
+        payloads: list[bytes],
+        finished: str | None,
+        unless_queued: bool = False,
+    ) -> bool:
+        """Write the group; ``False`` (with ``unless_queued``) if it was not, answers waiting
+        in the run's inbox (its numbers are given back)."""
         async with self._lock:  # one group at a time per run, in call order
             if self._lost is not None:
                 raise LeaseLostError(self.path, self._lost)
@@ -246,10 +275,18 @@ class PgJournal:
                 raise JournalBrokenError(self.path, self._broken) from self._broken
             first = stamped[0].seq
             try:
-                landed = await self._store.append_rows(self, first, payloads, finished)
+                landed = await self._store.append_rows(
+                    self, first, payloads, finished, unless_queued=unless_queued
+                )
+            except JournalIOError:  # the inbox's lock was never had: nothing was sent
+                self._next_seq = first
+                raise
             except Exception as exc:
                 self._broken = exc
                 raise JournalBrokenError(self.path, exc) from exc
+            if landed is None:
+                self._next_seq = first
+                return False
             if not landed:
                 detail = await self._store.why_rejected(self)
                 self.mark_lost(detail)
@@ -257,6 +294,7 @@ class PgJournal:
             self._events.extend(stamped)
             if any(isinstance(ev, _WAKES) for ev in stamped):
                 self.answered = True  # written from outside: the workers should look at the run
+            return True
 
     async def fence(self) -> None:
         """Raise ``LeaseLostError`` unless this worker still holds the run.
@@ -299,10 +337,10 @@ class _Settle:
 
     __slots__ = ("inflight",)
 
-    def __init__(self, inflight: set[asyncio.Future[None]]) -> None:
+    def __init__(self, inflight: set[asyncio.Future[bool]]) -> None:
         self.inflight = inflight
 
-    def __call__(self, fut: asyncio.Future[None]) -> None:
+    def __call__(self, fut: asyncio.Future[bool]) -> None:
         self.inflight.discard(fut)
         if not fut.cancelled():
             fut.exception()

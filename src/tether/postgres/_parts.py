@@ -37,9 +37,16 @@ class StoreParts(Protocol):
         ...
 
     async def append_rows(
-        self, journal: PgJournal, first: int, payloads: list[bytes], finished: str | None
-    ) -> bool:
-        """The fenced append; ``False`` if it was rejected (a stale epoch)."""
+        self,
+        journal: PgJournal,
+        first: int,
+        payloads: list[bytes],
+        finished: str | None,
+        *,
+        unless_queued: bool = False,
+    ) -> bool | None:
+        """The fenced append; ``False`` if it was rejected (a stale epoch); with
+        ``unless_queued``, ``None`` if answers wait in the run's inbox (nothing written)."""
         ...
 
     async def why_rejected(self, journal: PgJournal) -> str: ...
@@ -51,5 +58,9 @@ class StoreParts(Protocol):
     async def release(self, journal: PgJournal) -> None: ...
 
     async def _send(self, backend: list[int], query: str, *args: Any) -> str: ...
+
+    async def _send_unless_queued(
+        self, backend: list[int], run_id: str, query: str, *args: Any
+    ) -> str | None: ...
 
     async def _retry(self, method: str, query: str, *args: Any) -> Any: ...

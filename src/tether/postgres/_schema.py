@@ -208,6 +208,10 @@ class Sql:
             "ORDER BY run_id, seq"
         )
         self.has_inbox = f"SELECT EXISTS (SELECT 1 FROM {s}.inbox WHERE run_id = $1)"
+        # The lock of a run's inbox (its key: ``inbox_key``), held to the end of the
+        # transaction: a checked post, and an answer appended by the journal's holder, take
+        # it, so that each is judged with the other.
+        self.lock_inbox = "SELECT pg_try_advisory_xact_lock(hashtext($1))"
         self.post = f"INSERT INTO {s}.inbox (run_id, payload) VALUES ($1, $2)"
         self.take_inbox = f"SELECT id, payload FROM {s}.inbox WHERE run_id = $1 ORDER BY id"
         self.advertise = (
@@ -237,6 +241,10 @@ class Sql:
             "ON CONFLICT (digest) DO NOTHING"
         )
         self.get_blob = f"SELECT data FROM {s}.blobs WHERE digest = $1"
+
+    def inbox_key(self, run_id: str) -> str:
+        """What ``lock_inbox`` locks for run ``run_id``'s inbox (one key space per schema)."""
+        return f"{self.schema}:inbox:{run_id}"
 
 
 async def migrate(pool: asyncpg.Pool[Any], sql: Sql, where: str) -> None:

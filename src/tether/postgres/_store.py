@@ -39,7 +39,16 @@ from .._errors import (
     RunExistsError,
     RunNotFoundError,
 )
-from ..journal import AnyEvent, BlobRef, Event, Redactor, RunStat, SecretRedactor, check_run_id
+from ..journal import (
+    AnyEvent,
+    BlobRef,
+    Event,
+    JournalHandle,
+    Redactor,
+    RunStat,
+    SecretRedactor,
+    check_run_id,
+)
 from ..journal._backend import (
     DEFAULT_BLOB_THRESHOLD,
     SUMMARY_CHARS,
@@ -405,15 +414,59 @@ class PostgresStore:
             whatever ``choose`` raises; RecordTooLargeError: as ``post``.
         """
         check_run_id(run_id)
-        key = f"{self.sql.schema}:inbox:{run_id}"
         deadline = time.monotonic() + POSTING_PATIENCE
         while True:
             async with self.pool.acquire() as conn, conn.transaction():
-                if await conn.fetchval("SELECT pg_try_advisory_xact_lock(hashtext($1))", key):
+                if await conn.fetchval(self.sql.lock_inbox, self.sql.inbox_key(run_id)):
                     return await self._post_chosen(conn, run_id, choose)
-            if time.monotonic() >= deadline:
-                stuck = still_queueing(POSTING_PATIENCE)
-                raise JournalIOError(self.location(run_id), "queue an answer", stuck)
+            self._wait_over(run_id, deadline, "queue an answer")
+            await anyio.sleep(POSTING_POLL)
+
+    def _wait_over(self, run_id: str, deadline: float, doing: str) -> None:
+        """Refuse, naming the wait, an answer that waited for the run's inbox past
+        ``deadline``: another answer kept it (a process paused while it queued one)."""
+        if time.monotonic() >= deadline:
+            stuck = still_queueing(POSTING_PATIENCE)
+            raise JournalIOError(self.location(run_id), doing, stuck)
+
+    async def append_unless_queued(
+        self, journal: JournalHandle, events: Sequence[Event], *, at: float | None = None
+    ) -> list[AnyEvent] | None:
+        """Append ``events`` to ``journal`` (a run this store holds) in one transaction with
+        the lock of the run's inbox, the one ``post_checked`` takes, unless answers wait
+        there (``None``: nothing appended). Lock, look and append share one connection, and
+        the lock goes with the transaction: a pool of one connection is enough, and a caller
+        cancelled leaves nothing locked. The lock is tried as ``post_checked`` tries it.
+
+        Raises:
+            JournalIOError: another answer kept the run's inbox for ``POSTING_PATIENCE`` s
+                (nothing appended).
+            whatever ``PgJournal.append`` raises.
+        """
+        if not isinstance(journal, PgJournal) or self._held.get(journal.run_id) is not journal:
+            raise ValueError(f"{journal.path} is not a run this PostgresStore holds")
+        return await journal.append_unless_queued(events, at=at)
+
+    async def _send_unless_queued(
+        self, backend: list[int], run_id: str, query: str, *args: Any
+    ) -> str | None:
+        """``_send``, in one transaction that first takes the lock of the run's inbox and
+        looks in it: ``None`` (nothing sent) if answers wait there. The lock is tried every
+        ``POSTING_POLL`` seconds on a connection taken for each try, as ``post_checked``
+        tries it, and given up after ``POSTING_PATIENCE`` (``JournalIOError``)."""
+        deadline = time.monotonic() + POSTING_PATIENCE
+        while True:
+            with _lease.settled():
+                async with self.pool.acquire() as conn, conn.transaction():
+                    if await conn.fetchval(self.sql.lock_inbox, self.sql.inbox_key(run_id)):
+                        if await conn.fetchval(self.sql.has_inbox, run_id):
+                            return None
+                        backend.append(conn.get_server_pid())
+                        status: str = await conn.execute(
+                            query, *args, timeout=self.statement_timeout
+                        )
+                        return status
+            self._wait_over(run_id, deadline, "record an answer")
             await anyio.sleep(POSTING_POLL)
 
     async def _post_chosen(
@@ -517,11 +570,20 @@ class PostgresStore:
         return BlobRef(digest=digest, size=len(data), summary=summary[:SUMMARY_CHARS])
 
     async def append_rows(
-        self, journal: PgJournal, first: int, payloads: list[bytes], finished: str | None
-    ) -> bool:
-        """Run the fenced append; ``False`` if it was rejected (stale epoch). A dropped
-        connection is settled by reading what landed (see ``_append``)."""
-        return await _append.append_rows(self, journal, first, payloads, finished)
+        self,
+        journal: PgJournal,
+        first: int,
+        payloads: list[bytes],
+        finished: str | None,
+        *,
+        unless_queued: bool = False,
+    ) -> bool | None:
+        """Run the fenced append; ``False`` if it was rejected (stale epoch); with
+        ``unless_queued``, ``None`` if answers wait in the run's inbox. A dropped connection
+        is settled by reading what landed (see ``_append``)."""
+        return await _append.append_rows(
+            self, journal, first, payloads, finished, unless_queued=unless_queued
+        )
 
     async def _send(self, backend: list[int], query: str, *args: Any) -> str:
         """Execute ``query`` on a pooled connection, noting its server process id first (the
