@@ -3,6 +3,7 @@ the CLI and the console, and what it acknowledges holds."""
 
 from __future__ import annotations
 
+import contextlib
 import pathlib
 import subprocess
 import sys
@@ -335,6 +336,94 @@ def race_approvals(env: Env, make_store: Callable[[], Store], where: list[str]) 
         assert recorded[run_id] == queued, run_id
 
 
+def test_an_approval_appended_slowly_and_a_rejection_queued_meanwhile_are_judged_together(
+    tmp_path: pathlib.Path,
+) -> None:
+    """``tether approve`` opens the parked run and checks the approval, and its write is slow
+    (a loaded machine); ``tether reject`` of the same call, from a process of its own, finds
+    the journal held, and goes to the run's inbox meanwhile. It is judged with the approval,
+    refused naming it, and never told "queued" (checked against the journal without the
+    approval, it was, and the next worker then dropped it)."""
+    env = Env(tmp_path / "store")
+    race_a_slow_answer(env, env.store, ["--root", env.r], tmp_path / "marks")
+
+
+GRACE = 1.5
+"""Seconds the queued answer is given to be acknowledged before the slow one is let through
+(well inside the inbox's patience, ``PATIENCE``): unhindered, queueing takes milliseconds."""
+
+
+def race_a_slow_answer(
+    env: Env, make_store: Callable[[], Store], where: list[str], marks: pathlib.Path
+) -> None:
+    """Park a run for the approval of one call in the store ``make_store`` opens; approve it
+    with a slow append (``_slow_answer``) and, inside that window, reject it from another
+    process (``where``: the store's options); check what each was told against what the
+    next worker records."""
+    run_id = "slow-race"
+    marks.mkdir()
+    approving, rejecting = marks / "approve", marks / "reject"
+
+    async def park() -> None:
+        async with Supervisor(make_store(), model=env.model(), tools=env.tools()) as sup:
+            await sup.start(run_id, "refund o-1")
+            assert (await sup.wait(run_id, timeout=30)).value == "waiting_for_approval"
+
+    def answer(mode: str, mark: pathlib.Path, verb: str, by: str) -> subprocess.Popen[str]:
+        argv = [verb, *where, run_id, REFUND_CALL, "--by", by]
+        return subprocess.Popen(
+            [sys.executable, "-m", "tests.operate._slow_answer", mode, str(mark), *argv],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+
+    async def reached(mark: pathlib.Path, proc: subprocess.Popen[str]) -> None:
+        with anyio.fail_after(60):
+            while not mark.exists():
+                assert proc.poll() is None, proc.communicate()[0]
+                await anyio.sleep(0.01)
+
+    async def ended(proc: subprocess.Popen[str]) -> tuple[int, str]:
+        out, _ = await anyio.to_thread.run_sync(proc.communicate, None, 60)
+        return proc.returncode, out
+
+    async def race() -> dict[str, tuple[int, str]]:
+        said: dict[str, tuple[int, str]] = {}
+        slow = answer("slow-append", approving, "approve", "priya")
+        try:
+            await reached(approving, slow)  # checked, the journal held: its write waits
+            other = answer("mark-queue", rejecting, "reject", "sam")
+            try:
+                await reached(rejecting, other)  # it found the journal held: to the inbox
+                with anyio.move_on_after(GRACE):
+                    while other.poll() is None:
+                        await anyio.sleep(0.01)
+            finally:
+                approving.with_suffix(".go").write_text("go")
+                said["sam"] = await ended(other)
+        finally:
+            said["priya"] = await ended(slow)
+        return said
+
+    async def resume() -> list[str]:
+        async with Supervisor(make_store(), model=env.model(), tools=env.tools()) as sup:
+            assert (await sup.wait(run_id, timeout=30)).value == "done"
+        async with make_store() as store:
+            return [e.by for e in await store.read(run_id) if isinstance(e, Decision)]
+
+    anyio.run(park)
+    said = anyio.run(race)
+    recorded = anyio.run(resume)
+    (code, out), (other_code, other_out) = said["priya"], said["sam"]
+    assert (code, out.startswith("recorded: ")) == (0, True), said
+    assert other_code != 0, said
+    assert "already approved by priya" in other_out, said
+    assert recorded == ["priya"]
+    assert env.refunds == ["o-1"]
+
+
 async def test_many_answers_at_once_for_runs_held_elsewhere_are_all_queued(env: Env) -> None:
     """Answers at the pace of a webhook burst, each for another held run: none waits for
     another's (a lock of the whole store made 1,285 of 1,500 fail, waiting)."""
@@ -366,11 +455,13 @@ async def answer_a_burst(make: Callable[[], Store], other: Callable[[], Store], 
             await journal.aclose()
 
 
+@pytest.mark.parametrize("held", [True, False], ids=["run held: queued", "run free: appended"])
 async def test_an_answer_gives_up_on_an_inbox_another_keeps_locked(
-    env: Env, monkeypatch: pytest.MonkeyPatch
+    env: Env, monkeypatch: pytest.MonkeyPatch, held: bool
 ) -> None:
     """A post stopped while it held the run's inbox (a process paused, say): an answer for
-    the held run waits for the inbox's lock a bounded time, then is refused, naming the wait."""
+    the run, held (to be queued) or not (to be appended under the inbox's lock), waits for
+    the inbox's lock a bounded time, then is refused, naming the wait, nothing written."""
     import fcntl
     import os
 
@@ -381,11 +472,15 @@ async def test_an_answer_gives_up_on_an_inbox_another_keeps_locked(
     fd = os.open(inbox, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        async with FileStore(env.root) as store, await store.open(APPROVE):
+        async with contextlib.AsyncExitStack() as stack:
+            store = await stack.enter_async_context(FileStore(env.root))
+            if held:
+                await stack.enter_async_context(await store.open(APPROVE))
             with pytest.raises(JournalIOError, match=r"still being queued after 0\.3 s"):
                 await operate.decide(store, APPROVE, REFUND_CALL, approved=True, by="priya")
+            assert [e for e in await env.events(APPROVE) if isinstance(e, Decision)] == []
             fcntl.flock(fd, fcntl.LOCK_UN)
             done = await operate.decide(store, APPROVE, REFUND_CALL, approved=True, by="priya")
-            assert done.queued
+            assert done.queued is held
     finally:
         os.close(fd)

@@ -15,7 +15,7 @@ from tether.postgres import PostgresStore
 from tether.supervisor import RunStatus, Supervisor
 
 from ..cli._stores import Env
-from ..operate.test_verbs import answer_a_burst, race_approvals
+from ..operate.test_verbs import answer_a_burst, race_a_slow_answer, race_approvals
 from ..supervisor._helpers import delivery_app, gated_tools, lookup_and_send_model
 
 use = tether.ScriptedModel.tool_use
@@ -204,6 +204,20 @@ def test_an_approval_and_a_rejection_raced_by_two_processes_while_a_worker_holds
     )
 
 
+def test_an_approval_appended_slowly_and_a_rejection_queued_meanwhile_are_judged_together(
+    tmp_path: pathlib.Path, pg_dsn: str, pg_schema: str
+) -> None:
+    """As on files (``tests/operate/test_verbs.py``): the approval's append statement is slow;
+    the rejection, queued meanwhile from another process, is refused naming the approval."""
+    env = Env(tmp_path / "unused")
+    race_a_slow_answer(
+        env,
+        lambda: PostgresStore(pg_dsn, schema=pg_schema),
+        ["--store", pg_dsn, "--schema", pg_schema],
+        tmp_path / "marks",
+    )
+
+
 @pytest.mark.parametrize("pool_size", [16, 1])
 async def test_an_answer_waits_for_the_posters_lock_and_gives_up_naming_the_wait(
     pg_dsn: str, pg_schema: str, monkeypatch: pytest.MonkeyPatch, pool_size: int
@@ -236,6 +250,41 @@ async def test_an_answer_waits_for_the_posters_lock_and_gives_up_naming_the_wait
             await other.execute("SELECT pg_advisory_unlock(hashtext($1))", key)
             done = await operate.decide(store, "run-1", "toolu_2", approved=True, by="priya")
             assert done.queued
+    finally:
+        await other.close()
+
+
+@pytest.mark.parametrize("pool_size", [16, 1])
+async def test_an_answer_appended_waits_for_the_inbox_lock_and_gives_up_naming_the_wait(
+    pg_dsn: str, pg_schema: str, monkeypatch: pytest.MonkeyPatch, pool_size: int
+) -> None:
+    """Nobody holds the run, so the answer is appended, under the lock of its inbox, which
+    another session holds: it waits and is refused, nothing written; let go, it is recorded
+    (with a pool of one connection too: the lock, the look and the append share one)."""
+    import asyncpg
+
+    from tether import JournalIOError, operate
+
+    monkeypatch.setattr("tether.postgres._store.POSTING_PATIENCE", 0.3)
+    gate = anyio.Event()
+    gate.set()
+    tools, model = gated_tools([], gate), lookup_and_send_model()
+    async with Supervisor(PostgresStore(pg_dsn, schema=pg_schema), model=model, tools=tools) as sup:
+        await sup.start("run-1", "go")
+        assert await sup.wait("run-1", timeout=10) is RunStatus.WAITING_FOR_APPROVAL
+    other = await asyncpg.connect(pg_dsn)
+    try:
+        key = f"{pg_schema}:inbox:run-1"
+        assert await other.fetchval("SELECT pg_try_advisory_lock(hashtext($1))", key)
+        async with PostgresStore(pg_dsn, schema=pg_schema, pool_size=pool_size) as store:
+            with pytest.raises(JournalIOError, match=r"still being queued after 0\.3 s"):
+                await operate.decide(store, "run-1", "toolu_2", approved=True, by="priya")
+            assert [e for e in await store.read("run-1") if isinstance(e, Decision)] == []
+            await other.execute("SELECT pg_advisory_unlock(hashtext($1))", key)
+            done = await operate.decide(store, "run-1", "toolu_2", approved=True, by="priya")
+            assert not done.queued
+            assert done.record.seq > 0
+            assert await store.holder("run-1") is None  # the answer's hold let go
     finally:
         await other.close()
 

@@ -5,7 +5,8 @@ One check serves every way an answer arrives: ``Supervisor.decide``/``resolve``/
 owner checks again when it folds them in (so an answer delivered twice is ignored the second
 time). It reads only the journal (the contracts the run pinned) and the time, never the
 application. ``record_answer`` is the one way an answer reaches a store: checked, then appended
-under the run's write lock, or queued in its inbox while another process holds the run; a
+under the run's write lock and its inbox's lock (``Store.append_unless_queued``), or checked and
+queued in its inbox under that same inbox lock while another process holds the run; a
 signal the run already has (``repeated``) is acknowledged and neither. ``fold_inbox`` is how
 the owner takes the queued answers in.
 """
@@ -255,8 +256,9 @@ async def record_answer(
             caller's ``by=5``): nothing written or queued (``check_types``).
         RecordTooLargeError: the journal could not hold the answer (nothing written or queued).
         JournalCorruptError, JournalVersionError: the journal cannot be read.
-        JournalIOError, JournalBrokenError, OSError: the store failed; for a broken journal
-            the answer may or may not have been recorded.
+        JournalIOError, JournalBrokenError, OSError: the store failed, or another answer
+            kept the run's inbox locked for its patience (10 s; nothing written or queued);
+            for a broken journal the answer may or may not have been recorded.
 
     Cancellation while the record is being appended leaves it recorded or not (the journal
     decides, never half); the caller learns nothing either way.
@@ -305,19 +307,28 @@ async def record_answer(
             return await queue(behind=False)
         async with journal:
             state = fold(journal.events)
-            if await store.peek_inbox(run_id):
+            try:
+                record = checked(state)
+            except RunStateError:
+                if await store.peek_inbox(run_id):
+                    return await queue(behind=True)  # it may fit the run they leave (below)
+                raise  # (refused as the run stood: nothing written, no promise broken)
+            if record is None:
+                return Recorded(build(state), state, repeated=True)
+            ahead = [] if before is None else before(state)
+            # Appended under the lock of the run's inbox, the one a queued answer is checked
+            # under (``queue``): an answer given at the same moment by another process, which
+            # found the journal held by this one, is checked against this record, never
+            # against the journal without it (acknowledged, then dropped by the holder).
+            appended = await store.append_unless_queued(journal, [*ahead, record], at=clock())
+            if appended is None:
                 # Acknowledged as queued while a process held the run, which stopped before
                 # it recorded them: this answer goes behind them, so that none is judged
                 # without the others (a rejection recorded now would have made a queued
                 # approval of the same call be dropped) and they are recorded in the order
                 # they were given.
                 return await queue(behind=True)
-            record = checked(state)
-            if record is None:
-                return Recorded(build(state), state, repeated=True)
-            ahead = [] if before is None else before(state)
-            *_, written = await journal.append([*ahead, record], at=clock())
-        return Recorded(written, state)
+        return Recorded(appended[-1], state)
 
 
 BUSY_TRIES = 6
