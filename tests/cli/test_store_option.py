@@ -563,6 +563,6 @@ def test_worker_says_when_it_creates_a_new_store(
         assert said == []
     else:
         assert said == [
-            f"{root} did not exist: serving a new, empty store there (if you meant an existing "
+            f"{root} did not exist: a new, empty store is made there (if you meant an existing "
             "store, stop this worker and check --root)"
         ]

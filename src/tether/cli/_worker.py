@@ -179,7 +179,7 @@ def _say_if_new(args: argparse.Namespace) -> None:
     spec = store_spec(args)
     if not uses_postgres(args) and not os.path.lexists(spec):
         log.warning(
-            "%s did not exist: serving a new, empty store there (if you meant an existing "
+            "%s did not exist: a new, empty store is made there (if you meant an existing "
             "store, stop this worker and check %s)",
             os.path.abspath(spec),
             "--root" if args.store is None else "--store",
