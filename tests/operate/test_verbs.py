@@ -386,7 +386,12 @@ def race_a_slow_answer(
                 await anyio.sleep(0.01)
 
     async def ended(proc: subprocess.Popen[str]) -> tuple[int, str]:
-        out, _ = await anyio.to_thread.run_sync(proc.communicate, None, 60)
+        try:
+            out, _ = await anyio.to_thread.run_sync(proc.communicate, None, 60)
+        except subprocess.TimeoutExpired:
+            proc.kill()  # nothing left behind by a failing race
+            out, _ = proc.communicate()
+            raise AssertionError(f"{proc.args!r} did not end: {out}") from None
         return proc.returncode, out
 
     async def race() -> dict[str, tuple[int, str]]:
@@ -404,6 +409,7 @@ def race_a_slow_answer(
                 approving.with_suffix(".go").write_text("go")
                 said["sam"] = await ended(other)
         finally:
+            approving.with_suffix(".go").write_text("go")  # (also when the race failed early)
             said["priya"] = await ended(slow)
         return said
 

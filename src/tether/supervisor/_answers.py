@@ -310,7 +310,9 @@ async def record_answer(
             try:
                 record = checked(state)
             except RunStateError:
-                if await store.peek_inbox(run_id):
+                # Only where answers wait (a look that takes no lock): reading the inbox waits
+                # for its lock, which a poster stopped mid-post could keep for good.
+                if await store.has_inbox(run_id) and await store.peek_inbox(run_id):
                     return await queue(behind=True)  # it may fit the run they leave (below)
                 raise  # (refused as the run stood: nothing written, no promise broken)
             if record is None:
