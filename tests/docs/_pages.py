@@ -1,7 +1,7 @@
 """Read the site's pages as a reader would run them: every fenced block, in order.
 
-A page of the tutorial or the how-to guides is run top to bottom in an empty directory of its
-own, as a newcomer following it would:
+A page of the tutorial or the how-to guides (the integrations' pages among them) is run top to
+bottom in an empty directory of its own, as a newcomer following it would:
 
 - a block with a title (```` ```python title="support.py" ````) is a file to save: it is
   written there under that name;
@@ -44,7 +44,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = REPO / "docs"
-RUN_PAGES = ("tutorial", "how-to")
+RUN_PAGES = ("tutorial", "how-to", "integrations")  # the integrations are how-to guides
 
 FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,})(?P<info>.*)$")
 SNIPPET = re.compile(r'^\s*-{1,}8<-{1,}\s+"(?P<path>[^"]+)"\s*$')
@@ -177,7 +177,7 @@ def read_page(path: Path) -> Page:
 
 
 def run_pages() -> list[Path]:
-    """The pages whose blocks are run: the tutorial's and the how-to guides'."""
+    """The pages whose blocks are run: the tutorial's and the how-to guides' (integrations' too)."""
     return sorted(p for d in RUN_PAGES for p in (DOCS / d).glob("*.md"))
 
 

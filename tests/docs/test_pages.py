@@ -1,4 +1,5 @@
-"""Every code block of the tutorial and the how-to guides runs as written, or says why not.
+"""Every code block of the tutorial and the how-to guides (integrations too) runs as written,
+or says why not.
 
 See ``_pages.py`` for how a page is read and run. Each page runs in a fresh directory with no
 API key in its environment (so the examples' scripted models answer), with the ``python`` and
