@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import pathlib
 from collections import Counter
 
@@ -219,12 +220,14 @@ def test_an_approval_appended_slowly_and_a_rejection_queued_meanwhile_are_judged
 
 
 @pytest.mark.parametrize("pool_size", [16, 1])
-async def test_an_answer_waits_for_the_posters_lock_and_gives_up_naming_the_wait(
-    pg_dsn: str, pg_schema: str, monkeypatch: pytest.MonkeyPatch, pool_size: int
+@pytest.mark.parametrize("held", [True, False], ids=["held: queued", "free: appended"])
+async def test_an_answer_waits_for_the_inbox_lock_and_gives_up_naming_the_wait(
+    pg_dsn: str, pg_schema: str, monkeypatch: pytest.MonkeyPatch, pool_size: int, held: bool
 ) -> None:
-    """Another session holds the lock on the run's inbox: an answer for the held run waits
-    for it and is refused, nothing queued, once it has waited too long; let go, it is queued
-    (with a pool of one connection too: the lock, the reads and the post share one)."""
+    """Another session holds the lock on the run's inbox: an answer waits for it, queued for
+    a held run or appended under that lock for a free one, and is refused, nothing queued or
+    written, once it has waited too long; let go, it is queued or recorded (with a pool of one
+    connection too: the lock, the reads and the post or the append share one)."""
     import asyncpg
 
     from tether import JournalIOError, operate
@@ -240,51 +243,22 @@ async def test_an_answer_waits_for_the_posters_lock_and_gives_up_naming_the_wait
     try:
         key = f"{pg_schema}:inbox:run-1"
         assert await other.fetchval("SELECT pg_try_advisory_lock(hashtext($1))", key)
-        async with (
-            PostgresStore(pg_dsn, schema=pg_schema, pool_size=pool_size) as store,
-            await store.open("run-1"),
-        ):
+        async with contextlib.AsyncExitStack() as stack:
+            store = await stack.enter_async_context(
+                PostgresStore(pg_dsn, schema=pg_schema, pool_size=pool_size)
+            )
+            if held:
+                await stack.enter_async_context(await store.open("run-1"))
             with pytest.raises(JournalIOError, match=r"still being queued after 0\.3 s"):
                 await operate.decide(store, "run-1", "toolu_2", approved=True, by="priya")
             assert await store.peek_inbox("run-1") == []
-            await other.execute("SELECT pg_advisory_unlock(hashtext($1))", key)
-            done = await operate.decide(store, "run-1", "toolu_2", approved=True, by="priya")
-            assert done.queued
-    finally:
-        await other.close()
-
-
-@pytest.mark.parametrize("pool_size", [16, 1])
-async def test_an_answer_appended_waits_for_the_inbox_lock_and_gives_up_naming_the_wait(
-    pg_dsn: str, pg_schema: str, monkeypatch: pytest.MonkeyPatch, pool_size: int
-) -> None:
-    """Nobody holds the run, so the answer is appended, under the lock of its inbox, which
-    another session holds: it waits and is refused, nothing written; let go, it is recorded
-    (with a pool of one connection too: the lock, the look and the append share one)."""
-    import asyncpg
-
-    from tether import JournalIOError, operate
-
-    monkeypatch.setattr("tether.postgres._store.POSTING_PATIENCE", 0.3)
-    gate = anyio.Event()
-    gate.set()
-    tools, model = gated_tools([], gate), lookup_and_send_model()
-    async with Supervisor(PostgresStore(pg_dsn, schema=pg_schema), model=model, tools=tools) as sup:
-        await sup.start("run-1", "go")
-        assert await sup.wait("run-1", timeout=10) is RunStatus.WAITING_FOR_APPROVAL
-    other = await asyncpg.connect(pg_dsn)
-    try:
-        key = f"{pg_schema}:inbox:run-1"
-        assert await other.fetchval("SELECT pg_try_advisory_lock(hashtext($1))", key)
-        async with PostgresStore(pg_dsn, schema=pg_schema, pool_size=pool_size) as store:
-            with pytest.raises(JournalIOError, match=r"still being queued after 0\.3 s"):
-                await operate.decide(store, "run-1", "toolu_2", approved=True, by="priya")
             assert [e for e in await store.read("run-1") if isinstance(e, Decision)] == []
             await other.execute("SELECT pg_advisory_unlock(hashtext($1))", key)
             done = await operate.decide(store, "run-1", "toolu_2", approved=True, by="priya")
-            assert not done.queued
-            assert done.record.seq > 0
-            assert await store.holder("run-1") is None  # the answer's hold let go
+            assert done.queued is held
+            if not held:
+                assert done.record.seq > 0
+                assert await store.holder("run-1") is None  # the answer's hold let go
     finally:
         await other.close()
 
