@@ -298,15 +298,22 @@ class ModelFailed(Event, frozen=True, kw_only=True, tag="model_failed"):
 
 class ToolFailed(Event, frozen=True, kw_only=True, tag="tool_failed"):
     """One attempt of a tool call ended without a result the run keeps: an error the tool
-    declared worth retrying (``retry_on``), or a timeout (``timed_out``: its outcome is
-    unknown). What comes next (another attempt at ``retry_at``, an escalation, an error result)
-    is the call's replay decision."""
+    declared worth retrying (``retry_on``), a timeout (``timed_out``: its outcome is
+    unknown), or a service that could not be reached (``unsent``: nothing was sent, so the
+    attempt had no effect). What comes next (another attempt at ``retry_at``, an escalation,
+    an error result) is the call's replay decision.
+
+    ``unsent`` attempts are tried again without limit and count against neither the tool's
+    ``retries`` nor the run's ``max_tool_calls``: an outage is not the run's doing. Such a
+    record never has ``timed_out``, so a reader from before the field (which ignores it)
+    takes it as a failure in ``retry_on``: safe to run again, which it is."""
 
     call_id: str
     attempt: int
     error: str
     timed_out: bool = False
     retry_at: float | None = None
+    unsent: bool = False
 
 
 class Parked(Event, frozen=True, kw_only=True, tag="parked"):
