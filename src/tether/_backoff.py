@@ -28,6 +28,10 @@ MODEL_RETRY = Backoff(first=1.0, cap=60.0)
 TOOL_RETRY = Backoff(first=1.0, cap=30.0)
 """Between attempts of a tool call that timed out or raised one of its ``retry_on``."""
 
+SERVICE_RETRY = Backoff(first=1.0, cap=60.0)
+"""Between attempts of a tool call whose service could not be reached (nothing was sent): as
+for a model that is down, tried again for as long as it takes."""
+
 STORE_RETRY_CAP = 30.0
 """The longest wait between attempts to reach a store that failed (a full disk, an outage)."""
 

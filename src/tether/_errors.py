@@ -385,8 +385,12 @@ class OutcomeUnknownError(ToolError):
 class ToolUnavailableError(ToolError):
     """The tool could not reach what it calls (a server that is down), and nothing was sent.
 
-    A known failure: in a tool's ``retry_on`` it is tried again whatever the policy; otherwise
-    it is the call's error result. Tools from MCP servers raise it when no session can be had.
+    Raise it from a tool only when nothing of the call left the process. The attempt is
+    journaled as never sent (``tool_failed`` with ``unsent``), and the run rests and tries
+    the call again (1 s doubling to 60 s), whatever its policy and ``retry_on``, for as long
+    as the service stays down: an outage is not the run's fault, so it never becomes the
+    call's error result, and spends neither the tool's ``retries`` nor the run's
+    ``max_tool_calls``. Tools from MCP servers raise it when no session can be had.
     """
 
 

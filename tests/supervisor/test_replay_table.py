@@ -101,6 +101,19 @@ started = ToolStarted(call_id=CALL, attempt=1)
 timed_out = ToolFailed(call_id=CALL, attempt=1, error="timed out after 5 s", timed_out=True)
 
 
+def unsent(attempts: int, retry_at: float) -> list[Event]:
+    """``attempts`` attempts that never reached the tool's service, the last one's next try at
+    ``retry_at``."""
+    events: list[Event] = []
+    for n in range(1, attempts + 1):
+        at = retry_at if n == attempts else NOW - 100
+        events += [
+            ToolStarted(call_id=CALL, attempt=n),
+            ToolFailed(call_id=CALL, attempt=n, error="down", retry_at=at, unsent=True),
+        ]
+    return events
+
+
 @pytest.mark.parametrize(
     ("tool", "events", "want"),
     [
@@ -142,6 +155,13 @@ timed_out = ToolFailed(call_id=CALL, attempt=1, error="timed out after 5 s", tim
             [started, ToolFailed(call_id=CALL, attempt=1, error="e", retry_at=NOW - 1)],
             Run(2),
         ),
+        # a service that could not be reached (nothing sent): rest, then again, whatever
+        # the policy and however many retries the tool has (none, here) or attempts it took
+        ("escalate_tool", unsent(1, NOW + 5), Rest()),
+        ("escalate_tool", unsent(1, NOW - 1), Run(2)),
+        ("verify_tool", unsent(7, NOW - 1), Run(8)),
+        ("rerun_tool", unsent(3, NOW + 60), Rest()),
+        ("flaky", unsent(4, NOW), Run(5)),
         # timeouts: an unknown outcome, through the policy while retries are left
         ("slow_rerun", [started, timed_out], Run(2)),
         ("slow_escalate", [started, timed_out], Escalate),
@@ -188,6 +208,42 @@ def test_a_call_with_bad_arguments_gets_an_error_result() -> None:
     got = step_for("rerun_tool", [], args={"nope": 1})
     assert isinstance(got, Record)
     assert "invalid arguments for rerun_tool" in str(got.records[0])
+
+
+def test_attempts_never_sent_spend_no_retry_and_no_tool_call() -> None:
+    """The fold counts only what reached the tool's service: ``max_tool_calls`` and the
+    tool's ``retries`` are spent by the attempts that were sent, and the status names what
+    the run waits for, until the next try."""
+    started_ = RunStarted(run_id="r", manifest=manifest_for(MODEL, TOOLS), messages=[])
+    block = {"type": "tool_use", "id": CALL, "name": "flaky", "input": {"order": "o-1"}}
+    answer = ModelResponse(message={"role": "assistant", "content": [block]}, at=NOW - 10)
+    down = "tool 'flaky': connection refused"
+    events: list[Event] = [
+        started_,
+        answer,
+        ToolStarted(call_id=CALL, attempt=1),
+        ToolFailed(call_id=CALL, attempt=1, error="ConnectionError: reset", retry_at=NOW - 50),
+        ToolStarted(call_id=CALL, attempt=2),
+        ToolFailed(call_id=CALL, attempt=2, error=down, retry_at=NOW - 20, unsent=True),
+        ToolStarted(call_id=CALL, attempt=3),
+        ToolFailed(call_id=CALL, attempt=3, error=down, retry_at=NOW + 30, unsent=True),
+    ]
+    journal: list[AnyEvent] = [
+        msgspec.structs.replace(e, seq=i)  # type: ignore[misc]
+        for i, e in enumerate(events)
+    ]
+    state = fold(journal)
+    call = state.calls[CALL]
+    assert (call.attempts, call.failures, call.unsent) == (3, 1, 2)
+    assert state.tool_calls == 1  # attempt 1 was sent; 2 and 3 never left the process
+    standing = run_status(state, NOW)
+    assert standing.status is RunStatus.SLEEPING
+    assert standing.wake_at == NOW + 30
+    assert standing.reason == (
+        "flaky (toolu_1) waiting for its service: tool 'flaky': connection refused; nothing "
+        "was sent (tried 2 times in a row); next try at 1970-01-01 00:17:10 UTC"
+    )
+    assert run_status(state, NOW + 30).status is RunStatus.RUNNING
 
 
 _waits = st.one_of(

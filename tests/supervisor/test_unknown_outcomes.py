@@ -105,24 +105,3 @@ async def test_without_retries_a_rerun_call_gets_an_error_result(tmp_path: pathl
     assert not result.ok
     assert result.content == "the connection was lost mid-call (after 1 attempts)"
     assert [s.attempt for s in of_type(events, ToolStarted)] == [1]
-
-
-async def test_unavailable_in_retry_on_runs_again_whatever_the_policy(
-    tmp_path: pathlib.Path,
-) -> None:
-    attempts: list[int] = []
-    tools = tether.ToolRegistry()
-
-    @tools.tool(policy="escalate", retries=2, retry_on=tether.ToolUnavailableError)
-    async def act(item: str, ctx: tether.ToolContext) -> str:
-        """Act on an item."""
-        attempts.append(ctx.attempt)
-        if ctx.attempt < 3:
-            raise tether.ToolUnavailableError("act", "the server is down; nothing was sent")
-        return "acted"
-
-    view = await run_to_rest(tmp_path, tools)
-    assert view.status is RunStatus.DONE
-    assert attempts == [1, 2, 3]
-    failed = of_type(await read_events(tmp_path, RUN), ToolFailed)
-    assert [f.timed_out for f in failed] == [False, False]

@@ -163,7 +163,11 @@ def describe(event: AnyEvent, names: dict[str, str], limit: int = 100) -> str:
             return shorten(text, limit)
         case ToolFailed():
             what = "ended, outcome unknown" if event.timed_out else "failed"
+            if event.unsent:
+                what = "not sent (its service could not be reached)"
             text = f"{tool(event.call_id)} attempt {event.attempt} {what}: {event.error}"
+            if event.unsent and event.retry_at is not None:
+                text += f"; tried again at +{max(0.0, event.retry_at - event.at):.1f}s"
             return shorten(text, limit)
         case Parked():
             return shorten(f"needs_attention ({event.cause}): {event.reason}", limit)

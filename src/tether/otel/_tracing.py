@@ -297,6 +297,10 @@ class _ToolSpan:
             if self.capture:
                 content = outcome.content if outcome.blob is None else outcome.blob.summary
                 span.set_attribute("gen_ai.tool.call.result", value_json(content))
+        elif isinstance(outcome, ToolFailed) and outcome.unsent:
+            span.set_attribute("tether.outcome", "unsent")
+            span.set_attribute("error.type", "tool_unavailable")
+            span.set_status(Status(StatusCode.ERROR))
         elif isinstance(outcome, ToolFailed):
             unknown = outcome.timed_out
             span.set_attribute("tether.outcome", "unknown" if unknown else "failed")

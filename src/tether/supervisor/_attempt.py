@@ -10,6 +10,12 @@ which the replay decision treats like a call whose process died, under the tool'
 ``timed_out`` is the field an older reader already takes as "outcome unknown", so such a
 journal never reads to it as a failure that is safe to run again. An exception in the tool's
 ``retry_on`` is a known failure: ``tool_failed`` without ``timed_out``.
+
+``ToolUnavailableError`` (the tool's service could not be reached: nothing was sent) is known
+to have had no effect, from any tool, in ``retry_on`` or not: ``tool_failed`` with ``unsent``,
+its next try after a backoff of its own (1 s doubling to 60 s, ``SERVICE_RETRY``). The run
+rests until then and tries again for as long as the service is down: an outage is not the
+run's doing (docs/design.md invariant 9).
 """
 
 from __future__ import annotations
@@ -22,8 +28,8 @@ from typing import Any
 
 import anyio
 
-from .._backoff import TOOL_RETRY
-from .._errors import OutcomeUnknownError
+from .._backoff import SERVICE_RETRY, TOOL_RETRY
+from .._errors import OutcomeUnknownError, ToolUnavailableError
 from ..journal import MAX_RUN_ID_LEN as MAX_RUN_ID
 from ..journal import Event, ToolFailed, ToolResult, Waiting
 from ..tools import ContentBlocks, ToolContext, ToolSpec, Wait
@@ -43,8 +49,9 @@ async def attempt(
 ) -> Event:
     """Run one attempt (``ctx.attempt``) of ``call`` and return the record of how it ended.
 
-    A timeout (``spec.timeout``, on ``clock``), ``OutcomeUnknownError`` and an exception in
-    ``spec.retry_on`` give ``tool_failed`` (what comes next is the call's replay decision);
+    A timeout (``spec.timeout``, on ``clock``), ``OutcomeUnknownError``,
+    ``ToolUnavailableError`` (``unsent``) and an exception in ``spec.retry_on`` give
+    ``tool_failed`` (what comes next is the call's replay decision);
     anything else the tool raises is an error result. A wait the tool asks for with a
     duration (``sleep_for``, a ``wait_for`` timeout) is fixed in ``clock``'s time here.
 
@@ -67,6 +74,8 @@ async def attempt(
         return error_result(call, "the tool raised CancelledError (nothing cancelled it)")
     except OutcomeUnknownError as exc:  # it may have happened: the policy decides, as after a crash
         return failed(call, spec, ctx, exc.reason, timed_out=True, clock=clock, jitter=jitter)
+    except ToolUnavailableError as exc:  # nothing was sent: wait for the service, then again
+        return unsent(call, ctx, str(exc), clock=clock, jitter=jitter)
     except BaseException as exc:  # the model hears what went wrong, as an error result
         if spec.retry_on and isinstance(exc, spec.retry_on):
             error = f"{type(exc).__name__}: {exc}"
@@ -93,6 +102,22 @@ def failed(
         error=error,
         timed_out=timed_out,
         retry_at=clock.time() + delay,
+    )
+
+
+def unsent(
+    call: Call, ctx: ToolContext, error: str, *, clock: Clock, jitter: Callable[[], float]
+) -> ToolFailed:
+    """The ``tool_failed`` record of an attempt that could not reach the tool's service, with
+    when the next goes: backoff by the attempts in a row that were never sent, whatever the
+    tool's ``retries`` (it is tried again for as long as it takes)."""
+    delay = SERVICE_RETRY.delay(call.unsent + 1, jitter)
+    return ToolFailed(
+        call_id=call.id,
+        attempt=ctx.attempt,
+        error=error,
+        retry_at=clock.time() + delay,
+        unsent=True,
     )
 
 

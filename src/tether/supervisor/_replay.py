@@ -19,6 +19,9 @@ never started (approved, or needs none)         ``Run`` attempt 1
 started, no outcome (its process stopped)       by policy: ``rerun``/``idempotency_key``:
                                                 ``Run`` again; ``verify``: ``Verify``;
                                                 ``escalate``: ``Escalate``
+last attempt could not reach the tool's         ``Rest`` until its ``retry_at`` (backoff, 1 s
+service (``ToolUnavailableError``: nothing      doubling to 60 s), then ``Run`` again: without
+was sent)                                       limit, whatever the policy; not a retry
 last attempt raised an error in ``retry_on``    ``Run`` again at its ``retry_at``
                                                 (``RetryAt`` until then); no retries left:
                                                 ``Record`` the error
@@ -84,7 +87,8 @@ class WaitForPerson:
 
 @dataclass(frozen=True)
 class Rest:
-    """The call waits for a time or an event (its run parks until then)."""
+    """The call waits for a time, an event, or its unreachable service's next try (its run
+    rests until then)."""
 
 
 @dataclass(frozen=True)
@@ -220,6 +224,8 @@ def _after_attempt(state: RunState, call: Call, spec: ToolSpec, now: float) -> S
             f"outcome unknown: {call.name} was started (attempt {call.attempts}) but its "
             "result was never recorded",
         )
+    if failed.unsent:  # its service was down and its rest is over: nothing to repeat
+        return Run(call.attempts + 1)
     retries_left = call.failures <= spec.retries
     if not failed.timed_out:  # an error the tool declared worth retrying
         if not retries_left:

@@ -103,13 +103,14 @@ def was_interrupted(state: RunState, now: float) -> bool:
     open_calls = [c for c in state.calls.values() if not c.done]
     if open_calls and all(_parked(state, c) for c in open_calls):
         # Parked for a person or for the world, and woken since: an approval deadline, a
-        # sleep's time, a signal, a child run's end. Its last owner stopped at a rest.
+        # sleep's time, a signal, a child run's end, an unreachable service's next try. Its
+        # last owner stopped at a rest.
         return False
     return run_status(state, now).status is RunStatus.RUNNING
 
 
 def _parked(state: RunState, call: Call) -> bool:
-    return call.wait is not None or _parked_for_approval(state, call)
+    return call.wait is not None or call.unreached is not None or _parked_for_approval(state, call)
 
 
 def _parked_for_approval(state: RunState, call: Call) -> bool:

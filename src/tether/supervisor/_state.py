@@ -70,8 +70,9 @@ class RunStatus(StrEnum):
 
     ``running`` is the only status that needs a task; every other one is a resting status
     (``sup.wait`` returns on it). ``waiting_for_approval`` and ``needs_attention`` wait for a
-    person; ``sleeping`` for the world: a time, an event or a child run's end (a call that
-    sleeps, waits for a signal or for its child);
+    person; ``sleeping`` for the world: a time, an event, a child run's end or a tool's
+    service that could not be reached (a call that sleeps, waits for a signal or for its
+    child, or waits to try its service again);
     ``done``, ``failed`` and ``cancelled`` are final.
     """
 
@@ -110,6 +111,10 @@ class Call:
     resolution: Resolved | None = None
     attempts_at_resolution: int = 0
     failures: int = 0
+    """Failed attempts that count against the tool's ``retries`` (an unsent one does not)."""
+    unsent: int = 0
+    """Attempts in a row that never reached the tool's service (``tool_failed`` with
+    ``unsent``): what the backoff between such attempts grows with."""
     last_failure: ToolFailed | None = None
     waiting: Waiting | None = None
 
@@ -147,6 +152,13 @@ class Call:
         return failed
 
     @property
+    def unreached(self) -> ToolFailed | None:
+        """The ``tool_failed`` record of the latest attempt if its service could not be
+        reached (nothing was sent): the call waits for the service, then runs again."""
+        failed = self.last_attempt_failed
+        return failed if failed is not None and failed.unsent else None
+
+    @property
     def escalated(self) -> bool:
         """Escalated and not yet resolved by a person."""
         return self.escalation is not None and self.resolution is None
@@ -162,6 +174,7 @@ class RunState:
     calls: dict[str, Call] = field(default_factory=dict)
     model_calls: int = 0
     tool_calls: int = 0
+    """Attempts of tool calls made (``tool_started``), less those that were never sent."""
     input_tokens: int = 0
     output_tokens: int = 0
     cache_creation_tokens: int = 0
@@ -291,8 +304,15 @@ class RunState:
                     self.signals[event.signal_id] = event
             case ToolFailed():
                 call = self._call(event.call_id)
-                call.failures += 1
                 call.last_failure = event
+                if event.unsent:
+                    # Nothing was sent: no retry, no tool call spent (an outage is not the
+                    # run's doing, docs/design.md invariant 9).
+                    call.unsent += 1
+                    self.tool_calls -= 1
+                else:
+                    call.failures += 1
+                    call.unsent = 0
             case Decision():
                 self._call(event.call_id).decision = event
             case Escalated():
@@ -304,6 +324,7 @@ class RunState:
                 call.resolution = event
                 call.attempts_at_resolution = call.attempts
                 call.failures = 0
+                call.unsent = 0
             case Resumed():
                 # Restarts are what the crash-loop count charges (a crash, the run's own
                 # error); a run resumed after a graceful stop, a store outage or by a second

@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
-from ..journal import ToolPin, ToolResult
+from ..journal import ToolFailed, ToolPin, ToolResult
 from ._state import Call, RunState, RunStatus
 
 
@@ -114,8 +114,13 @@ def wait_at(state: RunState, call: Call, now: float) -> Ended | Waits | None:
 
     A child run's wait ends when its end is recorded in the parent (its answer, or an error
     naming how it ended); an event's when a signal of that name is there (its payload, the
-    signal taken), else at its timeout; a sleep at its time (the result the tool gave).
+    signal taken), else at its timeout; a sleep at its time (the result the tool gave). A
+    call whose service could not be reached waits for it until its next try
+    (``service_wait``).
     """
+    unreached = call.unreached
+    if unreached is not None:
+        return service_wait(call, unreached, now)
     wait = call.wait
     if wait is None:
         return None
@@ -145,6 +150,21 @@ def wait_at(state: RunState, call: Call, now: float) -> Ended | Waits | None:
         return Waits(f"sleeping until {_when(wait.until)}", wait.until)
     timeout = "" if wait.until is None else f" (until {_when(wait.until)})"
     return Waits(f"waiting for event {wait.event}{timeout}", wait.until)
+
+
+def service_wait(call: Call, failed: ToolFailed, now: float) -> Waits | None:
+    """How ``call``, whose latest attempt could not reach its service (``failed``, nothing
+    sent), waits at ``now``: until its next try, which is when the replay decision runs it
+    again (``None`` once that time has come). The run rests meanwhile with no task, as for a
+    sleep, and says why in every view: the tool's own words for what it could not reach."""
+    if failed.retry_at is None or now >= failed.retry_at:
+        return None
+    tries = "once" if call.unsent == 1 else f"{call.unsent} times in a row"
+    return Waits(
+        f"waiting for its service: {failed.error}; nothing was sent (tried {tries}); next "
+        f"try at {_when(failed.retry_at)}",
+        failed.retry_at,
+    )
 
 
 def world_wait(state: RunState, call: Call, now: float) -> tuple[str, float | None] | None:
