@@ -15,6 +15,7 @@ from typing import Any
 import anyio
 
 from tether.mcp import MCPServer
+from tether.supervisor import RunStatus, Supervisor
 
 SERVER = Path(__file__).with_name("_server.py")
 WAIT = 20.0
@@ -42,6 +43,19 @@ async def until_in_ledger(world: Path, line: str, count: int = 1) -> None:
     """Wait until ``line`` is in the ledger ``count`` times (the server is inside the call)."""
     with anyio.fail_after(WAIT):
         while ledger(world).count(line) < count:
+            await anyio.sleep(0.02)
+
+
+async def until_status(sup: Supervisor, run_id: str, want: RunStatus, words: str = "") -> str:
+    """Wait until the run's status is ``want`` (with ``words`` in its reason): its reason.
+
+    Not ``sup.wait``: a run that waits for an unreachable server rests (``sleeping``) between
+    tries, and a test of it waits for what comes after."""
+    with anyio.fail_after(WAIT):
+        while True:
+            view = await sup.inspect(run_id)
+            if view.status is want and words in view.reason:
+                return view.reason
             await anyio.sleep(0.02)
 
 

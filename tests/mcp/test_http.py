@@ -12,7 +12,7 @@ from tether.mcp import MCPServer
 from tether.supervisor import RunStatus, Supervisor
 
 from ..supervisor._helpers import of_type, read_events, results_by_id
-from ._helpers import WAIT, free_port, http_server, ledger, until_in_ledger
+from ._helpers import WAIT, free_port, http_server, ledger, until_in_ledger, until_status
 
 use = tether.ScriptedModel.tool_use
 RUN = "run-1"
@@ -69,14 +69,52 @@ async def test_an_http_server_killed_mid_call_runs_a_rerun_tool_again_once_it_is
             server.kill()
             server.wait()
             with http_server(world, port):  # back on the same port
-                assert await sup.wait(RUN, timeout=WAIT) is RunStatus.DONE
+                await until_status(sup, RUN, RunStatus.DONE)
     events = await read_events(tmp_path / "s", RUN)
     failed = of_type(events, ToolFailed)
     assert failed[0].timed_out  # the stream broke: outcome unknown
     assert "was lost while the call waited" in failed[0].error
-    assert all(not f.timed_out for f in failed[1:])  # not reachable yet: nothing was sent
+    assert all(f.unsent and not f.timed_out for f in failed[1:])  # not reachable: not sent
     assert ledger(world) == ["lookup K-1", "lookup K-1"]
     assert len(of_type(events, ToolStarted)) == len(failed) + 1
+
+
+async def test_a_call_waits_for_a_server_that_is_down_and_runs_once_it_is_up(
+    tmp_path: Path,
+) -> None:
+    """The server stops between registering and the call: the run rests (``sleeping``,
+    saying it waits for the server and that nothing was sent) for longer than its ``retries``
+    would have lasted; started again, the server gets the call once, and the run ends done
+    with its result. A ``send_reply`` of an untrusted server (``escalate``): nothing was
+    sent, so there is nothing for a person to settle."""
+    world, port = tmp_path / "world", free_port()
+    tools = tether.ToolRegistry()
+    tools.add_source(http(port, retries=0))  # untrusted: every tool is escalate
+    model = tether.ScriptedModel(
+        [[use("toolu_1", "send_reply", {"ticket": "K-1", "text": "Fixed."})], "replied"]
+    )
+    store = tether.FileStore(tmp_path / "s")
+    with http_server(world, port) as server:
+        sup = Supervisor(store, model=model, tools=tools, jitter=no_jitter)
+        async with sup:  # registered while the server was up
+            server.kill()
+            server.wait()
+            await sup.start(RUN, "reply to K-1")
+            reason = await until_status(sup, RUN, RunStatus.SLEEPING, "tried 3 times")
+            assert reason.startswith("send_reply (toolu_1) waiting for its service: ")
+            assert "nothing was sent" in reason
+            assert ledger(world) == []
+            with http_server(world, port):  # up again, on the same port
+                await until_status(sup, RUN, RunStatus.DONE)
+            view = await sup.inspect(RUN)
+    assert results_by_id(view.messages)["toolu_1"]["is_error"] is False
+    assert ledger(world) == ["reply K-1 key=run-1:toolu_1"]  # carried out once
+    events = await read_events(tmp_path / "s", RUN)
+    failed = of_type(events, ToolFailed)
+    assert len(failed) >= 3
+    assert all(f.unsent and not f.timed_out for f in failed)
+    assert not of_type(events, Escalated)
+    assert [s.attempt for s in of_type(events, ToolStarted)] == list(range(1, len(failed) + 2))
 
 
 async def test_an_http_server_killed_mid_call_escalates_an_escalate_tool(tmp_path: Path) -> None:

@@ -17,9 +17,11 @@ the server answered with what is not a         ``OutcomeUnknownError``: the tool
 result (the SDK cannot read it)
 no answer within ``call_timeout``              the attempt is cancelled: an unknown outcome
 no session could be opened (refused, a         ``ToolUnavailableError``: nothing was sent;
-command that fails, no answer to               tried again, whatever the policy, while
-``initialize``), or the server no longer       ``retries`` are left, then an error result
-knew the session (HTTP 404)
+command that fails, no answer to               the run rests (``sleeping``, saying why) and
+``initialize``), or the server no longer       tries again (1 s doubling to 60 s) for as long
+knew the session (HTTP 404), or the request    as the server is down, whatever the policy;
+never left this process                        neither ``retries`` nor ``max_tool_calls`` are
+                                               spent, and the call runs once it is back
 the session was lost while the call waited     ``OutcomeUnknownError``: the request may have
 (the process died, a stream broke, the         been carried out; the tool's replay policy
 connection closed)                             decides, while ``retries`` are left
@@ -106,8 +108,9 @@ class MCPServer:
         include: register only these tools of the server (all by default).
         prefix: put before every tool's name (``"helpdesk_"``), so that two servers' tools
             cannot collide; characters a tool name may not hold become ``_``.
-        retries: further attempts of a call after an unknown outcome, an unreachable server
-            or a timeout, unless ``tools`` says otherwise (see ``ToolRegistry.tool``).
+        retries: further attempts of a call after an unknown outcome or a timeout, unless
+            ``tools`` says otherwise (see ``ToolRegistry.tool``). A server that cannot be
+            reached spends none: its calls wait for it for as long as it takes.
         connect_timeout: seconds to open a session (start, initialize, list the tools).
         call_timeout: seconds one attempt of a call may wait for the server's answer, for the
             tools whose ``ToolOptions`` give no ``timeout``: past it the attempt is cancelled
@@ -286,7 +289,6 @@ class MCPServer:
                 on_approval_timeout=options.on_approval_timeout,
                 timeout=self._call_timeout if options.timeout is None else options.timeout,
                 retries=retries,
-                retry_on=(ToolUnavailableError,) if retries else (),
                 cache_control=options.cache_control,
                 check_args=check,
             )
