@@ -11,7 +11,11 @@ jump where nothing must happen in between; no test sleeps.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import pathlib
+import signal
+import subprocess
+import sys
 from typing import Any
 
 import anyio
@@ -29,6 +33,7 @@ from ._helpers import WAIT, of_type, read_events, result_of
 use = tether.ScriptedModel.tool_use
 RUN = "run-1"
 CALL = "toolu_1"
+REPO = pathlib.Path(__file__).resolve().parents[2]
 
 
 def half() -> float:
@@ -255,3 +260,43 @@ async def test_a_person_can_cancel_a_run_that_waits_for_its_service(
         "cancelled",
         "the docs server is retired (by priya)",
     )
+
+
+def test_a_process_killed_while_the_run_waits_for_its_service_is_no_crash(
+    tmp_path: pathlib.Path,
+) -> None:
+    """SIGKILL while the run rests for its service: the next process takes the wait up where
+    the journal left it, tries again until the service answers, and the run ends done with
+    the call carried out once. The run was at rest when its process died, so nothing records
+    an interruption, and no attempt that was never sent is counted."""
+
+    def child(*args: str) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "tests.supervisor._outage_child", str(tmp_path), *args],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    first = child("start")
+    assert first.stdout is not None
+    assert first.stdout.readline().strip() == "waiting"
+    first.send_signal(signal.SIGKILL)
+    first.communicate(timeout=10)
+    assert first.returncode == -signal.SIGKILL
+
+    second = child("resume")
+    out, err = second.communicate(timeout=60)
+    assert second.returncode == 0, err
+    seen = json.loads(out.strip().splitlines()[-1])
+    assert seen == {
+        "status": "done",
+        "attempts": [1, 2, 3, 4],
+        "unsent": [1, 2, 3],  # one before the kill, two after it
+        "resumed": [],  # the kill found it at rest: no interruption, no crash
+        "restarts": 0,
+        "tool_calls": 1,
+        "final_text": "found",
+    }
+    assert (tmp_path / "ledger").read_text() == "search leases attempt 4\n"

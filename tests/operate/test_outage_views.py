@@ -1,0 +1,106 @@
+"""A run that waits for its tool's service says so in every view, as ``run_status`` reads it
+from the journal: ``tether runs`` (and ``--json``), ``tether show`` (and ``--json``), the
+console's page and its API. Before, such a run showed nothing of the outage: its tool's
+retries ran out in about two seconds and the model was handed an error result.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import time
+from typing import Any
+
+import anyio
+import httpx2
+
+import tether.web
+from tether.journal import FileStore, ToolFailed
+from tether.supervisor import RunStatus, Supervisor
+from tether.testing import VirtualClock
+
+from .._cli import run_tether
+from ..web._envs import PRIYA, TOKENS, auth
+
+RUN = "run-docs"
+PAUSES = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
+"""The waits before the run's seventh try (jitter 0.5: each its base), which waits 60 s."""
+
+
+def _half() -> float:
+    return 0.5
+
+
+async def _resting(root: pathlib.Path) -> None:
+    """The run as a supervisor leaves it after seven tries of a service that is down: resting
+    for a minute, its last try dated now (its clock started that long ago)."""
+    tools = tether.ToolRegistry()
+
+    @tools.tool(policy="rerun")
+    async def search(query: str) -> str:
+        """Search the docs."""
+        raise tether.ToolUnavailableError("search", "connection refused")
+
+    model = tether.ScriptedModel(
+        [[tether.ScriptedModel.tool_use("toolu_1", "search", {"query": "leases"})]]
+    )
+    clock = VirtualClock(start=time.time() - sum(PAUSES))
+    async with Supervisor(
+        FileStore(root), model=model, tools=tools, clock=clock, jitter=_half
+    ) as sup:
+        await sup.start(RUN, "find the docs on leases")
+        for tries in range(1, len(PAUSES) + 2):
+            tried = "(tried once)" if tries == 1 else f"(tried {tries} times in a row)"
+            with anyio.fail_after(10):  # at rest after this try, its timer set
+                while tried not in (await sup.inspect(RUN)).reason or not clock.sleepers:
+                    await anyio.sleep(0.005)
+            await anyio.wait_all_tasks_blocked()
+            if tries <= len(PAUSES):
+                clock.advance(PAUSES[tries - 1])
+        assert (await sup.inspect(RUN)).status is RunStatus.SLEEPING
+
+
+async def _console(root: pathlib.Path) -> tuple[str, dict[str, Any]]:
+    async with FileStore(root) as store:
+        app = tether.web.app(store, tokens=TOKENS)
+        transport = httpx2.ASGITransport(app=app)
+        async with httpx2.AsyncClient(transport=transport, base_url="http://console.test") as c:
+            page = (await c.get(f"/runs/{RUN}", headers=auth(PRIYA))).text
+            api = (await c.get(f"/api/runs/{RUN}", headers=auth(PRIYA))).json()
+    return page, api
+
+
+async def _failures(root: pathlib.Path) -> list[ToolFailed]:
+    async with FileStore(root) as store:
+        return [e for e in await store.read(RUN) if isinstance(e, ToolFailed)]
+
+
+def test_a_run_waiting_for_its_service_says_why_in_every_view(tmp_path: pathlib.Path) -> None:
+    root = tmp_path / "store"
+    anyio.run(_resting, root)
+    failures = anyio.run(_failures, root)
+    assert [f.unsent for f in failures] == [True] * 7
+    last = failures[-1]
+    assert last.retry_at is not None
+    when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(last.retry_at))
+    reason = (
+        "search (toolu_1) waiting for its service: tool 'search': connection refused; nothing "
+        f"was sent (tried 7 times in a row); next try at {when}"
+    )
+
+    where = ("--root", str(root))
+    runs = run_tether("runs", *where).stdout
+    (line,) = [ln for ln in runs.splitlines() if ln.startswith(RUN)]
+    assert "sleeping" in line
+    assert "waiting for its service" in line
+    (listed,) = json.loads(run_tether("runs", *where, "--json").stdout)
+    shown = run_tether("show", *where, RUN).stdout
+    shown_json = json.loads(run_tether("show", *where, RUN, "--json").stdout)["summary"]
+    page, api = anyio.run(_console, root)
+    for view in (listed, shown_json, api["summary"]):
+        assert (view["status"], view["reason"]) == ("sleeping", reason)
+        assert view["tool_calls"] == 0  # nothing reached the service: no tool call spent
+    assert shown.startswith(f"run {RUN}: sleeping ({reason}")
+    assert "attempt 7 not sent (its service could not be reached)" in shown
+    assert "sleeping" in page
+    assert "waiting for its service" in page
