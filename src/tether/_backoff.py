@@ -17,9 +17,18 @@ class Backoff:
     cap: float
 
     def delay(self, tries: int, jitter: Callable[[], float]) -> float:
-        """The wait before try ``tries + 1`` (``tries`` >= 1 failures so far)."""
-        base = min(self.cap, self.first * 2.0 ** max(0, tries - 1))
-        return float(base * (0.5 + jitter()))
+        """The wait before try ``tries + 1`` (``tries`` >= 1 failures so far).
+
+        The doubling stops once the wait reaches ``cap``: ``first * 2.0 ** (tries - 1)``
+        overflows a float past about 1,024 tries, and an outage that lasts (a tool's service
+        down for a day, tried once a minute) gets there; the wait must stay ``cap`` for good.
+        """
+        base = self.first
+        for _ in range(max(0, tries - 1)):
+            if base >= self.cap or base <= 0:
+                break
+            base *= 2.0
+        return float(min(self.cap, base) * (0.5 + jitter()))
 
 
 MODEL_RETRY = Backoff(first=1.0, cap=60.0)
