@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from .journal import Usage
+    from .tools import ToolContext
 
 
 class TetherError(Exception):
@@ -385,13 +386,26 @@ class OutcomeUnknownError(ToolError):
 class ToolUnavailableError(ToolError):
     """The tool could not reach what it calls (a server that is down), and nothing was sent.
 
-    Raise it from a tool only when nothing of the call left the process. The attempt is
-    journaled as never sent (``tool_failed`` with ``unsent``), and the run rests and tries
-    the call again (1 s doubling to 60 s), whatever its policy and ``retry_on``, for as long
-    as the service stays down: an outage is not the run's fault, so it never becomes the
-    call's error result, and spends neither the tool's ``retries`` nor the run's
-    ``max_tool_calls``. Tools from MCP servers raise it when no session can be had.
+    ``attempt`` binds the error to one attempt of one call: the ``ToolContext`` of the
+    attempt that sent nothing. Only a bound error is taken as proof: the attempt is journaled
+    as never sent (``tool_failed`` with ``unsent``), and the run rests and tries the call
+    again (about 1 s doubling to 60 s), whatever its policy and ``retry_on``, for as long as
+    the service stays down: an outage is not the run's fault, so it never becomes the call's
+    error result, and spends neither the tool's ``retries`` nor the run's ``max_tool_calls``.
+    A tool of your own passes its own context (``raise ToolUnavailableError(name, why,
+    attempt=ctx)``) only when nothing of this attempt left the process.
+
+    Unbound (no ``attempt``, or another attempt's context: an error that propagated from a
+    call the tool made, ``MCPServer.call`` inside a composite tool that may already have had
+    an effect), it is an ordinary exception: a failure to retry if the tool lists it in
+    ``retry_on``, else the call's error result. The tools tether registers for an MCP
+    server bind it themselves, when no session can be had for their own call.
     """
+
+    def __init__(self, tool: str, reason: str, *, attempt: ToolContext | None = None) -> None:
+        super().__init__(tool, reason)
+        self.attempt = attempt
+        """The attempt that sent nothing, or ``None``: not known to be this attempt's."""
 
 
 class RunStateError(TetherError, ValueError):

@@ -37,9 +37,9 @@ async def _resting(root: pathlib.Path) -> None:
     tools = tether.ToolRegistry()
 
     @tools.tool(policy="rerun")
-    async def search(query: str) -> str:
+    async def search(query: str, ctx: tether.ToolContext) -> str:
         """Search the docs."""
-        raise tether.ToolUnavailableError("search", "connection refused")
+        raise tether.ToolUnavailableError("search", "connection refused", attempt=ctx)
 
     model = tether.ScriptedModel(
         [[tether.ScriptedModel.tool_use("toolu_1", "search", {"query": "leases"})]]

@@ -34,7 +34,7 @@ def app(root: pathlib.Path, down: int) -> tuple[tether.ScriptedModel, tether.Too
         """Search the docs."""
         tries.append(ctx.attempt)
         if len(tries) <= down:
-            raise tether.ToolUnavailableError("search", "connection refused")
+            raise tether.ToolUnavailableError("search", "connection refused", attempt=ctx)
         with open(root / "ledger", "a") as f:
             f.write(f"search {query} attempt {ctx.attempt}\n")
         return f"3 pages about {query}"

@@ -57,7 +57,7 @@ class Service:
             """Search the docs."""
             self.tries.append(ctx.attempt)
             if len(self.tries) <= self.down:
-                raise tether.ToolUnavailableError("search", "connection refused")
+                raise tether.ToolUnavailableError("search", "connection refused", attempt=ctx)
             self.served.append(query)
             return f"3 pages about {query}"
 

@@ -314,6 +314,12 @@ class MCPServer:
                 )
             except _Refused as exc:
                 return error_blocks(str(exc))
+            except ToolUnavailableError as exc:
+                # Raised by this adapter's own request for this very attempt: bound to it,
+                # it is the runtime's proof that nothing was sent (an error from elsewhere
+                # is not, see ToolUnavailableError).
+                exc.attempt = ctx
+                raise
             return tether_result(result)
 
         call.__qualname__ = call.__name__ = name
@@ -328,6 +334,13 @@ class MCPServer:
 
         For ``verify`` functions and the like. ``key``, when given, is sent in
         ``_meta[IDEMPOTENCY_KEY_META]``.
+
+        Its ``ToolUnavailableError`` is bound to no attempt: raised through a tool of your
+        own, it is that tool's error result (or a ``retry_on`` failure), never a call that
+        waits for the server, as the tool may have had an effect before it. A composite
+        tool that calls it after a side effect should catch it and say what happened; one
+        that calls it before any effect may raise ``ToolUnavailableError(name, why,
+        attempt=ctx)`` to have its own call wait for the server.
 
         Raises:
             RuntimeError: the server is not open.

@@ -11,8 +11,9 @@ which the replay decision treats like a call whose process died, under the tool'
 journal never reads to it as a failure that is safe to run again. An exception in the tool's
 ``retry_on`` is a known failure: ``tool_failed`` without ``timed_out``.
 
-``ToolUnavailableError`` (the tool's service could not be reached: nothing was sent) is known
-to have had no effect, from any tool, in ``retry_on`` or not: ``tool_failed`` with ``unsent``,
+``ToolUnavailableError`` bound to this attempt (its ``attempt`` is this attempt's context:
+the tool's service could not be reached, nothing was sent) is known to have had no effect,
+from any tool, in ``retry_on`` or not: ``tool_failed`` with ``unsent``,
 its next try after a backoff of its own (1 s doubling to 60 s, ``SERVICE_RETRY``). The run
 rests until then and tries again for as long as the service is down: an outage is not the
 run's doing (docs/design.md invariant 9).
@@ -50,7 +51,8 @@ async def attempt(
     """Run one attempt (``ctx.attempt``) of ``call`` and return the record of how it ended.
 
     A timeout (``spec.timeout``, on ``clock``), ``OutcomeUnknownError``,
-    ``ToolUnavailableError`` (``unsent``) and an exception in ``spec.retry_on`` give
+    ``ToolUnavailableError`` bound to ``ctx`` (``unsent``) and an exception in
+    ``spec.retry_on`` give
     ``tool_failed`` (what comes next is the call's replay decision);
     anything else the tool raises is an error result. A wait the tool asks for with a
     duration (``sleep_for``, a ``wait_for`` timeout) is fixed in ``clock``'s time here.
@@ -74,13 +76,31 @@ async def attempt(
         return error_result(call, "the tool raised CancelledError (nothing cancelled it)")
     except OutcomeUnknownError as exc:  # it may have happened: the policy decides, as after a crash
         return failed(call, spec, ctx, exc.reason, timed_out=True, clock=clock, jitter=jitter)
-    except ToolUnavailableError as exc:  # nothing was sent: wait for the service, then again
-        return unsent(call, ctx, str(exc), clock=clock, jitter=jitter)
+    except ToolUnavailableError as exc:
+        if exc.attempt == ctx:  # nothing of this attempt was sent: wait for the service
+            return unsent(call, ctx, str(exc), clock=clock, jitter=jitter)
+        # Not bound to this attempt (one the tool's own code made, after an effect maybe):
+        # no proof that nothing happened, so it is an exception like any other.
+        return raised(call, spec, ctx, exc, clock=clock, jitter=jitter)
     except BaseException as exc:  # the model hears what went wrong, as an error result
-        if spec.retry_on and isinstance(exc, spec.retry_on):
-            error = f"{type(exc).__name__}: {exc}"
-            return failed(call, spec, ctx, error, timed_out=False, clock=clock, jitter=jitter)
-        return error_result(call, f"{type(exc).__name__}: {exc}")
+        return raised(call, spec, ctx, exc, clock=clock, jitter=jitter)
+
+
+def raised(
+    call: Call,
+    spec: ToolSpec,
+    ctx: ToolContext,
+    exc: BaseException,
+    *,
+    clock: Clock,
+    jitter: Callable[[], float],
+) -> Event:
+    """How an attempt that raised ``exc`` ended: a failure to retry if ``exc`` is in the
+    tool's ``retry_on``, else the call's error result (the model hears what went wrong)."""
+    error = f"{type(exc).__name__}: {exc}"
+    if spec.retry_on and isinstance(exc, spec.retry_on):
+        return failed(call, spec, ctx, error, timed_out=False, clock=clock, jitter=jitter)
+    return error_result(call, error)
 
 
 def failed(
