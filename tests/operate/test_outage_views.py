@@ -27,6 +27,13 @@ PAUSES = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
 """The waits before the run's seventh try (jitter 0.5: each its base), which waits 60 s."""
 
 
+def _script() -> tether.ScriptedModel:
+    use = tether.ScriptedModel.tool_use
+    return tether.ScriptedModel(
+        [[use("toolu_1", "search", {"query": "leases"})], "the docs are gone"]
+    )
+
+
 def _half() -> float:
     return 0.5
 
@@ -41,9 +48,7 @@ async def _resting(root: pathlib.Path) -> None:
         """Search the docs."""
         raise tether.ToolUnavailableError("search", "connection refused", attempt=ctx)
 
-    model = tether.ScriptedModel(
-        [[tether.ScriptedModel.tool_use("toolu_1", "search", {"query": "leases"})]]
-    )
+    model = _script()
     clock = VirtualClock(start=time.time() - sum(PAUSES))
     async with Supervisor(
         FileStore(root), model=model, tools=tools, clock=clock, jitter=_half
@@ -86,6 +91,7 @@ def test_a_run_waiting_for_its_service_says_why_in_every_view(tmp_path: pathlib.
     reason = (
         "search (toolu_1) waiting for its service: tool 'search': connection refused; nothing "
         f"was sent (tried 7 times in a row); next try at {when}"
+        "; resolve it to give the model a result, or cancel the run"
     )
 
     where = ("--root", str(root))
@@ -104,3 +110,39 @@ def test_a_run_waiting_for_its_service_says_why_in_every_view(tmp_path: pathlib.
     assert "attempt 7 not sent (its service could not be reached)" in shown
     assert "sleeping" in page
     assert "waiting for its service" in page
+
+
+def test_tether_resolve_gives_a_run_waiting_for_its_service_a_result(
+    tmp_path: pathlib.Path,
+) -> None:
+    """The service will not come back: ``tether resolve --outcome failed`` gives the model
+    its error result, and the next supervisor carries the run on to done without trying
+    the service again."""
+    root = tmp_path / "store"
+    anyio.run(_resting, root)
+    where = ("--root", str(root))
+    retry = run_tether("resolve", *where, RUN, "toolu_1", "--outcome", "retry", "--by", "priya")
+    assert retry.returncode == 1
+    assert "tried again on its own" in retry.stderr
+    done = run_tether(
+        "resolve", *where, RUN, "toolu_1", "--outcome", "failed", "--by", "priya",
+        "--note", "the docs server is retired",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    shown = json.loads(run_tether("show", *where, RUN, "--json").stdout)["summary"]
+    assert shown["status"] == "running"  # work to do: record the result, ask the model
+    anyio.run(_carry_on, root)
+    final = json.loads(run_tether("show", *where, RUN, "--json").stdout)["summary"]
+    assert (final["status"], final["final_text"]) == ("done", "the docs are gone")
+
+
+async def _carry_on(root: pathlib.Path) -> None:
+    tools = tether.ToolRegistry()
+
+    @tools.tool(policy="rerun")
+    async def search(query: str) -> str:
+        """Search the docs."""
+        raise AssertionError("the service was tried after a person resolved the call")
+
+    async with Supervisor(FileStore(root), model=_script(), tools=tools) as sup:
+        assert await sup.wait(RUN, timeout=10) is RunStatus.DONE

@@ -242,6 +242,7 @@ def test_attempts_never_sent_spend_no_retry_and_no_tool_call() -> None:
     assert standing.reason == (
         "flaky (toolu_1) waiting for its service: tool 'flaky': connection refused; nothing "
         "was sent (tried 2 times in a row); next try at 1970-01-01 00:17:10 UTC"
+        "; resolve it to give the model a result, or cancel the run"
     )
     assert run_status(state, NOW + 30).status is RunStatus.RUNNING
 

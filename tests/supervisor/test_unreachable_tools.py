@@ -116,6 +116,7 @@ async def test_the_run_rests_while_the_service_is_down_and_goes_on_once_it_is_ba
             assert reason == (
                 "search (toolu_1) waiting for its service: tool 'search': connection refused; "
                 f"nothing was sent (tried {_times(tries)}); next try at {when}"
+                "; resolve it to give the model a result, or cancel the run"
             )
             clock.advance(pause - 0.1)
             await anyio.wait_all_tasks_blocked()
@@ -300,3 +301,35 @@ def test_a_process_killed_while_the_run_waits_for_its_service_is_no_crash(
         "final_text": "found",
     }
     assert (tmp_path / "ledger").read_text() == "search leases attempt 4\n"
+
+
+@pytest.mark.parametrize("outcome", ["succeeded", "failed"])
+async def test_a_person_can_resolve_a_call_whose_service_will_not_come_back(
+    tmp_path: pathlib.Path, outcome: str
+) -> None:
+    """A retired server: ``resolve`` hands the model a result in place of the service's
+    answer, and the run goes on; nothing more is tried. ``retry`` is refused: the call is
+    tried again on its own."""
+    service = Service(down=1_000)
+    clock = VirtualClock()
+    async with Supervisor(
+        tether.FileStore(tmp_path),
+        model=script(),
+        tools=service.tools(policy="rerun"),
+        clock=clock,
+        jitter=half,
+    ) as sup:
+        await sup.start(RUN, "go")
+        reason = await _asleep(sup, clock, 1)
+        assert reason.endswith("; resolve it to give the model a result, or cancel the run")
+        with pytest.raises(tether.RunStateError, match="tried again on its own"):
+            await sup.resolve(RUN, CALL, outcome="retry", by="priya")
+        await sup.resolve(RUN, CALL, outcome=outcome, result="the docs moved", by="priya")  # type: ignore[arg-type]
+        await _until(sup, RunStatus.DONE)
+        clock.advance(3600)
+        await anyio.wait_all_tasks_blocked()
+    assert service.tries == [1]
+    events = await read_events(tmp_path, RUN)
+    result = result_of(events, CALL)
+    assert (result.ok, result.content) == (outcome == "succeeded", "the docs moved")
+    assert of_type(events, RunFinished)[-1].status == "done"

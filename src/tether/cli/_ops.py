@@ -71,19 +71,22 @@ def add_op_commands(commands: Any) -> None:
 
     resolve = commands.add_parser(
         "resolve",
-        help="answer an escalated tool call (outcome unknown after a crash)",
+        help="answer an escalated tool call (outcome unknown after a crash), or one that "
+        "waits for its tool's service",
         description="Record a person's answer to escalated call CALL of run RUN. "
         "'succeeded': the call did happen; --result is its result (JSON), recorded as the "
         "tool's result. 'retry': run it again (with the same idempotency key). 'failed': the "
-        "model gets an error tool result (--result if given, else the note). Refused (exit 1) "
-        "unless the call is escalated and not yet resolved, and the run is not finished."
-        + BUSY
-        + " "
-        + CONTINUES,
+        "model gets an error tool result (--result if given, else the note). A call that waits "
+        "for its tool's service (nothing was sent; a server retired, a credential revoked) "
+        "takes 'succeeded' or 'failed' too: the model gets that result and the run goes on. "
+        "Refused (exit 1) unless the call is escalated and not yet resolved, or waits for its "
+        "service, and the run is not finished." + BUSY + " " + CONTINUES,
     )
     add_store_options(resolve)
     resolve.add_argument("run", metavar="RUN", help="the run id")
-    resolve.add_argument("call", metavar="CALL", help="the escalated tool call id")
+    resolve.add_argument(
+        "call", metavar="CALL", help="the escalated (or service-waiting) tool call id"
+    )
     resolve.add_argument(
         "--outcome", required=True, choices=("succeeded", "retry", "failed"), help="the answer"
     )

@@ -230,7 +230,8 @@ RESOLUTIONS: tuple[Resolution, ...] = typing.get_args(Resolution)
 
 class Resolved(Event, frozen=True, kw_only=True, tag="resolved"):
     """A person's answer to an escalated call: it ``succeeded`` (with ``result``), should be
-    run again (``retry``) or ``failed``."""
+    run again (``retry``) or ``failed``; or to a call that waits for its tool's service (its
+    ``succeeded`` or ``failed`` given in place of the service's answer)."""
 
     call_id: str
     outcome: Resolution

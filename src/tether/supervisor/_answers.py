@@ -73,6 +73,16 @@ def answer_problem(state: RunState, answer: Event | AnyEvent, now: float) -> str
         call = state.calls.get(answer.call_id)
         if call is None or call.done:
             return _not_open(state, answer.call_id)
+        if call.unreached is not None:
+            # It waits for its service, perhaps for good (a retired server, a revoked
+            # credential): a person may hand the model a result instead.
+            if answer.outcome == "retry":
+                return (
+                    f"call {call.id!r} ({call.name}) waits for its service and is tried again "
+                    "on its own; resolve it as succeeded (with its result) or failed, or "
+                    "cancel the run"
+                )
+            return None
         if not call.escalated:
             pin = pinned_tool(state, call.name)
             if call.resolution is not None:
@@ -82,7 +92,7 @@ def answer_problem(state: RunState, answer: Event | AnyEvent, now: float) -> str
             else:
                 why = (
                     "is not escalated: only a call whose outcome is unknown, or that its tool "
-                    "escalated, is resolved"
+                    "escalated, or that waits for its service, is resolved"
                 )
             return f"call {call.id!r} ({call.name}) {why}"
         return None

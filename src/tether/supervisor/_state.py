@@ -154,7 +154,10 @@ class Call:
     @property
     def unreached(self) -> ToolFailed | None:
         """The ``tool_failed`` record of the latest attempt if its service could not be
-        reached (nothing was sent): the call waits for the service, then runs again."""
+        reached (nothing was sent): the call waits for the service, then runs again. ``None``
+        once a person resolved it since (their answer is the call's result)."""
+        if self.resolution is not None and self.attempts == self.attempts_at_resolution:
+            return None
         failed = self.last_attempt_failed
         return failed if failed is not None and failed.unsent else None
 

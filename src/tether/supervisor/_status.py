@@ -162,7 +162,8 @@ def service_wait(call: Call, failed: ToolFailed, now: float) -> Waits | None:
     tries = "once" if call.unsent == 1 else f"{call.unsent} times in a row"
     return Waits(
         f"waiting for its service: {failed.error}; nothing was sent (tried {tries}); next "
-        f"try at {_when(failed.retry_at)}",
+        f"try at {_when(failed.retry_at)}; resolve it to give the model a result, or cancel "
+        "the run",
         failed.retry_at,
     )
 

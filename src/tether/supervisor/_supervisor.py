@@ -448,11 +448,13 @@ class Supervisor:
 
         ``succeeded``: the call happened, ``result`` is its result. ``retry``: run it again (with
         the same idempotency key). ``failed``: the model gets an error result (``note``). The
-        same verb as ``tether.operate.resolve`` and ``tether resolve``.
+        same verb as ``tether.operate.resolve`` and ``tether resolve``. A call that waits for
+        its tool's service takes ``succeeded`` or ``failed`` too: the way out for a service
+        that will not come back.
 
         Raises:
             ValueError: an unknown outcome, or a ``result`` with ``retry``.
-            RunStateError: the call is not escalated.
+            RunStateError: the call is neither escalated nor waiting for its service.
             RunNotFoundError: no such run.
 
         While another process advances the run, or a task of this supervisor is in a call of

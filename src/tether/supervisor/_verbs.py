@@ -92,11 +92,14 @@ async def resolve(
 ) -> Recorded:
     """Answer escalated call ``call_id``: it ``succeeded`` (``result`` is its result), run it
     again (``retry``, with the same idempotency key), or it ``failed`` (the model gets
-    ``result``, else the note).
+    ``result``, else the note). A call that waits for its tool's service (nothing was sent)
+    is answered the same way, ``succeeded`` or ``failed``, for a service that will not come
+    back (it is tried again on its own, so ``retry`` is refused).
 
     Raises:
         ValueError: an unknown outcome, or a ``result`` with ``retry``.
-        RunStateError: the call is not escalated (or was resolved already).
+        RunStateError: the call is neither escalated nor waiting for its service (or was
+            resolved already).
         RunNotFoundError, InvalidRunIdError, RecordTooLargeError, ...: as ``record_answer``.
     """
     if outcome not in RESOLUTIONS:
