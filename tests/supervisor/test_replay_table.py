@@ -23,6 +23,7 @@ from tether.journal import (
     Event,
     ModelResponse,
     Resolved,
+    Resumed,
     RunStarted,
     Signal,
     ToolFailed,
@@ -288,3 +289,26 @@ def test_the_status_and_the_replay_decision_agree_on_when_a_wait_is_over(
     assert (waiting is None) == isinstance(step, Record), (waiting, step)
     assert (waiting is not None) == isinstance(step, Rest)
     assert (run_status(state, now).status is RunStatus.RUNNING) == (waiting is None)
+
+
+def test_an_attempt_never_sent_is_no_progress_against_a_crash_loop() -> None:
+    """Two calls of one turn: one waits for its service, the other kills its process each
+    time it runs. The unsent attempts between the crashes must not reset the count of
+    interruptions in a row, or the crash loop is never noticed and the sibling runs forever."""
+    blocks = [
+        {"type": "tool_use", "id": CALL, "name": "rerun_tool", "input": {"order": "o-1"}},
+        {"type": "tool_use", "id": "toolu_2", "name": "rerun_tool", "input": {"order": "o-2"}},
+    ]
+    events: list[Event] = [
+        RunStarted(run_id="r", manifest=manifest_for(MODEL, TOOLS), messages=[]),
+        ModelResponse(message={"role": "assistant", "content": blocks}, at=NOW - 10),
+    ]
+    for n in (1, 2, 3):
+        events += [
+            ToolStarted(call_id=CALL, attempt=n),
+            ToolStarted(call_id="toolu_2", attempt=n),
+            ToolFailed(call_id=CALL, attempt=n, error="down", retry_at=NOW - 1, unsent=True),
+            Resumed(attempt=n, cause="crash"),
+        ]
+    state = fold([msgspec.structs.replace(e, seq=i) for i, e in enumerate(events)])  # type: ignore[misc]
+    assert state.interruptions == 3

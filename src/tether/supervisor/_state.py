@@ -62,7 +62,8 @@ _PROGRESS = (
     Retried,
     Repinned,
 )
-"""Records that mean the run moved on (or a person answered): a crash loop's count restarts."""
+"""Records that mean the run moved on (or a person answered): a crash loop's count restarts.
+A ``tool_failed`` that was never sent (``unsent``) is no progress: see ``RunState.apply``."""
 
 
 class RunStatus(StrEnum):
@@ -274,8 +275,11 @@ class RunState:
             self.answered = True
         elif not isinstance(event, FROM_OUTSIDE):
             self.last_own, self.answered = event, False
-        if isinstance(event, _PROGRESS):
-            self.interruptions = 0  # durable progress, or a person's answer: no crash loop
+        if isinstance(event, _PROGRESS) and not (isinstance(event, ToolFailed) and event.unsent):
+            # Durable progress, or a person's answer: no crash loop. An attempt never sent
+            # is not progress: a sibling call that kills its process would be run again
+            # without end while a call that waits for its service kept resetting the count.
+            self.interruptions = 0
             self.taken_from = ""
         # One case per event type, the most frequent first; a type with no case is a type
         # error (assert_never), so a new record cannot be folded by accident as nothing.
