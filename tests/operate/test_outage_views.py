@@ -107,6 +107,13 @@ def test_a_run_waiting_for_its_service_says_why_in_every_view(tmp_path: pathlib.
         assert (view["status"], view["reason"]) == ("sleeping", reason)
         assert view["tool_calls"] == 0  # nothing reached the service: no tool call spent
     assert shown.startswith(f"run {RUN}: sleeping ({reason}")
+    rest = {"call_id": "toolu_1", "tool": "search", "awaiting": "service"}
+    for view in (listed, shown_json, api["summary"]):
+        (waits,) = view["waiting"]
+        assert {k: waits[k] for k in rest} == rest
+        assert waits["until"] == last.retry_at
+    assert f"tether resolve --root {root} {RUN} toolu_1 --outcome succeeded|failed" in shown
+    assert f"/runs/{RUN}/calls/toolu_1/resolve" in page
     assert "attempt 7 not sent (its service could not be reached)" in shown
     assert "sleeping" in page
     assert "waiting for its service" in page

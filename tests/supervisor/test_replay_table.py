@@ -312,3 +312,24 @@ def test_an_attempt_never_sent_is_no_progress_against_a_crash_loop() -> None:
         ]
     state = fold([msgspec.structs.replace(e, seq=i) for i, e in enumerate(events)])  # type: ignore[misc]
     assert state.interruptions == 3
+
+
+def test_a_status_about_another_call_still_names_the_service_wait() -> None:
+    """An approval beside a call that waits for its service: the run waits for approval, and
+    its reason says the other call waits for its service too (the one status decision)."""
+    blocks = [
+        {"type": "tool_use", "id": CALL, "name": "rerun_tool", "input": {"order": "o-1"}},
+        {"type": "tool_use", "id": "toolu_2", "name": "gated", "input": {"order": "o-2"}},
+    ]
+    events: list[Event] = [
+        RunStarted(run_id="r", manifest=manifest_for(MODEL, TOOLS), messages=[]),
+        ModelResponse(message={"role": "assistant", "content": blocks}, at=NOW - 10),
+        *unsent(2, NOW + 30),
+    ]
+    state = fold([msgspec.structs.replace(e, seq=i) for i, e in enumerate(events)])  # type: ignore[misc]
+    standing = run_status(state, NOW)
+    assert standing.status is RunStatus.WAITING_FOR_APPROVAL
+    assert standing.reason.startswith("approval needed for gated (toolu_2); meanwhile ")
+    assert "rerun_tool (toolu_1) waiting for its service: down; nothing was sent" in (
+        standing.reason
+    )

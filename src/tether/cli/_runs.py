@@ -184,6 +184,11 @@ def _show(args: argparse.Namespace) -> int:
             line = f"{r.what}: {r.call_id} {r.tool}"
             if r.event is not None:
                 line += f"  ->  tether signal {where} {args.run} {r.event} --data JSON --id ID"
+            elif r.kind == "service":
+                line += (
+                    f"  ->  tether resolve {where} {args.run} {r.call_id} "
+                    "--outcome succeeded|failed --by NAME"
+                )
             print(printable(line))
         if summary.action:
             print(printable(f"to go on: {summary.action}"))

@@ -51,11 +51,12 @@ class Question:
 
 @dataclass(frozen=True)
 class Rest:
-    """One call waiting for the world: a time, a named event, or a child run."""
+    """One call waiting for the world: a time, a named event, a child run, or its tool's
+    service that could not be reached (``service``)."""
 
     call_id: str
     tool: str
-    kind: Literal["time", "event", "child"]
+    kind: Literal["time", "event", "child", "service"]
     what: str
     until: float | None = None
     event: str | None = None
@@ -341,16 +342,20 @@ def _retrying(state: RunState) -> str:
 
 
 def rests_of(state: RunState, now: float) -> tuple[Rest, ...]:
-    """The calls waiting for the world at ``now``, as ``run_status`` reads them."""
+    """The calls waiting for the world at ``now``, as ``run_status`` reads them: a time, an
+    event, a child run, or their tool's service (``service``: resolve answers it)."""
     rests: list[Rest] = []
     for call in state.calls.values():
         wait = call.wait
-        if call.done or wait is None:
+        if call.done or (wait is None and call.unreached is None):
             continue
         rest = world_wait(state, call, now)
         if rest is None:
             continue
         what, until = rest
+        if wait is None:  # its service could not be reached: it waits for its next try
+            rests.append(Rest(call.id, call.name, "service", what, until))
+            continue
         child = str(wait.child.get("run_id")) if wait.child is not None else None
         kind: Literal["time", "event", "child"] = (
             "child" if child is not None else "event" if wait.event is not None else "time"

@@ -73,18 +73,26 @@ def run_status(state: RunState, now: float) -> Standing:
         waiting.append(call)
         if until != float("inf"):
             wake_at = until if wake_at is None else min(wake_at, until)
+    # A status about another call still names the calls that wait for their service: the
+    # person who answers it must know the run will not go on until those are back.
+    meanwhile = "".join(
+        f"; meanwhile {c.name} ({c.id}) {what}" for c, what in resting if c.unreached is not None
+    )
     if escalated:
         reasons = "; ".join(
             f"{c.name} ({c.id}): {c.escalation.reason}" for c in escalated if c.escalation
         )
         return Standing(
-            RunStatus.NEEDS_ATTENTION, reasons, tuple(c.id for c in escalated + waiting), wake_at
+            RunStatus.NEEDS_ATTENTION,
+            reasons + meanwhile,
+            tuple(c.id for c in escalated + waiting),
+            wake_at,
         )
     if waiting:
         names = ", ".join(f"{c.name} ({c.id})" for c in waiting)
         return Standing(
             RunStatus.WAITING_FOR_APPROVAL,
-            f"approval needed for {names}",
+            f"approval needed for {names}{meanwhile}",
             tuple(c.id for c in waiting),
             wake_at,
         )
