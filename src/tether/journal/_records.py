@@ -306,8 +306,10 @@ class ToolFailed(Event, frozen=True, kw_only=True, tag="tool_failed"):
 
     ``unsent`` attempts are tried again without limit and count against neither the tool's
     ``retries`` nor the run's ``max_tool_calls``: an outage is not the run's doing. Such a
-    record never has ``timed_out``, so a reader from before the field (which ignores it)
-    takes it as a failure in ``retry_on``: safe to run again, which it is."""
+    record never has ``timed_out``. A tether from before the field ignores it and reads an
+    ordinary failure: it counts the unsent attempts against ``retries`` and
+    ``max_tool_calls``, so it may give the model an error result or fail the run on its
+    budget (a rollback during a tool outage; see docs/how-to/deploy-changes.md)."""
 
     call_id: str
     attempt: int

@@ -18,7 +18,7 @@ result (the SDK cannot read it)
 no answer within ``call_timeout``              the attempt is cancelled: an unknown outcome
 no session could be opened (refused, a         ``ToolUnavailableError``: nothing was sent;
 command that fails, no answer to               the run rests (``sleeping``, saying why) and
-``initialize``), or the server no longer       tries again (1 s doubling to 60 s) for as long
+``initialize``), or the server no longer       tries again (about 1 s doubling to 60 s) for as long
 knew the session (HTTP 404), or the request    as the server is down, whatever the policy;
 never left this process                        neither ``retries`` nor ``max_tool_calls`` are
                                                spent, and the call runs once it is back

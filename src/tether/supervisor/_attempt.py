@@ -13,9 +13,9 @@ journal never reads to it as a failure that is safe to run again. An exception i
 
 ``ToolUnavailableError`` bound to this attempt (its ``attempt`` is this attempt's context:
 the tool's service could not be reached, nothing was sent) is known to have had no effect,
-from any tool, in ``retry_on`` or not: ``tool_failed`` with ``unsent``,
-its next try after a backoff of its own (1 s doubling to 60 s, ``SERVICE_RETRY``). The run
-rests until then and tries again for as long as the service is down: an outage is not the
+from any tool, in ``retry_on`` or not: ``tool_failed`` with ``unsent``, its next try after
+a backoff of its own (about 1 s doubling to 60 s, ``SERVICE_RETRY``, jitter included). The
+run rests until then and tries again for as long as the service is down: an outage is not the
 run's doing (docs/design.md invariant 9).
 """
 

@@ -19,7 +19,7 @@ never started (approved, or needs none)         ``Run`` attempt 1
 started, no outcome (its process stopped)       by policy: ``rerun``/``idempotency_key``:
                                                 ``Run`` again; ``verify``: ``Verify``;
                                                 ``escalate``: ``Escalate``
-last attempt could not reach the tool's         ``Rest`` until its ``retry_at`` (backoff, 1 s
+last attempt could not reach the tool's         ``Rest`` until its ``retry_at`` (backoff, ~1 s
 service (``ToolUnavailableError``: nothing      doubling to 60 s), then ``Run`` again: without
 was sent)                                       limit, whatever the policy; not a retry
 last attempt raised an error in ``retry_on``    ``Run`` again at its ``retry_at``

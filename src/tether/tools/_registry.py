@@ -145,8 +145,8 @@ class ToolRegistry:
                 raises one is known to have failed, so it runs again whatever the policy.
                 Any other exception is the call's error result at once, except
                 ``ToolUnavailableError`` (the tool's service could not be reached, nothing
-                was sent), which needs no ``retry_on``: the run rests and tries again (1 s
-                doubling to 60 s) for as long as it takes, spending neither ``retries`` nor
+                was sent), which needs no ``retry_on``: the run rests and tries again (about
+                1 s doubling to 60 s) for as long as it takes, spending neither ``retries`` nor
                 ``max_tool_calls``.
             cache_control: put on the tool's definition as given (``{"type":
                 "ephemeral"}``): a prompt-cache breakpoint after the tools up to this one.
