@@ -399,7 +399,9 @@ class ToolUnavailableError(ToolError):
     call the tool made, ``MCPServer.call`` inside a composite tool that may already have had
     an effect), it is an ordinary exception: a failure to retry if the tool lists it in
     ``retry_on``, else the call's error result. The tools tether registers for an MCP
-    server bind it themselves, when no session can be had for their own call.
+    server bind it themselves, when no session can be had for their own call: only while
+    the runtime runs an attempt of that very tool, never when another tool invokes them
+    with its own context (``tools.get(name).invoke(args, ctx)`` in a composite tool).
     """
 
     def __init__(self, tool: str, reason: str, *, attempt: ToolContext | None = None) -> None:

@@ -20,10 +20,53 @@ from tether.supervisor import RunStatus, Supervisor
 from tether.testing import VirtualClock
 
 from ..supervisor._helpers import of_type, read_events, result_of
-from ._helpers import WAIT, free_port
+from ._helpers import WAIT, free_port, http_server
 
 use = tether.ScriptedModel.tool_use
 RUN = "run-1"
+
+
+async def test_a_composite_tool_that_invokes_a_registered_mcp_tool_runs_once(
+    tmp_path: Path,
+) -> None:
+    """A composite ``escalate`` tool that pays, then delegates to a registered MCP tool with
+    its own context (``tools.get(name).invoke(args, ctx)``), its server down: the adapter
+    binds its error only for an attempt of its own tool, so the composite's attempt is not
+    taken as never sent (and paid for again on every try): the model hears the error once."""
+    world, port = tmp_path / "world", free_port()
+    server = MCPServer(
+        "helpdesk", url=f"http://127.0.0.1:{port}/mcp", trusted=True, connect_timeout=3
+    )
+    tools = tether.ToolRegistry()
+    charges: list[int] = []
+
+    @tools.tool(policy="escalate")
+    async def refund_and_reply(ticket: str, ctx: tether.ToolContext) -> object:
+        """Refund, then tell the customer (through the helpdesk's own tool)."""
+        charges.append(ctx.attempt)  # the money left: must not be repeated
+        return await tools.get("send_reply").invoke({"ticket": ticket, "text": "done"}, ctx)
+
+    model = tether.ScriptedModel([[use("toolu_1", "refund_and_reply", {"ticket": "T-1"})], "sorry"])
+    async with server:
+        with http_server(world, port):
+            await server.register(tools)
+        # the server is down from here on
+        async with Supervisor(
+            tether.FileStore(tmp_path / "s"),
+            model=model,
+            tools=tools,
+            clock=VirtualClock(autojump_threshold=0),
+        ) as sup:
+            await sup.start(RUN, "refund T-1")
+            with anyio.fail_after(WAIT):
+                assert await sup.wait(RUN) is RunStatus.DONE
+    assert charges == [1]
+    events = await read_events(tmp_path / "s", RUN)
+    result = result_of(events, "toolu_1")
+    assert not result.ok
+    assert "cannot open a session" in str(result.content)
+    assert of_type(events, ToolFailed) == []
+    assert len(of_type(events, ToolStarted)) == 1
 
 
 def down() -> MCPServer:
