@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import errno
 import pickle
 
@@ -14,7 +15,10 @@ from tether import (
     JournalRemovedError,
     StoreUnavailableError,
     TetherError,
+    ToolContext,
+    ToolUnavailableError,
 )
+from tether.mcp import MCPServerUnavailableError
 
 
 def test_a_broken_handle_names_the_os_error_behind_it() -> None:
@@ -52,7 +56,42 @@ def test_an_io_error_names_what_was_being_done_and_the_os_error() -> None:
     ids=lambda e: type(e).__name__,
 )
 def test_errors_survive_pickling_with_their_message_and_fields(error: TetherError) -> None:
-    copy = pickle.loads(pickle.dumps(error))
-    assert type(copy) is type(error)
-    assert str(copy) == str(error)
-    assert vars(copy) == vars(error)
+    again = pickle.loads(pickle.dumps(error))
+    assert type(again) is type(error)
+    assert str(again) == str(error)
+    assert vars(again) == vars(error)
+
+
+CTX = ToolContext(run_id="run-1", call_id="toolu_1", attempt=2)
+
+
+def _bound_mcp_error() -> MCPServerUnavailableError:
+    error = MCPServerUnavailableError("helpdesk", "cannot open a session")
+    error.attempt = CTX  # (as the adapter binds it)
+    return error
+
+
+@pytest.mark.parametrize(
+    "error",
+    [ToolUnavailableError("search", "connection refused", attempt=CTX), _bound_mcp_error()],
+    ids=lambda e: type(e).__name__,
+)
+def test_an_unavailable_tool_error_keeps_its_attempt_through_pickle_and_copy(
+    error: ToolUnavailableError,
+) -> None:
+    """The attempt it is bound to is its proof that nothing was sent: a copy keeps it."""
+    for again in (pickle.loads(pickle.dumps(error)), copy.copy(error), copy.deepcopy(error)):
+        assert type(again) is type(error)
+        assert str(again) == str(error)
+        assert again.attempt == CTX
+
+
+@pytest.mark.parametrize("attempt", [2, "run-1:toolu_1:2", {"attempt": 2}])
+def test_an_unavailable_tool_error_takes_only_a_tool_context_as_its_attempt(
+    attempt: object,
+) -> None:
+    """``attempt=ctx.attempt`` (an int) would leave it silently unbound, the outage handed to
+    the model: refused at once."""
+    with pytest.raises(TypeError, match="takes the attempt's ToolContext"):
+        ToolUnavailableError("search", "refused", attempt=attempt)  # type: ignore[arg-type]
+    assert ToolUnavailableError("search", "refused", attempt=None).attempt is None

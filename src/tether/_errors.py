@@ -36,6 +36,7 @@ Errors carry what a person needs to act on them as attributes, and survive pickl
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -402,12 +403,35 @@ class ToolUnavailableError(ToolError):
     server bind it themselves, when no session can be had for their own call: only while
     the runtime runs an attempt of that very tool, never when another tool invokes them
     with its own context (``tools.get(name).invoke(args, ctx)`` in a composite tool).
+
+    ``attempt`` is the ``ToolContext`` itself (``attempt=ctx``); anything else but ``None``
+    (``attempt=ctx.attempt``, the attempt's number) raises ``TypeError``. Pickled or copied,
+    the error keeps it.
     """
 
     def __init__(self, tool: str, reason: str, *, attempt: ToolContext | None = None) -> None:
+        if attempt is not None and not _is_tool_context(attempt):
+            # (``attempt=ctx.attempt``, an int, would be taken silently as unbound: the
+            # outage would reach the model instead of being waited for)
+            raise TypeError(
+                "ToolUnavailableError(attempt=...) takes the attempt's ToolContext (ctx) or "
+                f"None, not {type(attempt).__name__}"
+            )
         super().__init__(tool, reason)
         self.attempt = attempt
         """The attempt that sent nothing, or ``None``: not known to be this attempt's."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # (the attempt it is bound to is kept: a copy or an error sent across processes
+        # still proves that attempt sent nothing)
+        return (*super().__reduce__(), {"attempt": self.attempt})
+
+
+def _is_tool_context(value: object) -> bool:
+    """Whether ``value`` is a ``tether.tools.ToolContext``, without importing that package
+    here (this module imports none): a context exists only once its module was loaded."""
+    module = sys.modules.get("tether.tools._context")
+    return module is not None and isinstance(value, module.ToolContext)
 
 
 class RunStateError(TetherError, ValueError):
