@@ -22,7 +22,15 @@ import anyio
 import pytest
 
 import tether
-from tether.journal import Budgets, Resumed, RunFinished, ToolFailed, ToolStarted
+from tether.journal import (
+    Budgets,
+    Escalated,
+    Resolved,
+    Resumed,
+    RunFinished,
+    ToolFailed,
+    ToolStarted,
+)
 from tether.operate import summarize
 from tether.supervisor import RunStatus, Supervisor
 from tether.testing import VirtualClock
@@ -333,3 +341,129 @@ async def test_a_person_can_resolve_a_call_whose_service_will_not_come_back(
     result = result_of(events, CALL)
     assert (result.ok, result.content) == (outcome == "succeeded", "the docs moved")
     assert of_type(events, RunFinished)[-1].status == "done"
+
+
+class Payments:
+    """A payment service down for the first try of ``pay``; then the request is sent and the
+    connection drops (``OutcomeUnknownError``: it may have paid), once ``sent`` is set."""
+
+    def __init__(self) -> None:
+        self.tries: list[int] = []
+        self.sent = anyio.Event()
+        self.release = anyio.Event()  # what the sibling call ``slow`` waits for
+
+    def tools(self) -> tether.ToolRegistry:
+        tools = tether.ToolRegistry()
+
+        @tools.tool(policy="escalate", retries=0)
+        async def pay(amount: int, ctx: tether.ToolContext) -> str:
+            """Pay."""
+            self.tries.append(ctx.attempt)
+            if len(self.tries) == 1:
+                raise tether.ToolUnavailableError("pay", "connection refused", attempt=ctx)
+            await self.sent.wait()
+            raise tether.OutcomeUnknownError("pay", "connection lost mid-request; may have paid")
+
+        @tools.tool(policy="rerun")
+        async def slow(x: int) -> str:
+            """Slow."""
+            await self.release.wait()
+            return "slow done"
+
+        return tools
+
+
+PAY = "toolu_A"
+
+
+def _pay_script() -> tether.ScriptedModel:
+    return tether.ScriptedModel(
+        [[use(PAY, "pay", {"amount": 5}), use("toolu_B", "slow", {"x": 1})], "ok"]
+    )
+
+
+async def _settled(sup: Supervisor) -> RunStatus:
+    """The run's status once it is done, failed or needs attention."""
+    settled = (RunStatus.DONE, RunStatus.FAILED, RunStatus.NEEDS_ATTENTION)
+    with anyio.fail_after(WAIT):
+        while (status := (await sup.inspect(RUN)).status) not in settled:
+            await anyio.sleep(0.005)
+    await anyio.wait_all_tasks_blocked()
+    return status
+
+
+async def _until_tried(service: Payments, n: int) -> None:
+    with anyio.fail_after(WAIT):
+        while len(service.tries) < n:
+            await anyio.sleep(0.005)
+    await anyio.wait_all_tasks_blocked()
+
+
+async def test_a_resolution_queued_while_a_sibling_runs_answers_the_wait_it_was_given_for(
+    tmp_path: pathlib.Path,
+) -> None:
+    """``pay`` waits for its service while ``slow`` holds the run; a person resolves ``pay``
+    as failed (queued: the run is held), its retry comes due, then ``slow`` ends. The queued
+    answer is taken in before ``pay`` is tried again: it answers the wait it was given for,
+    and nothing is sent (not an attempt sent, its outcome unknown, escalated, and the answer
+    applied to that escalation, which nobody saw)."""
+    service = Payments()
+    service.sent.set()  # tried again, it would be sent and end with its outcome unknown
+    clock = VirtualClock()
+    store = tether.FileStore(tmp_path)
+    async with Supervisor(
+        store, model=_pay_script(), tools=service.tools(), clock=clock, jitter=half
+    ) as sup:
+        await sup.start(RUN, "pay 5")
+        await _until_tried(service, 1)
+        done = await tether.operate.resolve(
+            store, RUN, PAY, outcome="failed", by="ops", note="payment server retired; not paid"
+        )
+        assert done.queued
+        assert isinstance(done.record, Resolved)
+        assert done.record.attempts == 1
+        assert "record it only if the call still waits for its service" in (
+            tether.operate.acknowledgement(RUN, done)
+        )
+        clock.advance(5)  # pay's next try is due
+        service.release.set()  # slow ends: the loop would try pay again at once
+        assert await _settled(sup) is RunStatus.DONE
+    assert service.tries == [1]
+    events = await read_events(tmp_path, RUN)
+    assert of_type(events, Escalated) == []
+    (resolved,) = of_type(events, Resolved)
+    assert (resolved.outcome, resolved.attempts) == ("failed", 1)
+    result = result_of(events, PAY)
+    assert not result.ok
+    assert "not paid" in str(result.content)
+
+
+async def test_a_resolution_for_a_wait_the_call_left_is_dropped_when_taken_in(
+    tmp_path: pathlib.Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A resolution given while ``pay`` waited for its service after attempt 1 reaches the
+    holder only after attempt 2 was sent and escalated (queued just before the holder tried
+    again): it answers another question, so the holder drops it, and says so; the escalation
+    waits for a person."""
+    service = Payments()
+    service.release.set()
+    clock = VirtualClock()
+    store = tether.FileStore(tmp_path)
+    async with Supervisor(
+        store, model=_pay_script(), tools=service.tools(), clock=clock, jitter=half
+    ) as sup:
+        await sup.start(RUN, "pay 5")
+        await _until_tried(service, 1)
+        clock.advance(5)
+        await _until_tried(service, 2)  # attempt 2 is in flight: sent, no answer yet
+        stale = Resolved(call_id=PAY, outcome="failed", by="ops", note="not paid", attempts=1)
+        await store.post_checked(RUN, lambda events, queued: stale)
+        service.sent.set()  # the connection drops: outcome unknown, escalated
+        assert await _settled(sup) is RunStatus.NEEDS_ATTENTION
+        view = await sup.inspect(RUN)
+    assert view.pending == (PAY,)
+    events = await read_events(tmp_path, RUN)
+    assert len(of_type(events, Escalated)) == 1
+    assert of_type(events, Resolved) == []
+    assert "no longer waits for its service as it did" in caplog.text
+    assert "it was escalated after attempt 2" in caplog.text

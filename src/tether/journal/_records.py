@@ -231,13 +231,21 @@ RESOLUTIONS: tuple[Resolution, ...] = typing.get_args(Resolution)
 class Resolved(Event, frozen=True, kw_only=True, tag="resolved"):
     """A person's answer to an escalated call: it ``succeeded`` (with ``result``), should be
     run again (``retry``) or ``failed``; or to a call that waits for its tool's service (its
-    ``succeeded`` or ``failed`` given in place of the service's answer)."""
+    ``succeeded`` or ``failed`` given in place of the service's answer).
+
+    ``attempts``, set for an answer to a call that waits for its service, is how many attempts
+    the call had when the answer was checked: the wait it answers. Queued while another
+    process held the run, it is recorded only if the call still waits for its service after
+    those attempts (tried again meanwhile, its question may be another one: an attempt sent
+    that ended with its outcome unknown). ``None`` (an escalated call, or a record written
+    before the field existed): no such condition."""
 
     call_id: str
     outcome: Resolution
     result: JSONValue = None
     by: str = ""
     note: str = ""
+    attempts: int | None = None
 
 
 def result_text(content: Any) -> str:

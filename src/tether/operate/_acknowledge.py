@@ -4,7 +4,9 @@
 flash and the JSON API returns it as ``message``. It says exactly what happened, no more: an
 answer appended to the journal is ``recorded`` (with its ``seq``); one queued for a run another
 process holds is ``queued``, with what that process will do with it (check it again and record
-it at the run's next pause; for a cancellation, stop the run within about a second), or
+it at the run's next pause; for a cancellation, stop the run within about a second; for a
+resolution of a call that waits for its service, record it only if the call still waits for its
+service then), or
 queued behind answers that wait in the inbox of a run whose holder stopped before recording
 them (``queued behind ...``: the next process records them all, in order); a signal
 the run already had is ``already recorded``, and one already waiting in its inbox ``already
@@ -31,6 +33,10 @@ BEHIND = (
     "queued behind the answers waiting in the run's inbox (given while a process held it, "
     "which stopped before it recorded them): the process that takes the run up next will check "
     "them and this one again, in order, and record them"
+)
+FOR_SERVICE = (
+    f"{QUEUED} check this answer again at the run's next pause and record it only if the call "
+    "still waits for its service then (tried again meanwhile, the answer is dropped)"
 )
 STOPS = (
     f"{QUEUED} stop the run within about a second (a call in flight is cancelled and recorded "
@@ -75,6 +81,8 @@ def _sentence(done: Recorded, what: str) -> str:
     record = done.record
     if done.queued and done.behind:
         return f"{BEHIND}: {what}"
+    if done.queued and isinstance(record, Resolved) and record.attempts is not None:
+        return f"{FOR_SERVICE}: {what}"  # (only if the call still waits for its service)
     if done.queued:
         return f"{STOPS if isinstance(record, RunFinished) else NEXT_PAUSE}: {what}"
     return f"recorded: {what} (seq {record.seq})"

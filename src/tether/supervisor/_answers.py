@@ -43,7 +43,7 @@ from ..journal import (
 from ..journal._records import check_types
 from ._budgets import budget_problem, limits_problem
 from ._runtime import Mailbox
-from ._state import RunState, RunStatus, fold
+from ._state import Call, RunState, RunStatus, fold
 from ._status import approval_deadline, pinned_tool, run_status
 
 log = logging.getLogger("tether.supervisor")
@@ -73,6 +73,18 @@ def answer_problem(state: RunState, answer: Event | AnyEvent, now: float) -> str
         call = state.calls.get(answer.call_id)
         if call is None or call.done:
             return _not_open(state, answer.call_id)
+        if answer.attempts is not None and (
+            call.unreached is None or call.attempts != answer.attempts
+        ):
+            # Given for the call's wait for its service after that many attempts; it was
+            # tried again since, and what a person would answer now may differ (an attempt
+            # sent, its outcome unknown, escalated).
+            standing = "was resolved" if call.resolution is not None else _standing(call)
+            return (
+                f"call {call.id!r} ({call.name}) no longer waits for its service as it did "
+                f"when this answer was given (after attempt {answer.attempts}): it {standing}; "
+                "look at the call again before answering it"
+            )
         if call.unreached is not None:
             # It waits for its service, perhaps for good (a retired server, a revoked
             # credential): a person may hand the model a result instead.
@@ -97,6 +109,15 @@ def answer_problem(state: RunState, answer: Event | AnyEvent, now: float) -> str
             return f"call {call.id!r} ({call.name}) {why}"
         return None
     return f"a {type(answer).__name__} record is not an answer a person can give"
+
+
+def _standing(call: Call) -> str:
+    """Where ``call`` stands, in words, for an answer given for an earlier wait of it."""
+    if call.escalated:
+        return f"was escalated after attempt {call.attempts}"
+    if call.unreached is not None:
+        return f"still waits for its service, after attempt {call.attempts}"
+    return f"was tried again (attempt {call.attempts})"
 
 
 def repeated(state: RunState, answer: Event | AnyEvent) -> bool:

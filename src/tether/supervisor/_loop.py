@@ -437,6 +437,12 @@ class _Drive:
             raise RuntimeError(
                 f"run {self.journal.run_id!r}: the run is running but no call can advance"
             )
+        if any(c.unreached is not None for c, _, _ in runs) and await self._fold_inbox():
+            # A person may have answered a call that waits for its service (a resolution
+            # queued while a sibling ran): taken in before the call is tried again, so that
+            # it answers the wait it was given for. (Cheap: a run with no inbox is not looked
+            # at.)
+            return  # decide again on what the answers changed
         # Nothing of the plan but its runs is held while the calls run (and no closure over
         # this frame's variables: each would be a cell the cyclic collector meets in flight).
         del turn, later

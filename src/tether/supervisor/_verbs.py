@@ -94,7 +94,10 @@ async def resolve(
     again (``retry``, with the same idempotency key), or it ``failed`` (the model gets
     ``result``, else the note). A call that waits for its tool's service (nothing was sent)
     is answered the same way, ``succeeded`` or ``failed``, for a service that will not come
-    back (it is tried again on its own, so ``retry`` is refused).
+    back (it is tried again on its own, so ``retry`` is refused). Queued while another
+    process holds the run, such an answer is recorded only if the call still waits for its
+    service, after the same attempts, when that process takes it in (tried again meanwhile,
+    the question may be another: it is dropped, and logged).
 
     Raises:
         ValueError: an unknown outcome, or a ``result`` with ``retry``.
@@ -106,8 +109,19 @@ async def resolve(
         raise ValueError(f"outcome must be succeeded, retry or failed, not {outcome!r}")
     if outcome == "retry" and result is not None:
         raise ValueError("a result does not apply to the outcome retry")
-    record = Resolved(call_id=call_id, outcome=outcome, result=result, by=by, note=note)
-    return await record_answer(store, run_id, lambda _: record, clock=clock, busy_wait=True)
+
+    def build(state: RunState) -> Resolved:
+        # An answer to a call that waits for its service answers that wait, after the
+        # attempts it has now: queued, it is dropped if the call is tried again first.
+        call = state.calls.get(call_id)
+        attempts = None
+        if call is not None and not call.done and call.unreached is not None:
+            attempts = call.attempts
+        return Resolved(
+            call_id=call_id, outcome=outcome, result=result, by=by, note=note, attempts=attempts
+        )
+
+    return await record_answer(store, run_id, build, clock=clock, busy_wait=True)
 
 
 async def retry(
