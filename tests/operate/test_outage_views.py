@@ -112,8 +112,17 @@ def test_a_run_waiting_for_its_service_says_why_in_every_view(tmp_path: pathlib.
         (waits,) = view["waiting"]
         assert {k: waits[k] for k in rest} == rest
         assert waits["until"] == last.retry_at
-    assert f"tether resolve --root {root} {RUN} toolu_1 --outcome succeeded|failed" in shown
+    hint = f"tether resolve --root {root} {RUN} toolu_1 --outcome succeeded|failed"
+    assert f"{hint} [--result JSON] --by NAME" in shown
     assert f"/runs/{RUN}/calls/toolu_1/resolve" in page
+    # Its form gives a result in place of the service's answer: no "retry" (it is tried again
+    # on its own), no "it happened" (nothing was sent).
+    section = page.split('<section class="waiting" data-call="toolu_1">', 1)[1]
+    section = section.split("</section>", 1)[0]
+    assert "give the model this result" in section
+    assert "it failed" in section
+    assert 'value="retry"' not in section
+    assert "it happened" not in section
     assert "attempt 7 not sent (its service could not be reached)" in shown
     assert "sleeping" in page
     assert "waiting for its service" in page

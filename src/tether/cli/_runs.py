@@ -187,7 +187,7 @@ def _show(args: argparse.Namespace) -> int:
             elif r.kind == "service":
                 line += (
                     f"  ->  tether resolve {where} {args.run} {r.call_id} "
-                    "--outcome succeeded|failed --by NAME"
+                    "--outcome succeeded|failed [--result JSON] --by NAME"
                 )
             print(printable(line))
         if summary.action:
