@@ -117,7 +117,10 @@ def test_a_run_parked_for_its_contract_says_so_in_every_view(tmp_path: pathlib.P
             action,
         )
     assert shown.startswith(f"run {RUN}: needs_attention")
-    assert f"to go on: {action}" in shown
+    assert "`tether repin RUN --app MODULE:FACTORY --by NAME`" in action
+    # tether show fills the command in, as its approve and signal hints are.
+    filled = action.replace("tether repin RUN", f"tether repin --root {root} {RUN}")
+    assert f"to go on: {filled}" in shown
     assert "needs_attention" in page
     assert "roll back" in page
     (entry,) = inbox["parked"]

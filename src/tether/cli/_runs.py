@@ -15,7 +15,7 @@ from typing import Any
 import msgspec
 
 from ..operate import as_tree, describe, load_summary
-from ..operate._display import Listing, format_age, printable, shorten
+from ..operate._display import Listing, format_age, parked_action, printable, shorten
 from ..supervisor import RunStatus
 from ._view import (
     add_store_options,
@@ -191,7 +191,14 @@ def _show(args: argparse.Namespace) -> int:
                 )
             print(printable(line))
         if summary.action:
-            print(printable(f"to go on: {summary.action}"))
+            parked = summary.state.parked if summary.state is not None else None
+            # The commands filled in, as the approve and signal hints above are.
+            action = (
+                summary.action
+                if parked is None
+                else parked_action(parked.cause, f"{where} {args.run}")
+            )
+            print(printable(f"to go on: {action}"))
         print()
         rows = [["SEQ", "TIME", "TYPE", "WHAT"]]
         for event, text in zip(events, lines, strict=True):

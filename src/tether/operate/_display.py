@@ -20,4 +20,5 @@ from ._listing import RACY_NS as RACY_NS
 from ._listing import Listing as Listing
 from ._summary import by_status as by_status
 from ._summary import has_children as has_children
+from ._summary import parked_action as parked_action
 from ._summary import unreadable as unreadable

@@ -78,21 +78,26 @@ PARKED_ACTIONS = {
     "contract": (
         "deploy a worker that has the run's pinned contract (roll back, or register the old "
         "version beside the new) and it continues by itself; or let it go on under the new "
-        "one: `tether repin RUN --app MODULE:FACTORY --by NAME` (`tether check` shows what "
+        "one: `tether repin {run} --app MODULE:FACTORY --by NAME` (`tether check` shows what "
         "changed)"
     ),
     "model": (
         "fix what made the model's calls fail (its key, the request, or the answers it sends: "
-        "the reason says which), then `tether retry`"
+        "the reason says which), then `tether retry {run}`"
     ),
-    "crash_loop": "find why its process keeps stopping (the worker's log), then `tether retry`",
+    "crash_loop": (
+        "find why its process keeps stopping (the worker's log), then `tether retry {run}`"
+    ),
 }
-"""What a person can do about a run the runtime parked, by the ``parked`` record's cause."""
+"""What a person can do about a run the runtime parked, by the ``parked`` record's cause
+(``{run}``: the run, with the options that name its store where they are known)."""
 
 
-def parked_action(cause: str) -> str:
-    """What a person can do about a run parked for ``cause``."""
-    return PARKED_ACTIONS.get(cause, "`tether retry` once the cause is fixed")
+def parked_action(cause: str, run: str = "RUN") -> str:
+    """What a person can do about a run parked for ``cause``; the commands name ``run`` (the
+    run's id, after the store's options where the caller knows them: ``tether show``)."""
+    action = PARKED_ACTIONS.get(cause, "`tether retry {run}` once the cause is fixed")
+    return action.replace("{run}", run)
 
 
 @dataclass(frozen=True)
