@@ -9,7 +9,9 @@
     ``MARK.go`` exists, ``MARK`` written first so that the test knows the window is open.
 ``mark-queue``
     ``MARK`` is written when the answer, the journal found held, goes to the run's inbox
-    (``post_checked``), then the answer goes on as it would.
+    (``post_checked``), then the answer goes on as it would; ``MARK.waiting`` once that post
+    finds the inbox's lock taken by another (a refused ``flock``, or
+    ``pg_try_advisory_xact_lock`` giving false), so that a test knows the post waits for it.
 
 What the process prints and its exit code are the command's own.
 """
@@ -65,6 +67,33 @@ def _marked(method: Callable[..., Awaitable[Any]], mark: pathlib.Path) -> Any:
     return wrapper
 
 
+def _waiting_marked(method: Callable[..., Any], mark: pathlib.Path, posting: list[bool]) -> Any:
+    """``FileOps.lock``, writing ``MARK.waiting`` when it is refused while a post goes on."""
+
+    @functools.wraps(method)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        taken = method(*args, **kwargs)
+        if not taken and posting[0]:
+            mark.with_suffix(".waiting").write_text("waiting")
+        return taken
+
+    return wrapper
+
+
+def _refusal_marked(method: Callable[..., Awaitable[Any]], mark: pathlib.Path) -> Any:
+    """``asyncpg.Connection.fetchval``, writing ``MARK.waiting`` when the inbox's advisory
+    lock is refused."""
+
+    @functools.wraps(method)
+    async def wrapper(conn: Any, query: str, *args: Any, **kwargs: Any) -> Any:
+        value = await method(conn, query, *args, **kwargs)
+        if "pg_try_advisory_xact_lock" in query and value is False:
+            mark.with_suffix(".waiting").write_text("waiting")
+        return value
+
+    return wrapper
+
+
 def main(mode: str, mark: pathlib.Path, argv: list[str]) -> int:
     from tether.cli import main as tether
     from tether.journal import FileStore
@@ -82,11 +111,24 @@ def main(mode: str, mark: pathlib.Path, argv: list[str]) -> int:
                 asyncpg.Connection.execute, mark, appending
             )
     elif mode == "mark-queue":
-        FileStore.post_checked = _marked(FileStore.post_checked, mark)  # type: ignore[method-assign]
+        from tether.journal._file import FileOps
+
+        posting = [False]
+        marked = _marked(FileStore.post_checked, mark)
+
+        async def post_checked(*args: Any, **kwargs: Any) -> Any:
+            posting[0] = True  # (the journal's own lock, refused before, is not the inbox's)
+            return await marked(*args, **kwargs)
+
+        FileStore.post_checked = post_checked  # type: ignore[method-assign]
+        FileOps.lock = _waiting_marked(FileOps.lock, mark, posting)  # type: ignore[method-assign]
         if "--store" in argv:
+            import asyncpg
+
             from tether.postgres import PostgresStore
 
             PostgresStore.post_checked = _marked(PostgresStore.post_checked, mark)  # type: ignore[method-assign]
+            asyncpg.Connection.fetchval = _refusal_marked(asyncpg.Connection.fetchval, mark)  # type: ignore[method-assign]
     else:
         raise SystemExit(f"unknown mode {mode!r}")
     return tether(argv)
