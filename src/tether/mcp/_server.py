@@ -56,7 +56,7 @@ from .._errors import (
     ToolUnavailableError,
 )
 from ..tools import ReplayPolicy, ToolContext, ToolRegistry, ToolSpec
-from ..tools._adapters import ArgsValidator, ToolOptions, is_attempting
+from ..tools._adapters import ArgsValidator, ToolOptions
 from ._link import (
     IDEMPOTENCY_KEY_META,
     Link,
@@ -317,10 +317,10 @@ class MCPServer:
             except ToolUnavailableError as exc:
                 # Raised by this adapter's own request for this very attempt: bound to it,
                 # it is the runtime's proof that nothing was sent (an error from elsewhere
-                # is not, see ToolUnavailableError). Only when the runtime runs this tool's
-                # attempt itself: a composite tool that invoked it with its own context may
-                # have had an effect before, so its attempt is not proven unsent.
-                if is_attempting(name, ctx):
+                # is not, see ToolUnavailableError). Only for an attempt of this tool: a
+                # composite tool that invoked it with its own context may have had an
+                # effect before, so its attempt is not proven unsent.
+                if ctx.tool == name:
                     exc.attempt = ctx
                 raise
             return tether_result(result)

@@ -34,7 +34,6 @@ from .._errors import OutcomeUnknownError, ToolUnavailableError
 from ..journal import MAX_RUN_ID_LEN as MAX_RUN_ID
 from ..journal import Event, ToolFailed, ToolResult, Waiting
 from ..tools import ContentBlocks, ToolContext, ToolSpec, Wait
-from ..tools._adapters import attempting
 from ._clock import Clock, within
 from ._state import Call, RunState
 
@@ -61,13 +60,12 @@ async def attempt(
     On cancellation (the run's own): propagates; the attempt's outcome stays unknown.
     """
     try:
-        with attempting(spec.name, ctx):  # (what an adapter asks before it binds an error)
-            if spec.timeout is None:  # no cancel scope to pay for (most tools)
-                timed_out, content = False, await spec.invoke(call.input, ctx)
-            else:
-                timed_out, content = await within(
-                    clock, spec.timeout, lambda: spec.invoke(call.input, ctx)
-                )
+        if spec.timeout is None:  # no cancel scope to pay for (most tools)
+            timed_out, content = False, await spec.invoke(call.input, ctx)
+        else:
+            timed_out, content = await within(
+                clock, spec.timeout, lambda: spec.invoke(call.input, ctx)
+            )
         if timed_out:
             error = f"timed out after {spec.timeout:g} s"
             return failed(call, spec, ctx, error, timed_out=True, clock=clock, jitter=jitter)

@@ -493,7 +493,7 @@ class _Drive:
             seq = started.seq
         failpoint("tool_started")
         await journal.fence()  # a worker paused past its lease must not act for the run any more
-        ctx = ToolContext(run_id=journal.run_id, call_id=call.id, attempt=attempt)
+        ctx = ToolContext(run_id=journal.run_id, call_id=call.id, attempt=attempt, tool=spec.name)
         with tool_scope(self.trace, call, spec, attempt, seq=seq, dangling=dangling) as traced:
             outcome = await run_attempt(
                 call, spec, ctx, clock=self.rt.wall_clock, jitter=self.rt.jitter
@@ -510,7 +510,9 @@ class _Drive:
     async def _verify_call(self, call: Call, spec: ToolSpec, step: Verify) -> None:
         journal = self.journal
         await journal.fence()
-        ctx = ToolContext(run_id=journal.run_id, call_id=call.id, attempt=call.attempts)
+        ctx = ToolContext(
+            run_id=journal.run_id, call_id=call.id, attempt=call.attempts, tool=spec.name
+        )
         seq = call.started_seq
         with tool_scope(self.trace, call, spec, call.attempts, seq=seq, dangling=True, verify=True):
             result = await verify_landed(

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import final
 
@@ -22,11 +19,17 @@ class ToolContext:
         call_id: the model's id for the call (the ``tool_use`` block's ``id``).
         attempt: 1 on the first attempt, then one more each time the call is started again
             (after a crash, a retry or a person's "run it again").
+        tool: the registered name of the tool the runtime runs this attempt of (``""`` for
+            a context made by hand). A context is its attempt's own only for that tool: a
+            tool that invokes another with its own context (a composite) passes a context
+            whose ``tool`` is not the other's, so that one cannot say "nothing of this
+            attempt was sent" for it (``ToolUnavailableError(attempt=ctx)``).
     """
 
     run_id: str
     call_id: str
     attempt: int
+    tool: str = ""
 
     @property
     def idempotency_key(self) -> str:
@@ -37,29 +40,3 @@ class ToolContext:
         purpose: all attempts of one call are one operation.
         """
         return f"{self.run_id}:{self.call_id}"
-
-
-_ATTEMPTING: ContextVar[tuple[str, ToolContext] | None] = ContextVar(
-    "tether_attempting", default=None
-)
-
-
-@contextmanager
-def attempting(tool: str, ctx: ToolContext) -> Iterator[None]:
-    """While the runtime runs attempt ``ctx`` of a call of tool ``tool`` (the tool's registered
-    name): what ``is_attempting`` asks about. Code the tool runs inside it (a composite's call
-    of another tool's ``invoke`` with its own context) sees the same, so that only ``tool``'s
-    own function can say "this attempt"."""
-    token = _ATTEMPTING.set((tool, ctx))
-    try:
-        yield
-    finally:
-        _ATTEMPTING.reset(token)
-
-
-def is_attempting(tool: str, ctx: ToolContext) -> bool:
-    """Whether the runtime is running attempt ``ctx`` of tool ``tool`` itself, here and now:
-    an adapter that binds its ``ToolUnavailableError`` to ``ctx`` only then does not bind it
-    for another tool that invoked it with its own context (which may have had an effect
-    first)."""
-    return _ATTEMPTING.get() == (tool, ctx)
