@@ -19,16 +19,13 @@ class Backoff:
     def delay(self, tries: int, jitter: Callable[[], float]) -> float:
         """The wait before try ``tries + 1`` (``tries`` >= 1 failures so far).
 
-        The doubling stops once the wait reaches ``cap``: ``first * 2.0 ** (tries - 1)``
-        overflows a float past about 1,024 tries, and an outage that lasts (a tool's service
-        down for a day, tried once a minute) gets there; the wait must stay ``cap`` for good.
+        The exponent is bounded: ``2.0 ** (tries - 1)`` raises ``OverflowError`` past about
+        1,024 tries, and an outage that lasts (a tool's service down for a day, tried once a
+        minute) gets there; the wait must stay ``cap`` for good (a product past a float's
+        range is ``inf``, which ``min`` caps).
         """
-        base = self.first
-        for _ in range(max(0, tries - 1)):
-            if base >= self.cap or base <= 0:
-                break
-            base *= 2.0
-        return float(min(self.cap, base) * (0.5 + jitter()))
+        base = min(self.cap, self.first * 2.0 ** min(max(0, tries - 1), 1000))
+        return float(base * (0.5 + jitter()))
 
 
 MODEL_RETRY = Backoff(first=1.0, cap=60.0)
