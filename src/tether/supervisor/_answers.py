@@ -73,19 +73,17 @@ def answer_problem(state: RunState, answer: Event | AnyEvent, now: float) -> str
         call = state.calls.get(answer.call_id)
         if call is None or call.done:
             return _not_open(state, answer.call_id)
-        if answer.attempts is not None and (
-            call.unreached is None or call.attempts != answer.attempts
-        ):
+        unreached = call.unreached is not None
+        if answer.attempts is not None and (not unreached or call.attempts != answer.attempts):
             # Given for the call's wait for its service after that many attempts; it was
             # tried again since, and what a person would answer now may differ (an attempt
             # sent, its outcome unknown, escalated).
-            standing = "was resolved" if call.resolution is not None else _standing(call)
             return (
                 f"call {call.id!r} ({call.name}) no longer waits for its service as it did "
-                f"when this answer was given (after attempt {answer.attempts}): it {standing}; "
-                "look at the call again before answering it"
+                f"when this answer was given (after attempt {answer.attempts}): it "
+                f"{_standing(call)}; look at the call again before answering it"
             )
-        if call.unreached is not None:
+        if unreached:
             # It waits for its service, perhaps for good (a retired server, a revoked
             # credential): a person may hand the model a result instead.
             if answer.outcome == "retry":
@@ -113,6 +111,8 @@ def answer_problem(state: RunState, answer: Event | AnyEvent, now: float) -> str
 
 def _standing(call: Call) -> str:
     """Where ``call`` stands, in words, for an answer given for an earlier wait of it."""
+    if call.resolution is not None:
+        return "was resolved"
     if call.escalated:
         return f"was escalated after attempt {call.attempts}"
     if call.unreached is not None:
