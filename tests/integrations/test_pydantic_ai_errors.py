@@ -13,6 +13,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
 from pydantic_ai import Agent
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
@@ -47,18 +48,33 @@ async def supervised(root: Path, api: chat.ChatAPI) -> AsyncIterator[Supervisor]
             yield sup
 
 
-async def test_a_quota_used_up_parks_the_run_for_a_person_at_once(tmp_path: Path) -> None:
-    quota = api_error(
-        429, "insufficient_quota", "You exceeded your quota.", code="insufficient_quota"
-    )
-    api = chat.ChatAPI(respond=lambda body: quota)
+@pytest.mark.parametrize(
+    ("error", "said"),
+    [
+        (
+            api_error(
+                429, "insufficient_quota", "You exceeded your quota.", code="insufficient_quota"
+            ),
+            "You exceeded your quota.",
+        ),
+        (
+            api_error(400, "invalid_request_error", "Unknown parameter: 'foo'."),
+            "Unknown parameter: 'foo'.",
+        ),
+    ],
+    ids=["a quota used up (waiting will not help)", "a bad request"],
+)
+async def test_a_permanent_error_parks_the_run_for_a_person_at_once(
+    tmp_path: Path, error: ApiError, said: str
+) -> None:
+    api = chat.ChatAPI(respond=lambda body: error)
     async with supervised(tmp_path, api) as sup:
         await sup.start(RUN, PROMPT)
         assert await sup.wait(RUN, timeout=WAIT) is RunStatus.NEEDS_ATTENTION
     assert len(api.bodies) == 1
     (parked,) = of_type(await read_events(tmp_path, RUN), Parked)
-    assert "status_code: 429" in parked.reason
-    assert "You exceeded your quota." in parked.reason
+    assert f"status_code: {error.status}" in parked.reason
+    assert said in parked.reason
 
 
 async def test_a_rate_limit_is_asked_again_after_the_wait_the_server_asked_for(
@@ -80,14 +96,3 @@ async def test_a_rate_limit_is_asked_again_after_the_wait_the_server_asked_for(
     assert failed.retry_at is not None
     assert abs(failed.retry_at - (failed.at + 7.0)) < 0.01
     assert len(api.bodies) == 2
-
-
-async def test_a_bad_request_parks_the_run_with_what_the_api_said(tmp_path: Path) -> None:
-    bad = api_error(400, "invalid_request_error", "Unknown parameter: 'foo'.")
-    api = chat.ChatAPI(respond=lambda body: bad)
-    async with supervised(tmp_path, api) as sup:
-        await sup.start(RUN, PROMPT)
-        assert await sup.wait(RUN, timeout=WAIT) is RunStatus.NEEDS_ATTENTION
-    assert len(api.bodies) == 1
-    (parked,) = of_type(await read_events(tmp_path, RUN), Parked)
-    assert "Unknown parameter: 'foo'." in parked.reason

@@ -76,6 +76,20 @@ def script() -> tether.ScriptedModel:
     return tether.ScriptedModel([[use(CALL, "search", {"query": "leases"})], "found them"])
 
 
+def supervised(
+    root: pathlib.Path, service: Service, clock: VirtualClock, **options: Any
+) -> Supervisor:
+    """A supervisor of ``script()`` over ``service``'s tool (``options``: the tool's own) on
+    a directory store at ``root``, on ``clock``, with no jitter."""
+    return Supervisor(
+        tether.FileStore(root),
+        model=script(),
+        tools=service.tools(**options),
+        clock=clock,
+        jitter=half,
+    )
+
+
 async def _asleep(sup: Supervisor, clock: VirtualClock, tries: int) -> str:
     """Once the run rests after its ``tries``-th try (everything else blocked): its reason."""
     with anyio.fail_after(WAIT):
@@ -108,13 +122,7 @@ async def test_the_run_rests_while_the_service_is_down_and_goes_on_once_it_is_ba
     runs the call, once; the run ends done with the tool's result and one tool call spent."""
     service = Service(down=5)
     clock = VirtualClock()
-    async with Supervisor(
-        tether.FileStore(tmp_path),
-        model=script(),
-        tools=service.tools(policy="escalate", retries=0),
-        clock=clock,
-        jitter=half,
-    ) as sup:
+    async with supervised(tmp_path, service, clock, policy="escalate", retries=0) as sup:
         await sup.start(RUN, "find the docs on leases", budgets=Budgets(max_tool_calls=1))
         waited = 0.0
         for tries, pause in enumerate([1.0, 2.0, 4.0, 8.0, 16.0], start=1):
@@ -158,12 +166,8 @@ async def test_the_backoff_grows_to_a_minute_and_stays_there(tmp_path: pathlib.P
     """An outage of many tries: the waits double to 60 s and stay at 60 s, and the run waits
     through all of them, however many ``retries`` its tool has."""
     service = Service(down=12)
-    async with Supervisor(
-        tether.FileStore(tmp_path),
-        model=script(),
-        tools=service.tools(policy="rerun", retries=1),
-        clock=VirtualClock(autojump_threshold=0),
-        jitter=half,
+    async with supervised(
+        tmp_path, service, VirtualClock(autojump_threshold=0), policy="rerun", retries=1
     ) as sup:
         await sup.start(RUN, "find the docs on leases")
         await _until(sup, RunStatus.DONE)
@@ -250,13 +254,7 @@ async def test_a_person_can_cancel_a_run_that_waits_for_its_service(
 ) -> None:
     service = Service(down=1_000)
     clock = VirtualClock()
-    async with Supervisor(
-        tether.FileStore(tmp_path),
-        model=script(),
-        tools=service.tools(policy="rerun"),
-        clock=clock,
-        jitter=half,
-    ) as sup:
+    async with supervised(tmp_path, service, clock, policy="rerun") as sup:
         await sup.start(RUN, "go")
         await _asleep(sup, clock, 1)
         await sup.cancel(RUN, reason="the docs server is retired", by="priya")
@@ -320,13 +318,7 @@ async def test_a_person_can_resolve_a_call_whose_service_will_not_come_back(
     tried again on its own."""
     service = Service(down=1_000)
     clock = VirtualClock()
-    async with Supervisor(
-        tether.FileStore(tmp_path),
-        model=script(),
-        tools=service.tools(policy="rerun"),
-        clock=clock,
-        jitter=half,
-    ) as sup:
+    async with supervised(tmp_path, service, clock, policy="rerun") as sup:
         await sup.start(RUN, "go")
         reason = await _asleep(sup, clock, 1)
         assert reason.endswith("; resolve it to give the model a result, or cancel the run")
