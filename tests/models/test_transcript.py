@@ -12,7 +12,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tether.models import ContentBlock, Message, ScriptedModel, ToolResultBlock, _transcript
+from tether.models import (
+    ContentBlock,
+    Message,
+    ScriptedModel,
+    ToolDefinition,
+    ToolResultBlock,
+    _transcript,
+)
 from tether.models._transcript import (
     FrozenDict,
     FrozenList,
@@ -42,15 +49,26 @@ def test_sizes_add_up_to_the_whole_request(
 ) -> None:
     transcript = Transcripts().of(messages)
     whole = json_size({"system": system, "messages": messages, "tools": tools})
-    assert request_size(transcript.size, len(messages), system, tools) == whole
+    assert request_size(transcript.size, len(messages), system, json_size(tools)) == whole
     assistants = sum(1 for m in messages if m["role"] == "assistant")
     assert transcript.assistants == assistants
+
+
+def _containers(value: Any) -> list[Any]:
+    """Every dict and list within ``value``, itself included."""
+    if isinstance(value, dict):
+        return [value, *(c for v in value.values() for c in _containers(v))]
+    if isinstance(value, list):
+        return [value, *(c for v in value for c in _containers(v))]
+    return []
 
 
 @given(json_values)
 def test_a_frozen_copy_equals_the_value_and_thaws_to_plain_containers(value: Any) -> None:
     frozen = freeze(value)
     assert frozen == value
+    assert all(type(c) in (FrozenDict, FrozenList) for c in _containers(frozen))
+    assert not {id(c) for c in _containers(frozen)} & {id(c) for c in _containers(value)}
     assert json.dumps(frozen) == json.dumps(value)
     plain = copy.deepcopy(frozen)
     assert plain == value
@@ -116,7 +134,7 @@ def test_a_conversation_that_changed_is_looked_at_again_from_the_change() -> Non
     transcript = transcripts.of(changed)
     assert transcript.frozen == changed
     whole = json_size({"system": None, "messages": changed, "tools": []})
-    assert request_size(transcript.size, len(changed), None, []) == whole
+    assert request_size(transcript.size, len(changed), None, json_size([])) == whole
     assert transcript.assistants == 1
 
 
@@ -167,6 +185,26 @@ async def test_a_fresh_model_answers_and_sizes_a_conversation_alike() -> None:
         assert a == b
         whole = json_size({"system": "be brief", "messages": messages, "tools": []})
         assert a.usage.input_tokens == max(1, whole // 4)
+
+
+async def test_the_usage_estimate_sizes_the_tools_given_whether_new_or_the_last_ones() -> None:
+    model = ScriptedModel(["a", "b", "c", "d"])
+    small: list[ToolDefinition] = [{"name": "t", "input_schema": {"type": "object"}}]
+    large: list[ToolDefinition] = [{**small[0], "description": "x" * 400}]
+    messages = conversation(0)
+
+    async def estimate(tools: list[ToolDefinition]) -> int:
+        reply = await model(system=None, messages=list(messages), tools=tools)
+        messages.append(reply.as_message())
+        messages.append({"role": "user", "content": "go on"})
+        whole = json_size({"system": None, "messages": messages[:-2], "tools": tools})
+        assert reply.usage.input_tokens == max(1, whole // 4)
+        return reply.usage.input_tokens
+
+    first = await estimate(list(small))
+    assert await estimate(list(small)) > first  # the same definitions, in a new list: kept
+    assert await estimate(list(large)) > first + 90  # other definitions: sized again
+    assert await estimate([*small, *large]) > first + 90
 
 
 @given(messages_lists, st.integers(min_value=0, max_value=8))

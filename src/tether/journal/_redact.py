@@ -74,13 +74,14 @@ _GITHUB = re.compile(rb"gh[pousr]_")
 
 def _holds_hint(data: bytes) -> bool:
     """Whether lower-cased ``data`` holds one of ``DEFAULT_HINTS`` (written out: a loop over
-    them costs as much as all the searches together)."""
+    them costs as much as all the searches together). Each search walks the whole of ``data``;
+    the two hints that hold a ``-`` are looked for only where one is (a single-byte search,
+    many times faster), so data without one costs four searches instead of six."""
     return (
-        b"sk-" in data
+        (b"-" in data and (b"sk-" in data or b"-----begin" in data))
         or b"akia" in data
         or b"xox" in data
         or b"bearer" in data
-        or b"-----begin" in data
         or (b"gh" in data and _GITHUB.search(data) is not None)
     )
 

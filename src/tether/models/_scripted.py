@@ -22,7 +22,7 @@ from .._errors import ModelResponseError
 from ..journal import Usage
 from ._base import ModelReply, SystemPrompt, check_reply_blocks, deep_copy
 from ._messages import ContentBlock, Message, TextBlock, ToolDefinition, ToolUseBlock, tool_uses
-from ._transcript import Transcripts, request_size
+from ._transcript import ToolsSize, Transcripts, request_size
 from ._transcript import json_size as _json_size
 
 
@@ -42,6 +42,10 @@ ScriptFunction: TypeAlias = Callable[[list[Message]], ScriptedAnswer | Awaitable
 
 UsageFunction: TypeAlias = Callable[[list[Message], list[ContentBlock]], Usage]
 """Computes a call's usage from ``(messages, reply_blocks)``."""
+
+
+_ANSWERS = frozenset((list, str, dict))
+"""What a script function returns when it answers at once (no awaitable to look for)."""
 
 
 def _canonical_json(value: object) -> str:
@@ -115,6 +119,7 @@ class ScriptedModel:
         # or a usage function (a list script only counts and sizes the messages).
         self._copies = callable(responses) or callable(usage)
         self._transcripts = Transcripts(copies=self._copies)
+        self._tools_size = ToolsSize()
         self._script: list[object] | None
         self._function: ScriptFunction | None
         if callable(responses):
@@ -198,7 +203,7 @@ class ScriptedModel:
         else:
             assert self._function is not None
             produced = self._function(copies)
-            if inspect.isawaitable(produced):
+            if type(produced) not in _ANSWERS and inspect.isawaitable(produced):
                 produced = await produced
             answer = _expand(produced, deep_copy)
         stop_reason: str | None = None
@@ -228,7 +233,7 @@ class ScriptedModel:
         if self._usage is not None:
             return self._usage(list(seen[0]), deep_copy(blocks))
         _, count, messages_size = seen
-        size = request_size(messages_size, count, system, tools)
+        size = request_size(messages_size, count, system, self._tools_size(tools))
         return Usage(
             input_tokens=max(1, size // 4),
             output_tokens=max(1, _json_size(blocks) // 4),

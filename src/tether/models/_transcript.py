@@ -97,16 +97,23 @@ def freeze(value: Any) -> Any:
     """A read-only deep copy of a JSON-like ``value``: dicts and lists (and tuples) become
     ``FrozenDict`` and ``FrozenList``; strings, numbers, booleans and ``None`` are shared (they
     cannot change); anything else is deep-copied (``copy.deepcopy``)."""
-    # Every message a conversation adds goes through here once: scalars of the exact JSON
-    # types (nearly every value) are kept without a call, and a list is built by a
-    # comprehension rather than from a generator (half the time of the plain recursion).
-    if type(value) in _SCALAR_TYPES:
-        return value
-    if isinstance(value, dict):
-        frozen = FrozenDict()
+    # Every message a conversation adds goes through here once. A plain dict or list (nearly
+    # every value) is copied whole by the C constructor, then only its values that are not
+    # scalars of the exact JSON types are replaced by their frozen copies: a third less time
+    # than filling an empty one key by key.
+    kind = type(value)
+    if kind is dict:
+        frozen = FrozenDict(value)
         for k, v in value.items():
-            _set_item(frozen, k, v if type(v) in _SCALAR_TYPES else freeze(v))
+            if type(v) not in _SCALAR_TYPES:
+                _set_item(frozen, k, freeze(v))
         return frozen
+    if kind is list:
+        return FrozenList([v if type(v) in _SCALAR_TYPES else freeze(v) for v in value])
+    if kind in _SCALAR_TYPES:
+        return value
+    if isinstance(value, dict):  # a subclass (a FrozenDict, an OrderedDict): a plain copy
+        return freeze(dict(value))
     if isinstance(value, list | tuple):
         return FrozenList([v if type(v) in _SCALAR_TYPES else freeze(v) for v in value])
     if isinstance(value, _SCALARS):  # a subclass of one (an enum member of str, say)
@@ -159,11 +166,33 @@ def json_size(value: object) -> int:
 _REQUEST_FRAME = len('{"messages":[') + len('],"system":') + len(',"tools":') + len("}")
 
 
-def request_size(messages_size: int, count: int, system: object, tools: object) -> int:
+def request_size(messages_size: int, count: int, system: object, tools_size: int) -> int:
     """``json_size({"system": system, "messages": messages, "tools": tools})``, given the sum of
-    the messages' own sizes and how many there are."""
+    the messages' own sizes, how many there are, and the size of ``tools`` (``ToolsSize``)."""
     commas = max(0, count - 1)
-    return _REQUEST_FRAME + messages_size + commas + json_size(system) + json_size(tools)
+    return _REQUEST_FRAME + messages_size + commas + json_size(system) + tools_size
+
+
+@final
+class ToolsSize:
+    """``json_size`` of a call's tool definitions, kept for the definitions last seen.
+
+    The runtime hands every call of a run (and every run pinned to the same tools) the same
+    definition objects, in a new list each time, and never changes them once passed (as with
+    messages, see ``Model``): a list holding the very objects of the last one has its size.
+    """
+
+    __slots__ = ("_size", "_tools")
+
+    def __init__(self) -> None:
+        self._tools: list[object] = []
+        self._size = json_size([])
+
+    def __call__(self, tools: list[Any]) -> int:
+        kept = self._tools
+        if len(kept) != len(tools) or not all(map(operator.is_, kept, tools)):
+            self._tools, self._size = list(tools), json_size(tools)
+        return self._size
 
 
 @final
