@@ -39,6 +39,13 @@ what it changed, in one run.
 
 ``--profile KIND:RUNS`` runs one try in this process under ``cProfile`` and prints the
 functions by their own time instead.
+
+``--instructions`` counts instructions per step instead of CPU time (valgrind's
+``cachegrind``, see ``_instructions``): each kind once at each of two numbers of runs
+(``--runs``, 100 and 300 by default), one after another, and the ratios of the counts. CPU time
+moves 5-10 % between tries here; a count moves about 0.1 %, so a change of a few percent shows.
+It leaves out the kernel's work and cache misses, so a claim about CPU time is still made
+with CPU time. Results go to ``bench/results/step_instructions.json``.
 """
 
 from __future__ import annotations
@@ -57,6 +64,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import _instructions
 import anyio
 from _harness import RESULTS, alternate, say, workspace, write_results
 
@@ -209,14 +217,23 @@ async def _case(kind: str, runs: int, steps: int, root: Path) -> dict[str, Any]:
     }
 
 
-def _spawn(
-    kind: str, runs: int, steps: int, root: Path, before: Path | None = None
-) -> dict[str, Any]:
+def _child(
+    kind: str, runs: int, steps: int, root: Path, before: Path | None
+) -> tuple[list[str], dict[str, str]]:
+    """The command line and environment of one try of ``kind`` (``KIND@before``: with
+    ``before`` first on ``PYTHONPATH``)."""
     base, _, where = kind.partition("@")
     argv = [sys.executable, str(SCRIPT), "--child", base, str(runs), str(steps), "--dir", str(root)]
     env = dict(os.environ)
     if where == "before" and before is not None:
         env["PYTHONPATH"] = os.pathsep.join([str(before), env.get("PYTHONPATH", "")])
+    return argv, env
+
+
+def _spawn(
+    kind: str, runs: int, steps: int, root: Path, before: Path | None = None
+) -> dict[str, Any]:
+    argv, env = _child(kind, runs, steps, root, before)
     proc = subprocess.run(
         argv, capture_output=True, text=True, timeout=CASE_TIMEOUT, check=False, env=env
     )
@@ -227,6 +244,38 @@ def _spawn(
     result: dict[str, Any] = json.loads(lines[-1])
     result["kind"] = kind
     return result
+
+
+def count_instructions(
+    kinds: list[str], sizes: list[int], steps: int, root: Path, before: Path | None
+) -> dict[str, Any]:
+    """Instructions per step of each kind (``_instructions``), one try after another, and the
+    same ratios as of CPU time where both sides were counted."""
+    per: dict[str, float] = {}
+    cases = []
+    for kind in kinds:
+        counts = {}
+        for runs in sizes:
+            counts[runs] = _instructions.count(*_child(kind, runs, steps, root, before))
+            say(f"  {kind:<16} {runs:>5} runs {counts[runs]:>16,} instructions")
+        per[kind] = _instructions.per_step(counts, steps)
+        cases.append({"kind": kind, "instructions": counts, "per_step": round(per[kind])})
+    ratios = {}
+    pairs = [(k.removesuffix("@before"), k) for k in kinds if k.endswith("@before")]
+    pairs += [("defaults", "bare")]
+    for a, b in pairs:
+        if a in per and b in per:
+            ratios[f"{a} / {b.replace('@', ' ')}"] = per[a] / per[b]
+    return {"cases": cases, "ratios": ratios}
+
+
+def format_instructions(report: dict[str, Any], sizes: list[int]) -> str:
+    lines = [f"instructions per step, from {sizes[0]:,} to {sizes[1]:,} runs"]
+    for case in report["cases"]:
+        lines.append(f"{case['kind']:<16} {case['per_step']:>10,}")
+    lines.append("")
+    lines += [f"{name}: {r:.3f}x" for name, r in report["ratios"].items()]
+    return "\n".join(lines)
 
 
 def _profile(spec: str, steps: int, root: Path) -> None:
@@ -244,14 +293,21 @@ def _profile(spec: str, steps: int, root: Path) -> None:
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    p.add_argument("--runs", default="100,1000", help="comma-separated numbers of runs")
+    p.add_argument(
+        "--runs", default=None, help="comma-separated numbers of runs (100,1000; 100,300 counted)"
+    )
     p.add_argument("--steps", type=int, default=41, help="durable steps per run (odd)")
     p.add_argument("--repeat", type=int, default=3, help="rounds of tries (median reported)")
     p.add_argument("--kinds", default=",".join(KINDS[:4]), help="comma-separated kinds to run")
     p.add_argument("--dir", type=Path, default=Path("/dev/shm"), help="where the stores go")
-    p.add_argument("--out", type=Path, default=RESULTS / "step_cpu.json", help="results file")
+    p.add_argument("--out", type=Path, default=None, help="results file")
     p.add_argument("--before", type=Path, default=None, help="src of the tether to compare with")
     p.add_argument("--profile", default=None, metavar="KIND:RUNS", help="profile one try")
+    p.add_argument(
+        "--instructions",
+        action="store_true",
+        help="count instructions per step under valgrind instead (--runs: two numbers)",
+    )
     p.add_argument("--child", nargs=3, metavar=("KIND", "RUNS", "STEPS"), help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
@@ -273,7 +329,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     kinds = [k for k in args.kinds.split(",") if k]
     if args.before is not None:
         kinds += [f"{k}@before" for k in kinds]
-    sizes = [int(n) for n in args.runs.split(",")]
+    if args.instructions:
+        return _main_instructions(args, kinds)
+    sizes = [int(n) for n in (args.runs or "100,1000").split(",")]
     tries: dict[tuple[str, int], list[dict[str, Any]]] = {}
     with workspace(args.dir, "tether-cpu-") as (root, info):
         started = time.perf_counter()
@@ -288,7 +346,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     report = summarize(tries, kinds, sizes)
     print(format_report(report))
     print(f"\n{elapsed:.0f} s; {info['filesystem']}, {info.get('cpu', '')}")
-    write_results(args.out, {"machine": info, "steps_per_run": args.steps, **report})
+    out = args.out or RESULTS / "step_cpu.json"
+    write_results(out, {"machine": info, "steps_per_run": args.steps, **report})
+    return 0
+
+
+def _main_instructions(args: argparse.Namespace, kinds: list[str]) -> int:
+    sizes = [int(n) for n in (args.runs or "100,300").split(",")]
+    if len(sizes) != 2 or sizes[0] == sizes[1]:
+        raise SystemExit("--instructions counts at two different numbers of runs (--runs A,B)")
+    if _instructions.valgrind() is None:
+        raise SystemExit("--instructions needs valgrind (apt-get install valgrind)")
+    with workspace(args.dir, "tether-cpu-") as (root, info):
+        started = time.perf_counter()
+        report = count_instructions(kinds, sizes, args.steps, root, args.before)
+        elapsed = time.perf_counter() - started
+    print(format_instructions(report, sizes))
+    print(f"\n{elapsed:.0f} s")
+    out = args.out or RESULTS / "step_instructions.json"
+    write_results(out, {"machine": info, "steps_per_run": args.steps, "runs": sizes, **report})
     return 0
 
 
