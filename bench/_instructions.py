@@ -18,7 +18,6 @@ sync takes along, say), and two at once moved a count by 5 %.
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import tempfile
@@ -33,28 +32,29 @@ def valgrind() -> str | None:
     return shutil.which("valgrind")
 
 
-def count(argv: Sequence[str], env: dict[str, str]) -> int:
-    """The instructions ``argv`` executes (every thread, user space), run under cachegrind.
+def count(name: str, argv: Sequence[str], env: dict[str, str]) -> int:
+    """The instructions ``argv`` (the case ``name``) executes (every thread, user space), run
+    under cachegrind.
 
     Raises:
-        RuntimeError: valgrind is missing, or the program failed.
+        RuntimeError: valgrind is missing, or the program failed (its last line of stderr).
     """
     tool = valgrind()
     if tool is None:
         raise RuntimeError("valgrind is not installed (apt-get install valgrind)")
-    fd, out = tempfile.mkstemp(prefix="cachegrind-", suffix=".out")
-    os.close(fd)
-    try:
-        cmd = [tool, "--tool=cachegrind", "--cache-sim=no", f"--cachegrind-out-file={out}"]
+    with tempfile.TemporaryDirectory(prefix="cachegrind-") as scratch:
+        out, log = Path(scratch, "out"), Path(scratch, "log")
+        # valgrind's own lines (its summary last) go to ``log``: stderr is the program's.
+        cmd = [tool, "--tool=cachegrind", "--cache-sim=no"]
+        cmd += [f"--cachegrind-out-file={out}", f"--log-file={log}"]
         proc = subprocess.run(
             [*cmd, *argv], capture_output=True, text=True, env=env, timeout=CASE_TIMEOUT
         )
         if proc.returncode != 0:
-            tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-            raise RuntimeError(f"{' '.join(argv)} failed under valgrind: {tail}")
-        return summary(Path(out).read_text())
-    finally:
-        os.unlink(out)
+            lines = proc.stderr.strip().splitlines() or log.read_text().strip().splitlines()
+            tail = (lines or ["no output"])[-1]
+            raise RuntimeError(f"{name} failed under valgrind (exit {proc.returncode}): {tail}")
+        return summary(out.read_text())
 
 
 def summary(text: str) -> int:
@@ -71,6 +71,6 @@ def summary(text: str) -> int:
 
 def per_step(counts: dict[int, int], steps: int) -> float:
     """Instructions one more step costs, from the counts of a case at two numbers of runs of
-    ``steps`` steps each."""
+    ``steps`` steps each (as the runs make them)."""
     (fewer, low), (more, high) = sorted(counts.items())
     return (high - low) / ((more - fewer) * steps)

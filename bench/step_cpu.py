@@ -256,9 +256,10 @@ def count_instructions(
     for kind in kinds:
         counts = {}
         for runs in sizes:
-            counts[runs] = _instructions.count(*_child(kind, runs, steps, root, before))
+            name = f"{kind} at {runs:,} runs"
+            counts[runs] = _instructions.count(name, *_child(kind, runs, steps, root, before))
             say(f"  {kind:<16} {runs:>5} runs {counts[runs]:>16,} instructions")
-        per[kind] = _instructions.per_step(counts, steps)
+        per[kind] = _instructions.per_step(counts, 2 * tool_calls_for(steps) + 1)
         cases.append({"kind": kind, "instructions": counts, "per_step": round(per[kind])})
     ratios = {}
     pairs = [(k.removesuffix("@before"), k) for k in kinds if k.endswith("@before")]

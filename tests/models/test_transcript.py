@@ -188,7 +188,7 @@ async def test_a_fresh_model_answers_and_sizes_a_conversation_alike() -> None:
 
 
 async def test_the_usage_estimate_sizes_the_tools_given_whether_new_or_the_last_ones() -> None:
-    model = ScriptedModel(["a", "b", "c", "d"])
+    model = ScriptedModel(["a", "b", "c", "d", "e"])
     small: list[ToolDefinition] = [{"name": "t", "input_schema": {"type": "object"}}]
     large: list[ToolDefinition] = [{**small[0], "description": "x" * 400}]
     messages = conversation(0)
@@ -201,6 +201,10 @@ async def test_the_usage_estimate_sizes_the_tools_given_whether_new_or_the_last_
         assert reply.usage.input_tokens == max(1, whole // 4)
         return reply.usage.input_tokens
 
+    odd: Any = None  # outside the type, as a direct caller may pass: sized as it is
+    reply = await model(system=None, messages=conversation(0), tools=odd)
+    whole = json_size({"system": None, "messages": conversation(0), "tools": None})
+    assert reply.usage.input_tokens == max(1, whole // 4)
     first = await estimate(list(small))
     assert await estimate(list(small)) > first  # the same definitions, in a new list: kept
     assert await estimate(list(large)) > first + 90  # other definitions: sized again

@@ -138,7 +138,9 @@ class Model(Protocol):
             messages: the conversation so far, Messages-API shaped. The list is the model's to
                 keep, but the messages in it are the run's own: a model must not change them
                 (copy one before changing it).
-            tools: Anthropic tool definitions (``{"name", "description", "input_schema"}``).
+            tools: Anthropic tool definitions (``{"name", "description", "input_schema"}``),
+                the same objects at every call of a run: like the messages, the run's own, which
+                a model must not change.
 
         Returns:
             The assistant's reply.

@@ -81,11 +81,13 @@ class ScriptedModel:
     A call costs the same however long the conversation: each message is looked at (sized,
     and copied where a function of the caller's will read it) the first time a call sees it,
     and a conversation is recognised by the identity of its messages, which the runtime never
-    changes once passed (see ``Model``). With a script function or a usage function it keeps
-    read-only messages for them (``frozen_messages``): the runtime hands it read-only ones,
-    which it keeps as they are; a message that is not read-only is copied once, when first
-    seen. A list script with a fixed or the default usage hands messages to no code of the
-    caller's, so it keeps no copies and asks for no read-only messages.
+    changes once passed (see ``Model``); so are the tool definitions, whose size is kept for
+    those of the last call (a caller who changes one in place must pass a new one). With a
+    script function or a usage function it keeps read-only messages for them
+    (``frozen_messages``): the runtime hands it read-only ones, which it keeps as they are; a
+    message that is not read-only is copied once, when first seen. A list script with a fixed
+    or the default usage hands messages to no code of the caller's, so it keeps no copies and
+    asks for no read-only messages.
 
     Args:
         responses: the script. A sequence whose item ``i`` answers call ``i``, each item a

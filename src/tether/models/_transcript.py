@@ -178,21 +178,25 @@ class ToolsSize:
     """``json_size`` of a call's tool definitions, kept for the definitions last seen.
 
     The runtime hands every call of a run (and every run pinned to the same tools) the same
-    definition objects, in a new list each time, and never changes them once passed (as with
-    messages, see ``Model``): a list holding the very objects of the last one has its size.
+    definition objects, in a new list each time, and never changes them (nor may a model,
+    see ``Model``): a list holding the very objects of the last one has their size. As with
+    messages, a caller who changes a definition in place after a call must pass a new one
+    for the estimate to see it. Anything but a list is sized at every call.
     """
 
-    __slots__ = ("_size", "_tools")
+    __slots__ = ("_kept",)
 
     def __init__(self) -> None:
-        self._tools: list[object] = []
-        self._size = json_size([])
+        self._kept: tuple[list[object], int] = ([], json_size([]))
 
     def __call__(self, tools: list[Any]) -> int:
-        kept = self._tools
+        if type(tools) is not list:
+            return json_size(tools)
+        kept, size = self._kept  # one read: a call elsewhere replaces both at once
         if len(kept) != len(tools) or not all(map(operator.is_, kept, tools)):
-            self._tools, self._size = list(tools), json_size(tools)
-        return self._size
+            size = json_size(tools)
+            self._kept = (list(tools), size)
+        return size
 
 
 @final
