@@ -46,6 +46,18 @@ if TYPE_CHECKING:
     from .tools import ToolContext
 
 
+SHOWN = 64
+"""The most characters of a value from outside (an id, a name) a message repeats."""
+
+
+def quoted(value: object, limit: int = SHOWN) -> str:
+    """``repr(value)`` for a message: a longer string is cut to its first ``limit`` characters,
+    followed by how long it was, so that a megabyte sent as an id is not sent back whole."""
+    if not isinstance(value, str) or len(value) <= limit:
+        return repr(value)
+    return f"{value[:limit]!r}… ({len(value):,} characters)"
+
+
 class TetherError(Exception):
     """Root of every error raised by tether."""
 
@@ -56,7 +68,7 @@ class InvalidRunIdError(TetherError, ValueError):
     def __init__(self, run_id: str, reason: str) -> None:
         self.run_id = run_id
         self.reason = reason
-        super().__init__(f"invalid run id {run_id!r}: {reason}")
+        super().__init__(f"invalid run id {quoted(run_id)}: {reason}")
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.run_id, self.reason))

@@ -373,3 +373,28 @@ async def test_cancelling_an_escalated_run_ends_its_call_as_unresolved(
         "interrupted: the call waited for a person to resolve it, and the run was cancelled "
         "first; whether it had its effect is unknown"
     )
+
+
+@pytest.mark.parametrize(
+    ("argv", "code"),
+    [
+        (["show", "{root}", "r" * 5000], 2),
+        (["approve", "{root}", APPROVE, "toolu_" + "x" * 4994, "--by", "priya"], 1),
+        (["signal", "{root}", APPROVE, "e" * 5000], 2),
+        (["signal", "{root}", APPROVE, "paid", "--id", "i" * 5000], 2),
+    ],
+    ids=["run id", "call id", "event name", "signal id"],
+)
+def test_a_long_id_is_refused_in_one_short_line(
+    env: Env, capsys: pytest.CaptureFixture[str], argv: list[str], code: int
+) -> None:
+    argv = [a for part in argv for a in (["--root", env.r] if part == "{root}" else [part])]
+    got: object
+    try:
+        got, _, err = cli(capsys, *argv)
+    except SystemExit as exc:  # a usage error, from the parser
+        got, err = exc.code, capsys.readouterr().err
+    assert got == code
+    assert "Traceback" not in err
+    assert "(5,000 characters)" in err
+    assert len(err.splitlines()[-1]) < 300, err[:500]

@@ -242,6 +242,8 @@ def _signal(args: argparse.Namespace) -> int:
     payload = _json_option(args, "--data", args.data)
     try:
         wait_for(args.name)
+        if args.id is not None:
+            operate.check_signal_id(args.id)
     except ValueError as exc:
         args.parser.error(str(exc))
     signal_id = args.id or uuid.uuid4().hex

@@ -37,6 +37,7 @@ __all__ = [
     "cancel",
     "check_deploy",
     "check_runs",
+    "check_signal_id",
     "decide",
     "describe",
     "load_summaries",
@@ -57,6 +58,7 @@ ON_DEMAND = {
     "Recorded": "tether.supervisor._verbs",
     "record_answer": "tether.supervisor._verbs",
     "cancel": "tether.supervisor._verbs",
+    "check_signal_id": "tether.supervisor._verbs",
     "decide": "tether.supervisor._verbs",
     "repin": "tether.supervisor._verbs",
     "resolve": "tether.supervisor._verbs",
@@ -69,6 +71,7 @@ never needs them."""
 if TYPE_CHECKING:
     from ..supervisor._verbs import Recorded as Recorded
     from ..supervisor._verbs import cancel as cancel
+    from ..supervisor._verbs import check_signal_id as check_signal_id
     from ..supervisor._verbs import decide as decide
     from ..supervisor._verbs import record_answer as record_answer
     from ..supervisor._verbs import repin as repin

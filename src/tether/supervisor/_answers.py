@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import anyio
 import msgspec
 
-from .._errors import JournalLockedError, RecordTooLargeError, RunStateError
+from .._errors import JournalLockedError, RecordTooLargeError, RunStateError, quoted
 from .._failpoints import failpoint
 from ..journal import (
     AnyEvent,
@@ -186,7 +186,7 @@ def _not_open(state: RunState, call_id: str) -> str:
     if call is not None:
         return f"call {call_id!r} ({call.name}) already has its result"
     turn = ", ".join(f"{c.id} ({c.name})" for c in state.calls.values()) or "none"
-    return f"call {call_id!r} is not in the model's current turn (calls there: {turn})"
+    return f"call {quoted(call_id)} is not in the model's current turn (calls there: {turn})"
 
 
 def retry_problem(state: RunState, budgets: Budgets | None, now: float) -> str | None:

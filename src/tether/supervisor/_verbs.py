@@ -24,7 +24,7 @@ from typing import Any
 
 import msgspec
 
-from .._errors import RunNotFoundError, RunStateError
+from .._errors import RunNotFoundError, RunStateError, quoted
 from ..journal import (
     Budgets,
     Decision,
@@ -157,6 +157,23 @@ async def retry(
     return await record_answer(store, run_id, build, clock=clock, busy_wait=True)
 
 
+def check_signal_id(signal_id: str) -> str:
+    """Return ``signal_id`` if it is a signal's id: 1 to 200 printable characters without
+    spaces (the sender's own delivery id, say).
+
+    Raises:
+        TypeError: not a string.
+        ValueError: anything else.
+    """
+    if not isinstance(signal_id, str):
+        raise TypeError(f"signal_id: expected a string, got {type(signal_id).__name__}")
+    if not _SIGNAL_ID.fullmatch(signal_id):
+        raise ValueError(
+            f"a signal id is 1 to 200 printable characters without spaces, got {quoted(signal_id)}"
+        )
+    return signal_id
+
+
 async def signal(
     store: Store,
     run_id: str,
@@ -181,12 +198,8 @@ async def signal(
         RunNotFoundError, InvalidRunIdError, RecordTooLargeError, ...: as ``record_answer``.
     """
     wait_for(name)  # checks the name
-    if signal_id is not None and not isinstance(signal_id, str):
-        raise TypeError(f"signal_id: expected a string, got {type(signal_id).__name__}")
-    if signal_id is not None and not _SIGNAL_ID.fullmatch(signal_id):
-        raise ValueError(
-            f"a signal id is 1 to 200 printable characters without spaces, got {signal_id!r}"
-        )
+    if signal_id is not None:
+        check_signal_id(signal_id)
     record = Signal(name=name, signal_id=signal_id or uuid.uuid4().hex, payload=payload, by=by)
     return await record_answer(store, run_id, lambda _: record, clock=clock)
 

@@ -18,6 +18,8 @@ from typing import Any, Literal, final
 
 import msgspec
 
+from .._errors import quoted
+
 _EVENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}")
 
 
@@ -123,7 +125,9 @@ def wait_for(
         ValueError: a bad name, timeout or ``on_timeout``.
     """
     if not isinstance(event, str) or not _EVENT.fullmatch(event):
-        raise ValueError(f"an event name is 1 to 128 letters, digits and ._:/-, got {event!r}")
+        raise ValueError(
+            f"an event name is 1 to 128 letters, digits and ._:/-, got {quoted(event)}"
+        )
     if timeout is not None and not (
         isinstance(timeout, int | float) and math.isfinite(timeout) and timeout >= 0
     ):
