@@ -14,6 +14,7 @@ import pytest
 from tether import (
     InvalidRunIdError,
     JournalClosedError,
+    JournalIOError,
     JournalLockedError,
     RunExistsError,
     RunNotFoundError,
@@ -30,6 +31,7 @@ from tether.journal import (
     verify_file,
 )
 from tether.journal._format import HEADER_SIZE
+from tether.journal._records import Signal, check_types
 from tether.testing import FaultyFileOps
 
 
@@ -368,3 +370,22 @@ async def test_stale_creation_leftovers_are_removed_on_enter(tmp_path: pathlib.P
             assert names == [fresh.name, held.name]
     finally:
         os.close(fd)
+
+
+@pytest.mark.parametrize(
+    ("payload", "said"),
+    [("a\ud800b", "not valid Unicode"), (2**70, "beyond 64 bits"), (-(2**64), "beyond 64 bits")],
+)
+def test_a_record_no_journal_can_encode_is_refused_as_a_bad_value(payload: Any, said: str) -> None:
+    with pytest.raises(ValueError, match=said):
+        check_types(Signal(name="paid", signal_id="s1", payload=payload, by=""), "a signal")
+
+
+async def test_a_run_the_os_will_not_say_is_there_is_not_taken_for_absent(
+    tmp_path: pathlib.Path,
+) -> None:
+    (tmp_path / "runs").write_text("a file where the runs directory goes")
+    store = FileStore(tmp_path)
+    with pytest.raises(JournalIOError, match="Not a directory"):
+        await store.exists("r1")
+    assert not await FileStore(tmp_path / "elsewhere").exists("r1")

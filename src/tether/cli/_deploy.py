@@ -20,6 +20,7 @@ from ..operate import check_deploy
 from ..operate._deploy import repin_plan
 from ..supervisor import fold
 from ..supervisor._contracts import contracts_for
+from ._input import person, text
 from ._view import add_store_options, execute, fail, open_store, using
 from ._worker import app_target
 
@@ -83,8 +84,10 @@ def add_deploy_commands(commands: Any) -> None:
     repin.add_argument(
         "--model", action="store_true", help="also take the application's model and parameters"
     )
-    repin.add_argument("--by", metavar="NAME", required=True, help="who accepts it (recorded)")
-    repin.add_argument("--note", metavar="TEXT", default="", help="why (recorded)")
+    repin.add_argument(
+        "--by", metavar="NAME", type=person, required=True, help="who accepts it (recorded)"
+    )
+    repin.add_argument("--note", metavar="TEXT", type=text, default="", help="why (recorded)")
     repin.set_defaults(handler=_repin, parser=repin)
 
 

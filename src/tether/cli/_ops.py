@@ -14,7 +14,6 @@ next process that enters a ``Supervisor`` on the store.
 from __future__ import annotations
 
 import argparse
-import json
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -23,6 +22,7 @@ from .. import operate
 from ..operate import acknowledgement
 from ..operate._display import retry_details
 from ..tools import wait_for
+from ._input import LIMIT_MAX, json_value, person, text
 from ._view import add_store_options, execute, open_store, using
 
 if TYPE_CHECKING:
@@ -59,11 +59,16 @@ def add_op_commands(commands: Any) -> None:
         )
         add_store_options(p)
         p.add_argument("run", metavar="RUN", help="the run id")
-        p.add_argument("call", metavar="CALL", help="the tool call id (see `tether show`)")
-        p.add_argument("--by", metavar="NAME", required=True, help="who decides (recorded)")
+        p.add_argument(
+            "call", metavar="CALL", type=text, help="the tool call id (see `tether show`)"
+        )
+        p.add_argument(
+            "--by", metavar="NAME", type=person, required=True, help="who decides (recorded)"
+        )
         p.add_argument(
             "--note",
             metavar="TEXT",
+            type=text,
             default="",
             help="why (recorded; a rejection's note is what the model reads)",
         )
@@ -85,7 +90,7 @@ def add_op_commands(commands: Any) -> None:
     add_store_options(resolve)
     resolve.add_argument("run", metavar="RUN", help="the run id")
     resolve.add_argument(
-        "call", metavar="CALL", help="the escalated (or service-waiting) tool call id"
+        "call", metavar="CALL", type=text, help="the escalated (or service-waiting) tool call id"
     )
     resolve.add_argument(
         "--outcome", required=True, choices=("succeeded", "retry", "failed"), help="the answer"
@@ -96,8 +101,10 @@ def add_op_commands(commands: Any) -> None:
         help="the call's result as JSON (succeeded or failed; a bare word is not JSON: quote "
         "strings as '\"text\"')",
     )
-    resolve.add_argument("--by", metavar="NAME", required=True, help="who resolves (recorded)")
-    resolve.add_argument("--note", metavar="TEXT", default="", help="why (recorded)")
+    resolve.add_argument(
+        "--by", metavar="NAME", type=person, required=True, help="who resolves (recorded)"
+    )
+    resolve.add_argument("--note", metavar="TEXT", type=text, default="", help="why (recorded)")
     resolve.set_defaults(handler=_resolve, parser=resolve)
 
     retry = commands.add_parser(
@@ -114,8 +121,10 @@ def add_op_commands(commands: Any) -> None:
     )
     add_store_options(retry)
     retry.add_argument("run", metavar="RUN", help="the run id")
-    retry.add_argument("--by", metavar="NAME", required=True, help="who sends it on (recorded)")
-    retry.add_argument("--note", metavar="TEXT", default="", help="why (recorded)")
+    retry.add_argument(
+        "--by", metavar="NAME", type=person, required=True, help="who sends it on (recorded)"
+    )
+    retry.add_argument("--note", metavar="TEXT", type=text, default="", help="why (recorded)")
     retry.add_argument(
         "--extend",
         metavar="LIMIT=N",
@@ -140,8 +149,10 @@ def add_op_commands(commands: Any) -> None:
     signal.add_argument("run", metavar="RUN", help="the run id")
     signal.add_argument("name", metavar="NAME", help="the event's name")
     signal.add_argument("--data", metavar="JSON", help="the payload, as JSON (default: null)")
-    signal.add_argument("--id", metavar="ID", help="the signal's id (deliveries count once)")
-    signal.add_argument("--by", metavar="NAME", default="", help="who or what sends it (recorded)")
+    signal.add_argument(
+        "--id", metavar="ID", type=text, help="the signal's id (deliveries count once)"
+    )
+    signal.add_argument("--by", metavar="NAME", type=person, help="who or what sends it (recorded)")
     signal.set_defaults(handler=_signal, parser=signal)
 
     cancel = commands.add_parser(
@@ -159,10 +170,14 @@ def add_op_commands(commands: Any) -> None:
     add_store_options(cancel)
     cancel.add_argument("run", metavar="RUN", help="the run id")
     cancel.add_argument(
-        "--reason", metavar="TEXT", default="cancelled", help="recorded reason (default: cancelled)"
+        "--reason",
+        metavar="TEXT",
+        type=text,
+        default="cancelled",
+        help="recorded reason (default: cancelled)",
     )
     cancel.add_argument(
-        "--by", metavar="NAME", default="", help="who cancels (recorded in the reason)"
+        "--by", metavar="NAME", type=person, help="who cancels (recorded in the reason)"
     )
     cancel.set_defaults(handler=_cancel)
 
@@ -209,20 +224,22 @@ def _resolve(args: argparse.Namespace) -> int:
     return execute(args, command)
 
 
-def _extension(text: str) -> tuple[str, float]:
+def _extension(given: str) -> tuple[str, float]:
     from ..supervisor._verbs import EXTENDABLE
 
-    name, sep, amount = text.partition("=")
+    name, sep, amount = given.partition("=")
     if not sep or name not in EXTENDABLE:
         raise argparse.ArgumentTypeError(
-            f"expected LIMIT=N with LIMIT one of {', '.join(EXTENDABLE)}, got {text!r}"
+            f"expected LIMIT=N with LIMIT one of {', '.join(EXTENDABLE)}, got {given!r}"
         )
     try:
         value = float(amount) if name == "deadline_s" else int(amount)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {amount!r} in {text!r}") from None
+        raise argparse.ArgumentTypeError(f"not a number: {amount!r} in {given!r}") from None
     if not value > 0:
-        raise argparse.ArgumentTypeError(f"an extension must be more than 0, got {text!r}")
+        raise argparse.ArgumentTypeError(f"an extension must be more than 0, got {given!r}")
+    if not value <= LIMIT_MAX:
+        raise argparse.ArgumentTypeError(f"an extension is at most {LIMIT_MAX}, got {given!r}")
     return name, value
 
 
@@ -250,7 +267,7 @@ def _signal(args: argparse.Namespace) -> int:
 
     async def command() -> int:
         done = await _answer(
-            args, operate.signal, args.name, payload, signal_id=signal_id, by=args.by
+            args, operate.signal, args.name, payload, signal_id=signal_id, by=args.by or ""
         )
         print(acknowledgement(args.run, done))
         if not done.repeated:
@@ -262,19 +279,19 @@ def _signal(args: argparse.Namespace) -> int:
 
 def _cancel(args: argparse.Namespace) -> int:
     async def command() -> int:
-        done = await _answer(args, operate.cancel, reason=args.reason, by=args.by)
+        done = await _answer(args, operate.cancel, reason=args.reason, by=args.by or "")
         print(acknowledgement(args.run, done))
         return 0
 
     return execute(args, command)
 
 
-def _json_option(args: argparse.Namespace, flag: str, text: str | None) -> Any:
+def _json_option(args: argparse.Namespace, flag: str, given: str | None) -> Any:
     """The JSON value an option was given (``None`` when it was not); a usage error if the
-    text is not JSON."""
-    if text is None:
+    text is not JSON a journal can hold (``_input.json_value``)."""
+    if given is None:
         return None
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        args.parser.error(f"{flag} is not valid JSON: {exc}")
+        return json_value(flag, given)
+    except ValueError as exc:
+        args.parser.error(str(exc))

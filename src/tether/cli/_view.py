@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import stat
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -184,9 +185,13 @@ def open_store(args: argparse.Namespace, *, create: bool = False, **options: Any
         except ValueError as exc:  # a malformed URL (bad port, ...)
             raise StoreMissingError(f"{public_url(spec)}: {exc}") from None
     flag = "--root" if args.store is None else "--store"
-    if os.path.lexists(spec) and not os.path.isdir(spec):
+    try:
+        there = _there(spec, "open the store", directory=True)
+    except JournalIOError as exc:  # no permission to look (a parent's), say
+        raise StoreMissingError(f"{spec}: cannot open the store: {exc.strerror}") from None
+    if not there and os.path.lexists(spec):
         raise StoreMissingError(f"{spec}: not a directory (give the store's {flag})")
-    if not create and not os.path.isdir(spec):
+    if not create and not there:
         raise StoreMissingError(f"{spec}: no such directory (give the store's {flag})")
     return FileStore(spec, **options)
 
@@ -211,7 +216,7 @@ async def using(
     if (
         existing
         and isinstance(store, FileStore)
-        and not await anyio.to_thread.run_sync(os.path.isdir, store.runs_dir)
+        and not await anyio.to_thread.run_sync(_there, store.runs_dir, "open the store", True)
     ):
         raise StoreMissingError(
             f"{store.root}: no tether store here (it has no runs/ directory); nothing "
@@ -221,10 +226,27 @@ async def using(
         yield store
         return
     here = store.location(run) if isinstance(store, FileStore) and run is not None else None
-    if here is not None and not await anyio.to_thread.run_sync(os.path.lexists, here):
+    if here is not None and not await anyio.to_thread.run_sync(_there, here, "look for the run"):
         raise RunNotFoundError(str(run))
     async with store:
         yield store
+
+
+def _there(path: str, action: str, directory: bool = False) -> bool:
+    """Whether ``path`` exists: as a directory (through a link to one) if ``directory``, else
+    as anything (a link itself included).
+
+    Raises:
+        JournalIOError: the OS would not say (no permission to look, a file where a directory
+            should be): never taken for "not there".
+    """
+    try:
+        st = os.stat(path) if directory else os.lstat(path)
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        raise JournalIOError(path, action, exc) from exc
+    return stat.S_ISDIR(st.st_mode) if directory else True
 
 
 def store_failure(args: argparse.Namespace, exc: BaseException) -> str | None:

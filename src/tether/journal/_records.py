@@ -469,7 +469,9 @@ def decode_event(data: bytes | memoryview) -> AnyEvent:
 
 
 def check_types(event: Event, what: str) -> None:
-    """Raise ``TypeError`` if ``event`` has a field of another type than its record declares.
+    """Raise ``TypeError`` if ``event`` has a field of another type than its record declares,
+    ``ValueError`` if it holds what no journal can encode (a lone surrogate, an integer beyond
+    64 bits).
 
     msgspec checks types when it decodes a record, not when one is made: an answer built from
     a caller's wrongly typed argument (``by=5``) would be written, fsync'd and acknowledged,
@@ -481,3 +483,10 @@ def check_types(event: Event, what: str) -> None:
         DECODER.decode(ENCODER.encode(event))
     except (msgspec.ValidationError, msgspec.EncodeError, TypeError) as exc:
         raise TypeError(f"{what}: {exc}") from None
+    except UnicodeEncodeError:
+        raise ValueError(
+            f"{what}: holds text that is not valid Unicode (a lone surrogate, as bytes that "
+            "are not UTF-8 decode to)"
+        ) from None
+    except OverflowError:
+        raise ValueError(f"{what}: holds an integer beyond 64 bits") from None

@@ -630,9 +630,24 @@ class FileStore:
             await anyio.to_thread.run_sync(clear_inbox, path, run_id, count, self._ops)
 
     async def exists(self, run_id: str) -> bool:
-        """Whether run ``run_id`` exists."""
+        """Whether run ``run_id`` exists.
+
+        Raises:
+            JournalIOError: the OS could not say (no permission to look, ``runs`` not a
+                directory): never taken for "no such run".
+        """
         path = self.location(run_id)
-        return await anyio.to_thread.run_sync(os.path.exists, path)
+
+        def look() -> bool:
+            try:
+                os.stat(path)
+            except FileNotFoundError:
+                return False
+            except OSError as exc:
+                raise JournalIOError(path, "look for the run", exc) from exc
+            return True
+
+        return await anyio.to_thread.run_sync(look)
 
     async def load_blob(self, ref: BlobRef) -> Any:
         """The decoded content a ``ToolResult`` keeps in the blob store.

@@ -1,0 +1,118 @@
+"""What a person types into an answer (``--by``, ``--note``, a call id, ``--data``), checked
+before anything is opened: a journal holds only what it can write and read back.
+
+A shell hands a program bytes; Python decodes those that are not UTF-8 into lone surrogates,
+which no journal can encode. JSON allows what the journal does not hold either: ``NaN`` and
+``Infinity`` (Python's ``json`` accepts them, no strict reader does), a number too large for
+a float or for 64 bits, and nesting deep enough to exhaust the parser's stack. Each is
+refused here as a usage error that names the option, where it would otherwise end the
+command with a traceback, or be recorded as ``null``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+from typing import Any
+
+import msgspec
+
+from .._errors import quoted
+
+NAME_LIMIT = 200
+"""The most characters of a ``--by`` name."""
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_INT_RANGE = (-(2**63), 2**64 - 1)
+"""The integers a journal's MessagePack holds."""
+LIMIT_MAX = 2**63 - 1
+"""The largest budget a run can be given (``--extend``)."""
+
+
+def text(value: str) -> str:
+    """An argument that is recorded as text (a note, a reason, a call id): valid Unicode.
+
+    Raises:
+        argparse.ArgumentTypeError: it held bytes that are not UTF-8.
+    """
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        bad = value[exc.start].encode("utf-8", "surrogateescape")
+        raise argparse.ArgumentTypeError(
+            f"not valid UTF-8 (byte {bad!r} at character {exc.start}): {quoted(value)}"
+        ) from None
+    return value
+
+
+def person(value: str) -> str:
+    """A ``--by``: who answers, as every view will show them: 1 to ``NAME_LIMIT`` characters of
+    valid Unicode without control characters (a newline or an escape sequence would reach
+    every terminal that shows the run).
+
+    Raises:
+        argparse.ArgumentTypeError: empty, too long, or holding what cannot be shown.
+    """
+    text(value)
+    if not value.strip():
+        raise argparse.ArgumentTypeError("a name is needed (who answers is recorded)")
+    if len(value) > NAME_LIMIT:
+        raise argparse.ArgumentTypeError(
+            f"a name is at most {NAME_LIMIT} characters, got {quoted(value)}"
+        )
+    if _CONTROL.search(value):
+        raise argparse.ArgumentTypeError(f"a name holds no control characters: {quoted(value)}")
+    return value
+
+
+def json_value(flag: str, value: str) -> Any:
+    """The JSON ``value`` an option (``flag``) was given, as a journal can hold it.
+
+    Raises:
+        ValueError: not JSON, or JSON a journal cannot hold (what and why, naming ``flag``).
+    """
+    try:
+        parsed = json.loads(value, parse_constant=_no_constant, parse_float=_float, parse_int=_int)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{flag} is not valid JSON: {exc}") from None
+    except _Refused as exc:
+        raise ValueError(f"{flag}: {exc}") from None
+    except RecursionError:
+        raise ValueError(f"{flag} is nested too deeply to record") from None
+    try:
+        msgspec.msgpack.encode(parsed)
+    except UnicodeEncodeError:
+        raise ValueError(
+            f"{flag} holds a string that is not valid Unicode (a lone surrogate escape)"
+        ) from None
+    except RecursionError:
+        raise ValueError(f"{flag} is nested too deeply to record") from None
+    return parsed
+
+
+class _Refused(Exception):
+    """A JSON value the journal cannot hold (raised from the parser's hooks)."""
+
+
+def _no_constant(name: str) -> Any:
+    raise _Refused(f"{name} is not a JSON number")
+
+
+def _float(literal: str) -> float:
+    number = float(literal)
+    if not math.isfinite(number):
+        raise _Refused(f"{quoted(literal)} is too large for a number")
+    return number
+
+
+def _int(literal: str) -> int:
+    try:
+        number = int(literal)
+    except ValueError:  # more digits than Python converts (4,300)
+        raise _Refused(f"{quoted(literal)} is too large for an integer (64 bits at most)") from None
+    low, high = _INT_RANGE
+    if not low <= number <= high:
+        raise _Refused(f"{quoted(literal)} is too large for an integer (64 bits at most)")
+    return number

@@ -1,0 +1,118 @@
+"""What a person types into an answer is checked before anything is opened: text that is not
+UTF-8, a name that is empty, too long or holds control characters, JSON a journal cannot hold
+(``NaN``, numbers past a float or 64 bits, nesting past the parser's stack). Each is a usage
+error naming the option, where it was a traceback or a record of ``null``; the journal is left
+as it was. And a store the OS will not let a person look into says so: it is not "no run"."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import pytest
+
+from ._stores import APPROVE, ESCALATED, FAILED, Env, cli
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+
+DEEP = "[" * 5000 + "]" * 5000
+CASES = {
+    "empty name": (["approve", APPROVE, "toolu_r1", "--by", ""], "a name is needed"),
+    "name with a newline": (
+        ["approve", APPROVE, "toolu_r1", "--by", "a\nb\x1b[31m"],
+        "no control characters",
+    ),
+    "long name": (["approve", APPROVE, "toolu_r1", "--by", "b" * 300], "at most 200"),
+    "name not UTF-8": (["approve", APPROVE, "toolu_r1", "--by", "\udcff"], "not valid UTF-8"),
+    "call id not UTF-8": (["approve", APPROVE, "\udcff", "--by", "x"], "not valid UTF-8"),
+    "note not UTF-8": (
+        ["reject", APPROVE, "toolu_r1", "--by", "x", "--note", "a\udcffb"],
+        "not valid UTF-8",
+    ),
+    "NaN": (["signal", APPROVE, "paid", "--data", "NaN"], "NaN is not a JSON number"),
+    "a float too large": (["signal", APPROVE, "paid", "--data", "1e400"], "too large"),
+    "an int past 64 bits": (["signal", APPROVE, "paid", "--data", "1" + "0" * 25], "64 bits"),
+    "a lone surrogate": (["signal", APPROVE, "paid", "--data", '"\\ud800"'], "not valid Unicode"),
+    "deep nesting": (["signal", APPROVE, "paid", "--data", DEEP], "nested too deeply"),
+    "deep result": (
+        ["resolve", ESCALATED, "toolu_c1", "--outcome", "succeeded", "--result", DEEP, "--by", "x"],
+        "nested too deeply",
+    ),
+    "huge extension": (
+        ["retry", FAILED, "--by", "x", "--extend", "max_model_calls=" + "9" * 25],
+        "at most",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_what_a_journal_cannot_hold_is_a_usage_error_and_changes_nothing(
+    env: Env, capsys: pytest.CaptureFixture[str], case: str
+) -> None:
+    argv, said = CASES[case]
+    before = {p.name: p.read_bytes() for p in (env.root / "runs").iterdir()}
+    with pytest.raises(SystemExit) as exc:
+        cli(capsys, argv[0], "--root", env.r, *argv[1:])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2
+    assert said in err
+    assert "Traceback" not in err
+    assert len(err.splitlines()[-1]) < 300
+    assert {p.name: p.read_bytes() for p in (env.root / "runs").iterdir()} == before
+
+
+def test_a_name_given_as_it_should_be_is_recorded(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = cli(
+        capsys, "approve", "--root", env.r, APPROVE, "toolu_r1", "--by", "Priya Ş. (ops)"
+    )
+    assert code == 0, err
+    assert "Priya Ş. (ops)" in out
+
+
+def test_runs_that_is_not_a_directory_is_said_so(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "runs").write_text("not a directory")
+    code, _, err = cli(capsys, "cancel", "--root", str(tmp_path), "run-1")
+    assert code == 3
+    assert "Not a directory" in err
+    assert "no run" not in err
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root, to become another user")
+def test_a_store_a_person_may_not_look_into_is_refused_as_such(env: Env) -> None:
+    scratch = pathlib.Path(tempfile.mkdtemp(prefix="tether-perm-"))  # (pytest's is root's)
+    try:
+        os.chmod(scratch, 0o755)
+        root = scratch / "store"
+        shutil.copytree(env.root, root, symlinks=True)
+        shutil.chown(root, "nobody")  # the root theirs; runs/ (0700, root's) is not
+        os.chmod(root, 0o755)
+        _refused_as_nobody(root, ["approve", APPROVE, "toolu_r1", "--by", "x"])
+        _refused_as_nobody(root, ["cancel", APPROVE])
+        _refused_as_nobody(root, ["gc"])
+        os.chmod(scratch, 0o700)  # now not even the root can be looked into
+        _refused_as_nobody(root, ["cancel", APPROVE])
+    finally:
+        shutil.rmtree(scratch)
+
+
+def _refused_as_nobody(root: pathlib.Path, argv: list[str]) -> None:
+    command = [sys.executable, "-m", "tests.cli._as_user", "nobody"]
+    done = subprocess.run(
+        [*command, argv[0], "--root", str(root), *argv[1:]],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 3, done.stderr
+    assert "Permission denied" in done.stderr
+    assert "no run" not in done.stderr
