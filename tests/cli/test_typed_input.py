@@ -116,3 +116,30 @@ def _refused_as_nobody(root: pathlib.Path, argv: list[str]) -> None:
     assert done.returncode == 3, done.stderr
     assert "Permission denied" in done.stderr
     assert "no run" not in done.stderr
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_an_answer_whose_report_cannot_be_written_is_still_said_to_be_done(env: Env) -> None:
+    argv = ["approve", "--root", env.r, APPROVE, "toolu_r1", "--by", "priya"]
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(
+            [sys.executable, "-m", "tether.cli", *argv],
+            cwd=REPO,
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr
+    assert "done, but it could not be reported on standard output" in done.stderr
+    assert "No space left on device" in done.stderr
+    shown = subprocess.run(
+        [sys.executable, "-m", "tether.cli", "show", "--root", env.r, APPROVE],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert "approved issue_refund [toolu_r1] by priya" in shown.stdout

@@ -23,7 +23,7 @@ from ..operate import acknowledgement
 from ..operate._display import retry_details
 from ..tools import wait_for
 from ._input import LIMIT_MAX, json_value, person, text
-from ._view import add_store_options, execute, open_store, using
+from ._view import add_store_options, execute, open_store, report, using
 
 if TYPE_CHECKING:
     from ..supervisor._verbs import Recorded
@@ -195,8 +195,7 @@ def _decide(args: argparse.Namespace) -> int:
         done = await _answer(
             args, operate.decide, args.call, approved=args.approved, by=args.by, note=args.note
         )
-        print(acknowledgement(args.run, done))
-        print(CONTINUES)
+        report(acknowledgement(args.run, done), CONTINUES)
         return 0
 
     return execute(args, command)
@@ -217,8 +216,7 @@ def _resolve(args: argparse.Namespace) -> int:
             by=args.by,
             note=args.note,
         )
-        print(acknowledgement(args.run, done))
-        print(CONTINUES)
+        report(acknowledgement(args.run, done), CONTINUES)
         return 0
 
     return execute(args, command)
@@ -246,10 +244,7 @@ def _extension(given: str) -> tuple[str, float]:
 def _retry(args: argparse.Namespace) -> int:
     async def command() -> int:
         done = await _answer(args, operate.retry, by=args.by, note=args.note, extend=args.extend)
-        print(acknowledgement(args.run, done))
-        for line in retry_details(done):
-            print(line)
-        print(CONTINUES)
+        report(acknowledgement(args.run, done), *retry_details(done), CONTINUES)
         return 0
 
     return execute(args, command)
@@ -269,9 +264,7 @@ def _signal(args: argparse.Namespace) -> int:
         done = await _answer(
             args, operate.signal, args.name, payload, signal_id=signal_id, by=args.by or ""
         )
-        print(acknowledgement(args.run, done))
-        if not done.repeated:
-            print(CONTINUES)
+        report(acknowledgement(args.run, done), *([] if done.repeated else [CONTINUES]))
         return 0
 
     return execute(args, command)
@@ -280,7 +273,7 @@ def _signal(args: argparse.Namespace) -> int:
 def _cancel(args: argparse.Namespace) -> int:
     async def command() -> int:
         done = await _answer(args, operate.cancel, reason=args.reason, by=args.by or "")
-        print(acknowledgement(args.run, done))
+        report(acknowledgement(args.run, done))
         return 0
 
     return execute(args, command)

@@ -272,6 +272,34 @@ def store_failure(args: argparse.Namespace, exc: BaseException) -> str | None:
 # ---------------------------------------------------------------------------- running commands
 
 
+class ReportLost(Exception):
+    """What a command did could not be written to standard output (a full disk, a closed
+    terminal): it was done all the same (see ``report``)."""
+
+    def __init__(self, cause: OSError) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
+def report(*lines: str) -> None:
+    """Print what a command did, at once. It was done before this (an answer recorded, say),
+    so a failure to write it out is raised as ``ReportLost``, which ``execute`` tells apart
+    from a failure of the store.
+
+    Raises:
+        ReportLost: standard output refused the lines (a reader that went away is
+            ``BrokenPipeError``, as everywhere).
+    """
+    try:
+        for line in lines:
+            print(line)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        raise ReportLost(exc) from exc
+
+
 def fail(message: str, code: int) -> int:
     """Say ``message`` on standard error (fit for a terminal: a refusal may quote a name or a
     reason another person gave, ``printable``) and return ``code``."""
@@ -313,6 +341,13 @@ def execute(args: argparse.Namespace, command: Callable[[], Awaitable[int]]) -> 
         return fail(unfoldable(str(run_id), exc), 1)
     except RecordTooLargeError as exc:  # checked before anything is written or queued
         return fail(f"refused: run {run_id!r}: {exc.reason}; nothing was recorded", 1)
+    except ReportLost as exc:  # done, and only the telling of it failed
+        look = f"; see `tether show {store_flags(args)} {run_id}`" if run_id else ""
+        return fail(
+            f"done, but it could not be reported on standard output "
+            f"({exc.cause.strerror or exc.cause}){look}",
+            0,
+        )
     except BrokenPipeError:
         raise  # the reader went away (`| head`): not the store's doing, see ``cli.main``
     except Exception as exc:
