@@ -143,3 +143,43 @@ def test_an_answer_whose_report_cannot_be_written_is_still_said_to_be_done(env: 
         check=False,
     )
     assert "approved issue_refund [toolu_r1] by priya" in shown.stdout
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["serve", "--no-auth", "--port", "99999"], "a port is 0 to 65535"),
+        (["serve", "--no-auth", "--port", "-1"], "a port is 0 to 65535"),
+        (["serve", "--no-auth", "--header-timeout", "inf"], "must be more than 0"),
+        (["serve", "--no-auth", "--poll-interval", "0"], "must be more than 0"),
+        (["serve", "--no-auth", "--host", "\udcff"], "not valid UTF-8"),
+        (["worker", "--app", "m:f", "--max-active-runs", "-1"], "must be 1 or more"),
+        (["worker", "--app", "m:f", "--max-active-runs", "0"], "must be 1 or more"),
+        (["worker", "--app", "m:f", "--sweep-interval", "nan"], "must be more than 0"),
+    ],
+)
+def test_an_option_out_of_its_range_is_a_usage_error(
+    env: Env, capsys: pytest.CaptureFixture[str], argv: list[str], said: str
+) -> None:
+    with pytest.raises(SystemExit) as exc:
+        cli(capsys, argv[0], "--root", env.r, *argv[1:])
+    assert exc.value.code == 2
+    assert said in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("kind", ["fifo", "binary"])
+def test_a_token_file_that_is_no_text_file_is_refused_at_once(
+    env: Env, tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str], kind: str
+) -> None:
+    tokens = tmp_path / "tokens"
+    if kind == "fifo":
+        os.mkfifo(tokens)  # read as a file, it would block the console's start for ever
+        said = "not a regular file"
+    else:
+        tokens.write_bytes(b"\xff\xfe alice:0123456789abcdef0123\n")
+        said = "not UTF-8 text"
+    os.chmod(tokens, 0o600)
+    with pytest.raises(SystemExit) as exc:
+        cli(capsys, "serve", "--root", env.r, "--token-file", str(tokens), "--port", "0")
+    assert exc.value.code == 2
+    assert said in capsys.readouterr().err

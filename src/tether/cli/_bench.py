@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ._input import count, seconds
 from ._progress import CaseProgress
 
 _EXIT_USAGE = 2
@@ -55,12 +56,12 @@ def add_bench_command(commands: Any) -> None:
     )
     cmd.add_argument(
         "--seconds",
-        type=_positive(float),
+        type=seconds,
         metavar="S",
         help="seconds counted per case, after a warm-up of a third of that (at most 0.2 s)",
     )
     cmd.add_argument(
-        "--repeats", type=_positive(int), metavar="N", help="times each case runs (median kept)"
+        "--repeats", type=count, metavar="N", help="times each case runs (median kept)"
     )
     cmd.add_argument(
         "--cases",
@@ -70,19 +71,6 @@ def add_bench_command(commands: Any) -> None:
     )
     cmd.add_argument("--out", metavar="FILE", type=Path, help="also write the JSON object to FILE")
     cmd.set_defaults(handler=_bench)
-
-
-def _positive(kind: type[float] | type[int]) -> Any:
-    def parse(text: str) -> float | int:
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-        if not value > 0:
-            raise argparse.ArgumentTypeError(f"must be more than 0, got {text}")
-        return value
-
-    return parse
 
 
 def _unusable(directory: Path) -> str | None:

@@ -15,11 +15,14 @@ import argparse
 import json
 import math
 import re
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import msgspec
 
 from .._errors import quoted
+
+_N = TypeVar("_N", int, float)
 
 NAME_LIMIT = 200
 """The most characters of a ``--by`` name."""
@@ -116,3 +119,58 @@ def _int(literal: str) -> int:
     if not low <= number <= high:
         raise _Refused(f"{quoted(literal)} is too large for an integer (64 bits at most)")
     return number
+
+
+def seconds(value: str) -> float:
+    """A number of seconds more than 0 (and finite: ``inf`` would turn off what it bounds).
+
+    Raises:
+        argparse.ArgumentTypeError: not such a number.
+    """
+    number = _number(value, float)
+    if not (number > 0 and math.isfinite(number)):
+        raise argparse.ArgumentTypeError(f"must be more than 0, not {quoted(value)}")
+    return number
+
+
+def some_seconds(value: str) -> float:
+    """A number of seconds of 0 or more (finite).
+
+    Raises:
+        argparse.ArgumentTypeError: not such a number.
+    """
+    number = _number(value, float)
+    if not (number >= 0 and math.isfinite(number)):
+        raise argparse.ArgumentTypeError(f"must be 0 or more, not {quoted(value)}")
+    return number
+
+
+def count(value: str) -> int:
+    """A whole number of 1 or more.
+
+    Raises:
+        argparse.ArgumentTypeError: not such a number.
+    """
+    number = _number(value, int)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, not {quoted(value)}")
+    return number
+
+
+def port(value: str) -> int:
+    """A TCP port, 0 to 65535 (0: any free one).
+
+    Raises:
+        argparse.ArgumentTypeError: not such a number.
+    """
+    number = _number(value, int)
+    if not 0 <= number <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is 0 to 65535, not {quoted(value)}")
+    return number
+
+
+def _number(value: str, kind: Callable[[str], _N]) -> _N:
+    try:
+        return kind(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {quoted(value)}") from None

@@ -16,6 +16,7 @@ from typing import Any
 
 import anyio
 
+from ._input import port, seconds, text
 from ._view import (
     StoreMissingError,
     add_store_options,
@@ -47,10 +48,10 @@ def add_serve_command(commands: Any) -> None:
     )
     add_store_options(serve)
     serve.add_argument(
-        "--host", default=DEFAULT_HOST, help=f"address to bind (default: {DEFAULT_HOST})"
+        "--host", type=text, default=DEFAULT_HOST, help=f"address to bind (default: {DEFAULT_HOST})"
     )
     serve.add_argument(
-        "--port", type=int, default=DEFAULT_PORT, help=f"port to bind (default: {DEFAULT_PORT})"
+        "--port", type=port, default=DEFAULT_PORT, help=f"port to bind (default: {DEFAULT_PORT})"
     )
     serve.add_argument(
         "--token-file",
@@ -67,14 +68,14 @@ def add_serve_command(commands: Any) -> None:
     serve.add_argument(
         "--poll-interval",
         metavar="SECONDS",
-        type=float,
+        type=seconds,
         default=1.0,
         help="seconds between looks at the store for live updates (default: 1)",
     )
     serve.add_argument(
         "--header-timeout",
         metavar="SECONDS",
-        type=float,
+        type=seconds,
         default=10.0,
         help="seconds a client has to send a request's headers, however slowly it sends them; "
         "then the connection is closed (default: 10)",
@@ -93,10 +94,6 @@ def _loopback(host: str) -> bool:
 
 def _serve(args: argparse.Namespace) -> int:
     check_store_usage(args)
-    if not args.poll_interval > 0:
-        args.parser.error("--poll-interval must be more than 0")
-    if not args.header_timeout > 0:
-        args.parser.error("--header-timeout must be more than 0")
     try:
         from .. import web
         from ..web._serving import listen, serve

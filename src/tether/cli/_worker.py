@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import argparse
 import logging
-import math
 import os
 import sys
 from typing import Any
 
 import anyio
 
+from ._input import count, seconds, some_seconds
 from ._view import (
     StoreMissingError,
     add_store_options,
@@ -60,7 +60,7 @@ def add_worker_commands(commands: Any) -> None:
     worker.add_argument(
         "--store-wait",
         metavar="SECONDS",
-        type=_not_negative,
+        type=some_seconds,
         default=None,
         help="with a PostgreSQL --store: seconds to wait at start-up for a database that "
         "cannot be reached yet, then exit 3 with the reason; 0 tries once (default: 60)",
@@ -68,7 +68,7 @@ def add_worker_commands(commands: Any) -> None:
     worker.add_argument(
         "--lease-ttl",
         metavar="SECONDS",
-        type=_positive,
+        type=seconds,
         default=None,
         help="with a PostgreSQL --store: seconds a run's lease lasts without renewal (renewed "
         "every third of it); a worker that stops loses its runs to the others this long after "
@@ -80,12 +80,12 @@ def add_worker_commands(commands: Any) -> None:
     worker.add_argument(
         "--sweep-interval",
         metavar="SECONDS",
-        type=_positive,
+        type=seconds,
         default=None,
         help="seconds between looks for runs to take over (default: the app's, else 5)",
     )
     worker.add_argument(
-        "--max-active-runs", type=int, default=None, metavar="N", help="runs advanced at once"
+        "--max-active-runs", type=count, default=None, metavar="N", help="runs advanced at once"
     )
     worker.add_argument("--quiet", action="store_true", help="log warnings and errors only")
     worker.set_defaults(handler=_worker)
@@ -97,26 +97,6 @@ def app_target(text: str) -> str:
     if not (sep and module and name):
         raise argparse.ArgumentTypeError(f"expected MODULE:FACTORY, got {text!r}")
     return text
-
-
-def _positive(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not (value > 0 and math.isfinite(value)):
-        raise argparse.ArgumentTypeError(f"must be more than 0, not {text!r}")
-    return value
-
-
-def _not_negative(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not (value >= 0 and math.isfinite(value)):
-        raise argparse.ArgumentTypeError(f"must be 0 or more, not {text!r}")
-    return value
 
 
 def _worker(args: argparse.Namespace) -> int:

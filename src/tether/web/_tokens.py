@@ -46,9 +46,20 @@ def load_tokens(
         OSError: the file cannot be read.
     """
     if path is not None:
-        with open(path, encoding="utf-8") as f:
-            mode = os.fstat(f.fileno()).st_mode
-            text = f.read()
+        # Opened without waiting, and read only if a regular file: a FIFO would block for ever.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        with open(fd, "rb") as f:
+            mode = os.fstat(fd).st_mode
+            if not stat.S_ISREG(mode):
+                raise TokenError(f"{os.fspath(path)}: not a regular file")
+            data = f.read()
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise TokenError(
+                f"{os.fspath(path)}: not UTF-8 text (byte {exc.start}); a token file is lines of "
+                "NAME:TOKEN"
+            ) from None
         if mode & (stat.S_IRWXG | stat.S_IRWXO):
             log.warning("%s can be read by others than its owner: chmod 600 it", os.fspath(path))
         return parse_tokens(text, source=os.fspath(path))
