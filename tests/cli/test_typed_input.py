@@ -183,3 +183,11 @@ def test_a_token_file_that_is_no_text_file_is_refused_at_once(
         cli(capsys, "serve", "--root", env.r, "--token-file", str(tokens), "--port", "0")
     assert exc.value.code == 2
     assert said in capsys.readouterr().err
+
+
+def test_a_store_url_with_bytes_that_are_not_utf8_is_refused_in_one_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, _, err = cli(capsys, "runs", "--store", "postgresql://u@\udcff/x")
+    assert code == 3
+    assert "the URL holds bytes that are not UTF-8" in err

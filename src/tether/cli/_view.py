@@ -178,6 +178,12 @@ def open_store(args: argparse.Namespace, *, create: bool = False, **options: Any
     """
     spec = store_spec(args)
     if is_postgres(spec):
+        try:
+            spec.encode("utf-8")
+        except UnicodeEncodeError:  # a shell's bytes that are not UTF-8: no host has them
+            raise StoreMissingError(
+                f"{public_url(spec)}: the URL holds bytes that are not UTF-8"
+            ) from None
         if not create:  # a person at a terminal: say at once that the database is not there
             options.setdefault("start_wait", 0.0)
         try:  # only a worker creates or migrates the schema

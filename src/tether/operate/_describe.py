@@ -48,7 +48,10 @@ def shorten(text: str, limit: int) -> str:
 
 
 _BIDI_CONTROLS = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
-_CONTROL = re.compile(f"[\\x00-\\x08\\x0b-\\x1f\\x7f-\\x9f{_BIDI_CONTROLS}]")
+_SURROGATES = "\ud800-\udfff"
+"""What bytes that are not UTF-8 decode to (a shell's argument, a file name): no terminal can
+be sent them as they are."""
+_CONTROL = re.compile(f"[\\x00-\\x08\\x0b-\\x1f\\x7f-\\x9f{_BIDI_CONTROLS}{_SURROGATES}]")
 _BIDI = re.compile(f"[{_BIDI_CONTROLS}]")
 
 
@@ -57,7 +60,8 @@ def printable(text: str) -> str:
     (``\\x1b``), and every bidirectional control (``\\u202e``): a model's words, a tool's
     result or a person's note reach an operator's terminal, and an escape sequence there could
     retitle the window, recolour or rewrite what is shown; a right-to-left override could show
-    a call's arguments to its approver in another order than the tool gets them."""
+    a call's arguments to its approver in another order than the tool gets them. A lone
+    surrogate (what bytes that are not UTF-8 decode to) is written out too (``\\udcff``)."""
     return _CONTROL.sub(_written_out, text)
 
 
