@@ -212,7 +212,7 @@ async def test_the_inbox_is_framed_like_a_journal_under_its_own_magic(
 
 
 async def test_a_torn_record_left_by_hand_is_cut_back_and_the_next_answer_is_taken(
-    tmp_path: pathlib.Path,
+    tmp_path: pathlib.Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     # What a post cut short leaves: its first bytes, and nothing after. Taken from the bytes a
     # real post appends, so that the test does not depend on the layout.
@@ -230,6 +230,11 @@ async def test_a_torn_record_left_by_hand_is_cut_back_and_the_next_answer_is_tak
         await store.post(RUN, answer("bob"))
         assert who(await store.take_inbox(RUN)) == ["ann", "bob"]
     assert side_files(tmp_path) == [f"{RUN}.inbox.torn-{len(whole)}"]
+    # The poster that cut it says so: the cut bytes may have been an answer damaged after it
+    # was queued, which a person should know of.
+    said = [r.getMessage() for r in caplog.records if "do not read as one" in r.getMessage()]
+    assert len(said) == 1
+    assert f"kept in {path}.torn-{len(whole)}" in said[0]
     assert (tmp_path / "runs" / side_files(tmp_path)[0]).read_bytes() == torn[len(whole) :]
 
 

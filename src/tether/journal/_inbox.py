@@ -281,7 +281,16 @@ def post_chosen(
                 return event
             end = found.end
             if end < len(data):  # a torn tail: cut back to the last whole record first, durably
-                keep_torn_tail(path, data, end, ops)
+                kept = keep_torn_tail(path, data, end, ops)
+                if kept is not None:  # (zeros alone are a post that never began to write)
+                    log.warning(
+                        "%s: %d bytes after its last whole answer do not read as one (a post "
+                        "cut short, or an answer damaged after it was queued): cut off, kept "
+                        "in %s",
+                        path,
+                        len(data) - end,
+                        kept,
+                    )
                 ops.ftruncate(fd, end)
                 ops.fsync(fd)
             _append(fd, path, run_id, record, end, ops)
