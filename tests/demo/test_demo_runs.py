@@ -164,3 +164,12 @@ def test_child_processes_do_not_import_anthropic(tmp_path: pathlib.Path) -> None
     assert "tether.supervisor" in imported
     assert not [m for m in imported if m.split(".")[0] in ("anthropic", "httpx")]
     assert "status: done" in proc.stdout
+
+
+def test_a_root_that_is_a_file_is_refused(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "a-file").write_text("x")
+    assert main(["demo", "--root", str(tmp_path / "a-file"), "--json"]) == 2
+    assert "is not a directory" in capsys.readouterr().err
+    assert (tmp_path / "a-file").read_text() == "x"

@@ -57,6 +57,9 @@ def _demo(args: argparse.Namespace) -> int:
     from ..demo import KITEBASE, MAIL, DemoError, run_kitebase, run_mail
 
     keep = args.root is not None
+    if keep and Path(args.root).exists() and not Path(args.root).is_dir():
+        print(f"tether: --root {args.root} is not a directory", file=sys.stderr)
+        return 2
     if keep and Path(args.root).exists() and any(Path(args.root).iterdir()):
         print(
             f"tether: --root {args.root} is not empty: give a new or empty directory "
