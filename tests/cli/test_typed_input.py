@@ -15,6 +15,8 @@ import tempfile
 
 import pytest
 
+from tether.web import _tokens
+
 from ._stores import APPROVE, ESCALATED, FAILED, Env, cli
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -169,12 +171,17 @@ def test_an_option_out_of_its_range_is_a_usage_error(
 
 @pytest.mark.parametrize("kind", ["fifo", "binary"])
 def test_a_token_file_that_is_no_text_file_is_refused_at_once(
-    env: Env, tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str], kind: str
+    env: Env,
+    tmp_path: pathlib.Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    kind: str,
 ) -> None:
     tokens = tmp_path / "tokens"
     if kind == "fifo":
-        os.mkfifo(tokens)  # read as a file, it would block the console's start for ever
-        said = "not a regular file"
+        os.mkfifo(tokens)  # opened as a file, it would block the console's start for ever
+        monkeypatch.setattr(_tokens, "READ_WAIT", 0.2)
+        said = "a pipe that said nothing more in 0.2 s"
     else:
         tokens.write_bytes(b"\xff\xfe alice:0123456789abcdef0123\n")
         said = "not UTF-8 text"
@@ -191,3 +198,34 @@ def test_a_store_url_with_bytes_that_are_not_utf8_is_refused_in_one_line(
     code, _, err = cli(capsys, "runs", "--store", "postgresql://u@\udcff/x")
     assert code == 3
     assert "the URL holds bytes that are not UTF-8" in err
+
+
+def test_a_token_file_given_as_a_pipe_is_read_to_its_end() -> None:
+    read, write = os.pipe()  # what `--token-file <(pass show tether-tokens)` hands over
+    try:
+        os.write(write, b"priya:0123456789abcdef0123\n")
+        os.close(write)
+        assert _tokens.load_tokens(f"/dev/fd/{read}") == {"0123456789abcdef0123": "priya"}
+    finally:
+        os.close(read)
+
+
+def test_nesting_past_the_limit_is_refused_however_deep(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for depth in (257, 980, 3000):  # (980: deep enough to pass the parser, not the journal's check)
+        nested = "[" * depth + "]" * depth
+        with pytest.raises(SystemExit) as exc:
+            cli(capsys, "signal", "--root", env.r, APPROVE, "paid", "--data", nested)
+        assert exc.value.code == 2
+        assert "nested" in capsys.readouterr().err
+    nested = "[" * 256 + "]" * 256
+    code, _, err = cli(capsys, "signal", "--root", env.r, APPROVE, "paid", "--data", nested)
+    assert code == 0, err
+
+
+def test_an_empty_by_or_id_for_a_signal_is_none_given(
+    env: Env, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = cli(capsys, "signal", "--root", env.r, APPROVE, "paid", "--by", "", "--id", "")
+    assert code == 0, err

@@ -21,7 +21,7 @@ from ..operate._deploy import repin_plan
 from ..supervisor import fold
 from ..supervisor._contracts import contracts_for
 from ._input import person, text
-from ._view import add_store_options, execute, fail, open_store, using
+from ._view import add_store_options, execute, fail, open_store, report, using
 from ._worker import app_target
 
 if TYPE_CHECKING:
@@ -167,7 +167,7 @@ def _repin(args: argparse.Namespace) -> int:
             done = await operate.repin(
                 store, args.run, tools=pins, model=model, by=args.by, note=args.note
             )
-        print(operate.acknowledgement(args.run, done))
+        report(operate.acknowledgement(args.run, done))
         return 0
 
     return execute(args, command)

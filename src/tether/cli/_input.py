@@ -27,7 +27,11 @@ _N = TypeVar("_N", int, float)
 NAME_LIMIT = 200
 """The most characters of a ``--by`` name."""
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+"""Control characters, and the bidirectional controls that reorder what a terminal shows."""
+JSON_DEPTH = 256
+"""The deepest nesting of ``--data`` or ``--result`` recorded: far past any real payload, and
+well within the stack of every process that encodes, decodes or shows it."""
 _INT_RANGE = (-(2**63), 2**64 - 1)
 """The integers a journal's MessagePack holds."""
 LIMIT_MAX = 2**63 - 1
@@ -48,6 +52,15 @@ def text(value: str) -> str:
             f"not valid UTF-8 (byte {bad!r} at character {exc.start}): {quoted(value)}"
         ) from None
     return value
+
+
+def some_person(value: str) -> str:
+    """An optional ``--by`` (``signal``, ``cancel``): as ``person``, or empty for nobody named.
+
+    Raises:
+        argparse.ArgumentTypeError: as ``person``, but for an empty name.
+    """
+    return value if value == "" else person(value)
 
 
 def person(value: str) -> str:
@@ -84,6 +97,8 @@ def json_value(flag: str, value: str) -> Any:
         raise ValueError(f"{flag}: {exc}") from None
     except RecursionError:
         raise ValueError(f"{flag} is nested too deeply to record") from None
+    if _depth(parsed) > JSON_DEPTH:
+        raise ValueError(f"{flag} is nested more than {JSON_DEPTH} levels deep")
     try:
         msgspec.msgpack.encode(parsed)
     except UnicodeEncodeError:
@@ -93,6 +108,17 @@ def json_value(flag: str, value: str) -> Any:
     except RecursionError:
         raise ValueError(f"{flag} is nested too deeply to record") from None
     return parsed
+
+
+def _depth(value: Any) -> int:
+    """How deeply ``value``'s lists and objects nest (a walk without recursion)."""
+    deepest, todo = 0, [(value, 1)]
+    while todo:
+        item, level = todo.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, level)
+            todo.extend((v, level + 1) for v in (item.values() if isinstance(item, dict) else item))
+    return deepest
 
 
 class _Refused(Exception):

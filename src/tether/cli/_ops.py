@@ -22,7 +22,7 @@ from .. import operate
 from ..operate import acknowledgement
 from ..operate._display import retry_details
 from ..tools import wait_for
-from ._input import LIMIT_MAX, json_value, person, text
+from ._input import LIMIT_MAX, json_value, person, some_person, text
 from ._view import add_store_options, execute, open_store, report, using
 
 if TYPE_CHECKING:
@@ -152,7 +152,9 @@ def add_op_commands(commands: Any) -> None:
     signal.add_argument(
         "--id", metavar="ID", type=text, help="the signal's id (deliveries count once)"
     )
-    signal.add_argument("--by", metavar="NAME", type=person, help="who or what sends it (recorded)")
+    signal.add_argument(
+        "--by", metavar="NAME", type=some_person, help="who or what sends it (recorded)"
+    )
     signal.set_defaults(handler=_signal, parser=signal)
 
     cancel = commands.add_parser(
@@ -177,7 +179,7 @@ def add_op_commands(commands: Any) -> None:
         help="recorded reason (default: cancelled)",
     )
     cancel.add_argument(
-        "--by", metavar="NAME", type=person, help="who cancels (recorded in the reason)"
+        "--by", metavar="NAME", type=some_person, help="who cancels (recorded in the reason)"
     )
     cancel.set_defaults(handler=_cancel)
 
@@ -254,7 +256,7 @@ def _signal(args: argparse.Namespace) -> int:
     payload = _json_option(args, "--data", args.data)
     try:
         wait_for(args.name)
-        if args.id is not None:
+        if args.id:  # (an empty one: a new id, as none)
             operate.check_signal_id(args.id)
     except ValueError as exc:
         args.parser.error(str(exc))

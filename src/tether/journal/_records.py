@@ -471,7 +471,7 @@ def decode_event(data: bytes | memoryview) -> AnyEvent:
 def check_types(event: Event, what: str) -> None:
     """Raise ``TypeError`` if ``event`` has a field of another type than its record declares,
     ``ValueError`` if it holds what no journal can encode (a lone surrogate, an integer beyond
-    64 bits).
+    64 bits, nesting deeper than the interpreter's stack).
 
     msgspec checks types when it decodes a record, not when one is made: an answer built from
     a caller's wrongly typed argument (``by=5``) would be written, fsync'd and acknowledged,
@@ -490,3 +490,5 @@ def check_types(event: Event, what: str) -> None:
         ) from None
     except OverflowError:
         raise ValueError(f"{what}: holds an integer beyond 64 bits") from None
+    except RecursionError:
+        raise ValueError(f"{what}: nested too deeply to record") from None

@@ -14,7 +14,9 @@ import hmac
 import logging
 import os
 import re
+import select
 import stat
+import time
 from collections.abc import Mapping
 
 from .._errors import TetherError
@@ -46,13 +48,7 @@ def load_tokens(
         OSError: the file cannot be read.
     """
     if path is not None:
-        # Opened without waiting, and read only if a regular file: a FIFO would block for ever.
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-        with open(fd, "rb") as f:
-            mode = os.fstat(fd).st_mode
-            if not stat.S_ISREG(mode):
-                raise TokenError(f"{os.fspath(path)}: not a regular file")
-            data = f.read()
+        mode, data = _read_token_file(os.fspath(path))
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -68,6 +64,45 @@ def load_tokens(
     if not value:
         raise TokenError(f"no tokens: give --token-file FILE or set {ENV_TOKEN}")
     return parse_tokens(value, source=ENV_TOKEN)
+
+
+READ_WAIT = 10.0
+"""Seconds a pipe given as the token file (``--token-file <(pass show ...)``) may take to say
+all it has."""
+
+
+def _read_token_file(path: str) -> tuple[int, bytes]:
+    """The token file's mode and bytes: a regular file, or a pipe read to its end within
+    ``READ_WAIT`` (opened without waiting, so a FIFO nobody writes to cannot block the start).
+
+    Raises:
+        TokenError: neither a regular file nor a pipe, or a pipe that did not end in time.
+        OSError: it cannot be read.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISREG(mode):
+            os.set_blocking(fd, True)
+            with open(fd, "rb", closefd=False) as f:
+                return mode, f.read()
+        if not stat.S_ISFIFO(mode):
+            raise TokenError(f"{path}: not a regular file or a pipe")
+        chunks: list[bytes] = []
+        deadline = time.monotonic() + READ_WAIT
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                raise TokenError(f"{path}: a pipe that said nothing more in {READ_WAIT:g} s")
+            try:
+                chunk = os.read(fd, 65536)
+            except BlockingIOError:
+                continue
+            if not chunk:  # its end (or no writer at all: nothing in it)
+                return mode, b"".join(chunks)
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
 
 
 def parse_tokens(text: str, *, source: str) -> dict[str, str]:
