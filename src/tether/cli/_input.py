@@ -153,10 +153,7 @@ def seconds(value: str) -> float:
     Raises:
         argparse.ArgumentTypeError: not such a number.
     """
-    number = _number(value, float)
-    if not (number > 0 and math.isfinite(number)):
-        raise argparse.ArgumentTypeError(f"must be more than 0, not {quoted(value)}")
-    return number
+    return _number(value, float, lambda n: n > 0 and math.isfinite(n), "must be more than 0")
 
 
 def some_seconds(value: str) -> float:
@@ -165,10 +162,7 @@ def some_seconds(value: str) -> float:
     Raises:
         argparse.ArgumentTypeError: not such a number.
     """
-    number = _number(value, float)
-    if not (number >= 0 and math.isfinite(number)):
-        raise argparse.ArgumentTypeError(f"must be 0 or more, not {quoted(value)}")
-    return number
+    return _number(value, float, lambda n: n >= 0 and math.isfinite(n), "must be 0 or more")
 
 
 def count(value: str) -> int:
@@ -177,10 +171,7 @@ def count(value: str) -> int:
     Raises:
         argparse.ArgumentTypeError: not such a number.
     """
-    number = _number(value, int)
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"must be 1 or more, not {quoted(value)}")
-    return number
+    return _number(value, int, lambda n: n >= 1, "must be 1 or more")
 
 
 def port(value: str) -> int:
@@ -189,14 +180,15 @@ def port(value: str) -> int:
     Raises:
         argparse.ArgumentTypeError: not such a number.
     """
-    number = _number(value, int)
-    if not 0 <= number <= 65535:
-        raise argparse.ArgumentTypeError(f"a port is 0 to 65535, not {quoted(value)}")
-    return number
+    return _number(value, int, lambda n: 0 <= n <= 65535, "a port is 0 to 65535")
 
 
-def _number(value: str, kind: Callable[[str], _N]) -> _N:
+def _number(value: str, kind: Callable[[str], _N], fits: Callable[[_N], bool], rule: str) -> _N:
+    """``value`` as a ``kind`` that ``fits``; else a usage error saying the ``rule``."""
     try:
-        return kind(value)
+        number = kind(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number: {quoted(value)}") from None
+    if not fits(number):
+        raise argparse.ArgumentTypeError(f"{rule}, not {quoted(value)}")
+    return number
